@@ -1,0 +1,29 @@
+# Two entry points, each doing its own set-up on a fresh machine:
+#   make run   - install, build the default RoPE graph, check its parity on onnxruntime CPU
+#   make test  - install, run the whole test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# This machine kind keeps the CPU build of torch 2.13.0 on disk; pinning it first keeps pip from
+# pulling a multi-GB CUDA build when the project's `torch>=2.6` is resolved.
+TORCH ?= torch==2.13.0
+
+.PHONY: install run test bench
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+run: install
+	$(VENV)/bin/posexport build --encoding rope --out graphs/build
+	$(VENV)/bin/posexport parity graphs/build/rope.onnx --runtimes ort-cpu
+
+test: install
+	$(PY) -m pytest -q
+
+bench: install
+	$(VENV)/bin/posexport bench

@@ -1,0 +1,1 @@
+"""Presets (graphs/presets/*.json, well-known model configs) and the default output folder of builds."""

@@ -1,0 +1,13 @@
+"""The registry of encodings: one line each."""
+
+from __future__ import annotations
+
+from .base import Encoding
+from .rope import RopeEncoding
+
+ENCODINGS: dict[str, Encoding] = {
+    enc.name: enc
+    for enc in (
+        RopeEncoding(),
+    )
+}

@@ -1,0 +1,140 @@
+"""What every encoding provides, so that build, parity and bench can treat them alike.
+
+An encoding is written twice — a torch module and an onnxscript function — around one float64 numpy
+reference. The function takes the graph inputs followed by the cached tables (graph initializers), so a
+user can lift it out of a built model and call it from their own graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from onnxscript.values import Opset
+
+from .. import params as params_mod
+from ..dtypes import DType
+
+# Every function posexport writes lives in this domain, at this version.
+POSEXPORT = Opset("posexport", 1)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A graph input or output: str dims are named dynamic axes, ints are fixed."""
+
+    name: str
+    dims: tuple[int | str, ...]
+    is_float: bool = True  # True: the build's I/O dtype; False: int64
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    dtype: DType
+    opset: int
+    backend: str = "portable"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input configuration: sizes of the dynamic axes and the position the sequence starts at."""
+
+    label: str
+    axes: Mapping[str, int]
+    start: int = 0
+    # Random per-row offsets in [0, start] instead of one shared start (rope/sinusoidal).
+    ragged: bool = False
+
+
+@dataclass(frozen=True)
+class PropertyResult:
+    ok: bool
+    detail: str
+    # The measured violation (0 when the property holds exactly), normalised like DESIGN 4.2.
+    error: float = 0.0
+
+
+# A runner evaluates the graph (or module) under test on feeds and returns its single output.
+Runner = Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Property:
+    """A mathematical property checked on runtime outputs of a built graph, never on Python code."""
+
+    name: str
+    description: str
+    check: Callable[[Runner, Any, DType, np.random.Generator], PropertyResult]
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Cached tables handed to the onnxscript function after the graph inputs, in this order."""
+
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+class Encoding(ABC):
+    name: ClassVar[str]
+    family: ClassVar[str]
+    summary: ClassVar[str]
+    Params: ClassVar[type]
+    # DESIGN 4.2: float32 rope/sinusoidal bounds grow with log2 of the largest position.
+    position_scaled_tolerance: ClassVar[bool] = False
+
+    def params(self, **values: Any) -> Any:
+        """Validated parameters from raw values (CLI strings, JSON), unknown names rejected."""
+        return params_mod.build(self.Params, values)
+
+    def describe_params(self) -> list[tuple[str, str, str]]:
+        return params_mod.describe(self.Params)
+
+    # --- the contract -------------------------------------------------------------------------
+    @abstractmethod
+    def inputs(self, p: Any) -> list[TensorSpec]: ...
+
+    def outputs(self, p: Any) -> list[TensorSpec]:
+        first = self.inputs(p)[0]
+        return [TensorSpec("y", first.dims)]
+
+    # --- the maths ----------------------------------------------------------------------------
+    @abstractmethod
+    def reference(self, p: Any, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The float64 oracle, written from DESIGN 3 and nothing else."""
+
+    @abstractmethod
+    def torch_module(self, p: Any, opts: BuildOptions) -> torch.nn.Module:
+        """An exportable module whose forward takes the inputs in order and returns y."""
+
+    @abstractmethod
+    def tables(self, p: Any, opts: BuildOptions) -> Tables:
+        """Initializers the onnxscript function takes after the graph inputs."""
+
+    @abstractmethod
+    def script_functions(self, p: Any, opts: BuildOptions, op: Any) -> list[Any]:
+        """onnxscript functions in the posexport domain; the first is the entry point, the rest the
+        functions it calls. ``op`` is the standard opset chosen for the build."""
+
+    # --- parity inputs ------------------------------------------------------------------------
+    @abstractmethod
+    def feeds(self, p: Any, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Random, non-zero inputs for a case."""
+
+    @abstractmethod
+    def cases(self, p: Any) -> list[Case]:
+        """The default sweep of DESIGN 4 and the parity issue for these parameters."""
+
+    def properties(self, p: Any) -> list[Property]:
+        return []
+
+    def largest_position(self, p: Any, feeds: Mapping[str, np.ndarray]) -> int | None:
+        """The largest position the feeds ask for (for position-scaled tolerances), if positions apply."""
+        return None
+
+    def with_params(self, p: Any, **changes: Any) -> Any:
+        return dataclasses.replace(p, **changes)

@@ -1,0 +1,297 @@
+"""Build ONNX graphs from an encoding (onnxscript function or torch.onnx export), save them with their
+manifest, and load them back.
+
+Builds are deterministic: the same arguments give byte-identical .onnx and .json files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import io
+import json
+import logging
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper as onh
+import onnxscript.onnx_opset
+import torch
+
+from . import __version__, params as params_mod
+from .backends import resolve_backend
+from .dtypes import DType, get_dtype
+from .encodings.base import POSEXPORT, BuildOptions, Encoding, TensorSpec
+from .errors import PosexportError
+from .registry import get_encoding
+
+SOURCES = ("script", "torch")
+DEFAULT_OPSET = 18
+MIN_OPSET = 17
+PACKAGES = ("onnx", "onnxruntime", "onnxscript", "torch", "numpy")
+
+
+@dataclass
+class Artifact:
+    """A built graph and its manifest (DESIGN 2)."""
+
+    model: onnx.ModelProto
+    manifest: dict[str, Any]
+    encoding: Encoding
+    params: Any
+    options: BuildOptions
+
+    @property
+    def model_bytes(self) -> bytes:
+        return serialize(self.model)
+
+
+def serialize(model: onnx.ModelProto) -> bytes:
+    return model.SerializeToString(deterministic=True)
+
+
+def check_opset(opset: int) -> int:
+    newest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= newest:
+        raise PosexportError(f"--opset {opset}: choose an opset from {MIN_OPSET} to {newest}")
+    return opset
+
+
+def standard_opset(opset: int) -> Any:
+    return getattr(onnxscript.onnx_opset, f"opset{opset}")
+
+
+def value_info(spec: TensorSpec, dtype: DType) -> onnx.ValueInfoProto:
+    elem = dtype.onnx if spec.is_float else onnx.TensorProto.INT64
+    return oh.make_tensor_value_info(spec.name, elem, list(spec.dims))
+
+
+def build(
+    encoding: str | Encoding,
+    params: Any = None,
+    *,
+    dtype: str = "float32",
+    opset: int = DEFAULT_OPSET,
+    source: str = "script",
+    backend: str = "auto",
+) -> Artifact:
+    """Build one graph. ``params`` is the encoding's Params object, a dict of raw values, or None."""
+    enc = get_encoding(encoding) if isinstance(encoding, str) else encoding
+    if params is None or isinstance(params, dict):
+        params = enc.params(**(params or {}))
+    if source not in SOURCES:
+        raise PosexportError(f"--source {source!r}: choose one of {', '.join(SOURCES)}")
+    opts = BuildOptions(get_dtype(dtype), check_opset(opset), resolve_backend(backend, enc.family, opset))
+    model = script_model(enc, params, opts) if source == "script" else torch_model(enc, params, opts)
+    model.producer_name = "posexport"
+    model.producer_version = __version__
+    model.doc_string = f"posexport {enc.name} ({source})"
+    onnx.checker.check_model(model)
+    data = serialize(model)
+    manifest = make_manifest(enc, params, opts, source, model, data)
+    return Artifact(model, manifest, enc, params, opts)
+
+
+def script_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
+    """A graph of one node calling the encoding's onnxscript function, which stays model-local."""
+    functions = enc.script_functions(p, opts, standard_opset(opts.opset))
+    tables = enc.tables(p, opts).arrays
+    inputs, outputs = enc.inputs(p), enc.outputs(p)
+    entry = functions[0].to_function_proto()
+    node = oh.make_node(
+        entry.name,
+        [s.name for s in inputs] + list(tables),
+        [s.name for s in outputs],
+        domain=POSEXPORT.domain,
+        name=entry.name,
+    )
+    graph = oh.make_graph(
+        [node],
+        f"posexport_{enc.name}",
+        [value_info(s, opts.dtype) for s in inputs],
+        [value_info(s, opts.dtype) for s in outputs],
+        initializer=[onh.from_array(array, name) for name, array in tables.items()],
+    )
+    # Callees before callers: the reference evaluator resolves functions in the order they are listed.
+    protos = [f.to_function_proto() for f in functions[1:]] + [entry]
+    imports = {"": opts.opset, POSEXPORT.domain: POSEXPORT.version}
+    for proto in protos:
+        for imp in proto.opset_import:
+            imports.setdefault(imp.domain, imp.version)
+    return oh.make_model(
+        graph,
+        functions=protos,
+        opset_imports=[oh.make_opsetid(d, v) for d, v in sorted(imports.items())],
+        ir_version=10,
+    )
+
+
+EXAMPLE_SIZES = (2, 5, 3, 7, 11, 13)
+
+
+def example_axes(enc: Encoding, p: Any) -> dict[str, int]:
+    """Distinct sizes for the dynamic axes, so the exporter cannot mistake one axis for another."""
+    names: list[str] = []
+    for spec in enc.inputs(p):
+        names += [d for d in spec.dims if isinstance(d, str) and d not in names]
+    custom = getattr(enc, "example_axes", None)
+    if custom is not None:
+        return custom(p)
+    return dict(zip(names, EXAMPLE_SIZES))
+
+
+def torch_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
+    """torch.onnx.export(dynamo=True) of the encoding's module, with the contract's names and axes."""
+    module = enc.torch_module(p, opts).eval()
+    axes = example_axes(enc, p)
+    specs = enc.inputs(p)
+    dims = {name: torch.export.Dim(name, min=1) for name in axes}
+    examples = []
+    for spec in specs:
+        shape = [axes[d] if isinstance(d, str) else d for d in spec.dims]
+        examples.append(torch.ones(shape, dtype=opts.dtype.torch) if spec.is_float else torch.zeros(shape, dtype=torch.int64))
+    dynamic_shapes = {
+        spec.name: {i: dims[d] for i, d in enumerate(spec.dims) if isinstance(d, str)} for spec in specs
+    }
+    with quiet_exporter(), torch.no_grad():
+        program = torch.onnx.export(
+            ExportWrapper(module, [s.name for s in specs]),
+            tuple(examples),
+            dynamo=True,
+            input_names=[s.name for s in specs],
+            output_names=[s.name for s in enc.outputs(p)],
+            dynamic_shapes=dynamic_shapes,
+            opset_version=opts.opset,
+            optimize=True,
+            verbose=False,
+        )
+    model = program.model_proto
+    model.ClearField("metadata_props")
+    return model
+
+
+class ExportWrapper(torch.nn.Module):
+    """Gives forward the contract's argument names, which dynamic_shapes refers to."""
+
+    def __init__(self, module: torch.nn.Module, names: list[str]):
+        super().__init__()
+        self.module = module
+        args = ", ".join(names)
+        namespace: dict[str, Any] = {}
+        exec(f"def forward(self, {args}):\n    return self.module({args})\n", namespace)
+        self.forward = namespace["forward"].__get__(self)
+
+
+@contextlib.contextmanager
+def quiet_exporter():
+    """torch.onnx prints progress and warnings that would drown the CLI's own output."""
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo", "torch.fx")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def versions() -> dict[str, str]:
+    out = {"posexport": __version__}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def make_manifest(enc: Encoding, p: Any, opts: BuildOptions, source: str, model: onnx.ModelProto, data: bytes) -> dict[str, Any]:
+    def signature(specs: list[TensorSpec]) -> list[dict[str, Any]]:
+        return [{"name": s.name, "dims": list(s.dims), "dtype": opts.dtype.name if s.is_float else "int64"} for s in specs]
+
+    return {
+        "encoding": enc.name,
+        "family": enc.family,
+        "params": params_mod.to_dict(p),
+        "dtype": opts.dtype.name,
+        "opset": opts.opset,
+        "source": source,
+        "backend": opts.backend,
+        "inputs": signature(enc.inputs(p)),
+        "outputs": signature(enc.outputs(p)),
+        "tables": {i.name: list(i.dims) for i in model.graph.initializer if len(i.dims) > 1},
+        "versions": versions(),
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary name beside the target, then rename: a failure leaves nothing half-written."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def save(artifact: Artifact, out_dir: str | Path, name: str | None = None) -> tuple[Path, Path]:
+    """Write NAME.onnx and NAME.json into out_dir (created if needed)."""
+    out = Path(out_dir)
+    name = name or artifact.encoding.name
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        onnx_path, json_path = out / f"{name}.onnx", out / f"{name}.json"
+        atomic_write(onnx_path, artifact.model_bytes)
+        atomic_write(json_path, (json.dumps(artifact.manifest, indent=2, sort_keys=True) + "\n").encode())
+    except OSError as e:
+        raise PosexportError(f"--out {out}: cannot write there ({e.strerror}); choose a writable folder") from None
+    return onnx_path, json_path
+
+
+def load(path: str | Path) -> Artifact:
+    """Read a built graph and the manifest beside it."""
+    onnx_path = Path(path)
+    json_path = onnx_path.with_suffix(".json")
+    if not onnx_path.is_file():
+        raise PosexportError(f"{onnx_path}: no such file; pass a .onnx built by `posexport build`")
+    if not json_path.is_file():
+        raise PosexportError(f"{onnx_path}: no manifest {json_path.name} beside it; rebuild with `posexport build`")
+    try:
+        model = onnx.load_model_from_string(onnx_path.read_bytes())
+    except Exception:
+        raise PosexportError(f"{onnx_path}: not an ONNX model") from None
+    try:
+        manifest = json.loads(json_path.read_text())
+        enc = get_encoding(manifest["encoding"])
+        p = enc.params(**manifest["params"])
+        opts = BuildOptions(get_dtype(manifest["dtype"]), int(manifest["opset"]), manifest["backend"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise PosexportError(f"{json_path}: not a posexport manifest ({e})") from None
+    check_contract(model, enc, p, opts, onnx_path)
+    return Artifact(model, manifest, enc, p, opts)
+
+
+def check_contract(model: onnx.ModelProto, enc: Encoding, p: Any, opts: BuildOptions, path: Path) -> None:
+    """The graph's inputs and outputs must be the ones the manifest's encoding promises (DESIGN 2)."""
+    for kind, actual, expected in (("inputs", model.graph.input, enc.inputs(p)), ("outputs", model.graph.output, enc.outputs(p))):
+        got = [(v.name, v.type.tensor_type.elem_type) for v in actual]
+        want = [(s.name, opts.dtype.onnx if s.is_float else onnx.TensorProto.INT64) for s in expected]
+        if got != want:
+            raise PosexportError(
+                f"{path}: graph {kind} {[n for n, _ in got]} do not match the {enc.name} contract {[n for n, _ in want]}"
+            )

@@ -1,0 +1,133 @@
+"""Validated parameter dataclasses, shared by every encoding.
+
+Each encoding's ``Params`` is a frozen dataclass whose fields carry a help text (and, for choices, the
+allowed values) in their metadata. ``__post_init__`` validates with :func:`check`, so an invalid object
+never exists. The CLI turns every field into an option (``head_dim`` -> ``--head-dim``) through
+:func:`parse_options`; nothing else needs to know an encoding's fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+from .errors import ParamError
+
+
+def param(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
+    """A dataclass field with its help text and, optionally, the values it accepts."""
+    metadata = {"help": help, "choices": choices}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("parameters are immutable: use a tuple")
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def check(ok: bool, name: str, value: object, allowed: str) -> None:
+    if not ok:
+        raise ParamError(name, value, allowed)
+
+
+def check_choices(params: Any) -> None:
+    """Validate every field that declares choices."""
+    for f in dataclasses.fields(params):
+        choices = f.metadata.get("choices")
+        value = getattr(params, f.name)
+        if choices and value not in choices:
+            raise ParamError(f.name, value, f"choose one of {', '.join(choices)}")
+
+
+def _base_type(annotation: Any) -> Any:
+    """`int | None` -> int; tuple[float, ...] stays a tuple annotation."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0]
+    return annotation
+
+
+def field_type(cls: type, name: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    return _base_type(hints[name])
+
+
+def convert(cls: type, name: str, raw: Any) -> Any:
+    """Turn a CLI string (or a JSON value) into the field's type, with a one-line error on failure."""
+    kind = field_type(cls, name)
+    if raw is None:
+        return None
+    try:
+        if typing.get_origin(kind) is tuple:
+            (item,) = {a for a in typing.get_args(kind) if a is not Ellipsis}
+            items = raw.split(",") if isinstance(raw, str) else raw
+            return tuple(item(x) for x in items)
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            if str(raw).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(raw).lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if kind is int and isinstance(raw, float) and not raw.is_integer():
+            raise ValueError(raw)
+        return kind(raw)
+    except (TypeError, ValueError):
+        raise ParamError(name, raw, f"expected {describe_type(kind)}") from None
+
+
+def describe_type(kind: Any) -> str:
+    if typing.get_origin(kind) is tuple:
+        return "a comma-separated list of numbers"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(kind, str(kind))
+
+
+def build(cls: type, values: dict[str, Any]) -> Any:
+    """Construct ``cls`` from raw values; unknown names are an error that lists the known ones."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        options = ", ".join("--" + n.replace("_", "-") for n in sorted(known))
+        raise ParamError(unknown[0], values[unknown[0]], f"unknown parameter; this encoding takes {options}")
+    return cls(**{k: convert(cls, k, v) for k, v in values.items()})
+
+
+def parse_options(args: list[str]) -> dict[str, str]:
+    """`['--head-dim', '64', '--flag=x']` -> {'head_dim': '64', 'flag': 'x'}."""
+    values: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or len(arg) == 2:
+            raise ParamError("option", arg, "expected --name value")
+        name, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(args):
+                raise ParamError(name.replace("-", "_"), None, "needs a value")
+            value = args[i + 1]
+            i += 1
+        values[name.replace("-", "_")] = value
+        i += 1
+    return values
+
+
+def describe(cls: type) -> list[tuple[str, str, str]]:
+    """(option, default, help) for every field, for `posexport list`."""
+    rows = []
+    for f in dataclasses.fields(cls):
+        default = f.default
+        if isinstance(default, tuple):
+            default = ",".join(str(v) for v in default) or "()"
+        help_text = f.metadata.get("help", "")
+        if f.metadata.get("choices"):
+            help_text += f" ({'|'.join(f.metadata['choices'])})"
+        rows.append(("--" + f.name.replace("_", "-"), str(default), help_text))
+    return rows
+
+
+def to_dict(params: Any) -> dict[str, Any]:
+    return {f.name: _jsonable(getattr(params, f.name)) for f in dataclasses.fields(params)}
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value

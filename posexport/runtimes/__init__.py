@@ -1,0 +1,29 @@
+"""The registry of runtimes: one line each. See base.py for the protocol."""
+
+from __future__ import annotations
+
+from ..errors import PosexportError
+from .base import Runtime, Session
+from .ort import OrtCpu
+from .reference import Reference
+from .torch_eager import TorchEager
+
+RUNTIMES: dict[str, Runtime] = {
+    rt.name: rt
+    for rt in (
+        TorchEager(),
+        Reference(),
+        OrtCpu("ort-cpu", optimize=True),
+        OrtCpu("ort-cpu-noopt", optimize=False),
+    )
+}
+
+
+def get_runtime(name: str) -> Runtime:
+    try:
+        return RUNTIMES[name]
+    except KeyError:
+        raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {', '.join(RUNTIMES)}") from None
+
+
+__all__ = ["RUNTIMES", "Runtime", "Session", "get_runtime"]

@@ -1,0 +1,72 @@
+"""Angle tables computed in float64 at build time (DESIGN 4.1) and two-level lookup (DESIGN 4.3).
+
+A position p = q·P + r is split into a fine index r < P and a coarse index q < Q, and
+
+    cos(pω) = cos(qPω)·cos(rω) − sin(qPω)·sin(rω)
+    sin(pω) = sin(qPω)·cos(rω) + cos(qPω)·sin(rω)
+
+so P + Q rows cover P·Q positions exactly. Both tables come from float64 angles; only the final
+combination runs in float32 inside the graph.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def split_rows(limit: int) -> tuple[int, int]:
+    """(P, Q) with P a power of two near sqrt(limit) and P·Q ≥ limit, keeping P + Q small."""
+    fine = 1 << max(0, math.ceil(math.log2(math.sqrt(max(limit, 1)))))
+    coarse = max(1, -(-limit // fine))
+    return fine, coarse
+
+
+def angles(positions: np.ndarray, inv_freq: np.ndarray) -> np.ndarray:
+    """positions [...] × inv_freq [n] -> angles [..., n] in float64."""
+    return np.asarray(positions, dtype=np.float64)[..., None] * np.asarray(inv_freq, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class TwoLevelTables:
+    fine_cos: np.ndarray  # [P, n]: cos(r·ω)·scale, r < P
+    fine_sin: np.ndarray  # [P, n]
+    coarse_cos: np.ndarray  # [Q, n]: cos(q·P·ω), q < Q
+    coarse_sin: np.ndarray  # [Q, n]
+
+    @property
+    def fine_rows(self) -> int:
+        return self.fine_cos.shape[0]
+
+    @property
+    def coarse_rows(self) -> int:
+        return self.coarse_cos.shape[0]
+
+    @property
+    def limit(self) -> int:
+        """Positions below this are exact; at or beyond it (or negative) the graph raises."""
+        return self.fine_rows * self.coarse_rows
+
+    def as_dict(self, dtype: np.dtype) -> dict[str, np.ndarray]:
+        return {
+            "fine_cos": self.fine_cos.astype(dtype),
+            "fine_sin": self.fine_sin.astype(dtype),
+            "coarse_cos": self.coarse_cos.astype(dtype),
+            "coarse_sin": self.coarse_sin.astype(dtype),
+        }
+
+
+def build_two_level(inv_freq: np.ndarray, limit: int, scale: float = 1.0) -> TwoLevelTables:
+    """Tables for positions [0, P·Q) with P·Q ≥ limit; ``scale`` (an attention factor) goes in the fine
+    rows, so it multiplies both cos and sin exactly once."""
+    fine, coarse = split_rows(limit)
+    fine_angles = angles(np.arange(fine), inv_freq)
+    coarse_angles = angles(np.arange(coarse) * fine, inv_freq)
+    return TwoLevelTables(
+        fine_cos=np.cos(fine_angles) * scale,
+        fine_sin=np.sin(fine_angles) * scale,
+        coarse_cos=np.cos(coarse_angles),
+        coarse_sin=np.sin(coarse_angles),
+    )

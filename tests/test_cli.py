@@ -1,0 +1,98 @@
+"""The `posexport` command end to end, in a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import posexport_cli
+
+
+def test_list_shows_every_encoding_with_parameters():
+    from posexport.registry import list_encodings
+
+    out = posexport_cli("list", check=True).stdout
+    for enc in list_encodings():
+        assert enc.name in out
+        for option, default, _ in enc.describe_params():
+            assert option in out
+    assert "--head-dim" in out and "128" in out
+
+
+@pytest.mark.parametrize("source", ["script", "torch"])
+def test_build_writes_graph_and_manifest_deterministically(tmp_path: Path, source: str):
+    args = ["build", "--encoding", "rope", "--head-dim", "32", "--heads", "2", "--rotary-dim", "16",
+            "--pair-layout", "interleaved", "--layout", "bhsd", "--max-positions", "512", "--dtype", "float16",
+            "--source", source]
+    posexport_cli(*args, "--out", str(tmp_path / "a"), check=True)
+    posexport_cli(*args, "--out", str(tmp_path / "b"), check=True)
+    for name in ("rope.onnx", "rope.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    manifest = json.loads((tmp_path / "a" / "rope.json").read_text())
+    import hashlib
+
+    assert manifest["sha256"] == hashlib.sha256((tmp_path / "a" / "rope.onnx").read_bytes()).hexdigest()
+    assert manifest["params"]["rotary_dim"] == 16 and manifest["params"]["layout"] == "bhsd"
+    assert manifest["dtype"] == "float16" and manifest["source"] == source and manifest["opset"] == 18
+    assert [i["name"] for i in manifest["inputs"]] == ["x", "position_ids"]
+    assert {"onnx", "onnxruntime", "torch", "posexport"} <= set(manifest["versions"])
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["rope.json", "rope.onnx"]
+
+
+def test_built_graph_passes_parity_from_the_cli(tmp_path: Path):
+    posexport_cli("build", "--head-dim", "16", "--heads", "2", "--out", str(tmp_path), "--name", "small", check=True)
+    proc = posexport_cli("parity", str(tmp_path / "small.onnx"), "--runtimes", "ort-cpu,reference", "--seqs", "1,17", "--batches", "1,3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["build", "--encoding", "nope"], "--encoding 'nope'"),
+        (["build", "--head-dim", "127"], "--head-dim 127"),
+        (["build", "--head-dim", "64", "--rotary-dim", "96"], "--rotary-dim 96"),
+        (["build", "--base", "1"], "--base 1"),
+        (["build", "--heads", "0"], "--heads 0"),
+        (["build", "--dtype", "float8"], "--dtype 'float8'"),
+        (["build", "--hed-dim", "64"], "--hed-dim"),
+        (["build", "--opset", "12"], "--opset 12"),
+        (["build", "--opset", "abc"], "--opset"),
+        (["build", "--source", "jit"], "--source 'jit'"),
+        (["build", "--backend", "magic"], "--backend 'magic'"),
+        (["build", "--out", "/proc/posexport-cannot-write"], "--out /proc/posexport-cannot-write"),
+        (["parity", "/nonexistent/graph.onnx"], "no such file"),
+    ],
+)
+def test_bad_input_gives_one_clear_line(args, needle, tmp_path):
+    proc = posexport_cli(*args, cwd=tmp_path)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert needle in lines[0] and lines[0].startswith("error: ")
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not list(tmp_path.rglob("*.onnx"))
+
+
+def test_failed_write_leaves_nothing_half_written(tmp_path: Path):
+    # rope.json cannot be replaced (it is a folder): the build fails after writing rope.onnx's temporary.
+    (tmp_path / "rope.json").mkdir()
+    proc = posexport_cli("build", "--head-dim", "8", "--heads", "1", "--out", str(tmp_path))
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_parity_on_graph_without_manifest(tmp_path: Path):
+    posexport_cli("build", "--head-dim", "8", "--heads", "1", "--out", str(tmp_path), check=True)
+    (tmp_path / "rope.json").unlink()
+    proc = posexport_cli("parity", str(tmp_path / "rope.onnx"))
+    assert proc.returncode == 2 and "no manifest" in proc.stderr
+
+
+def test_parity_on_a_file_that_is_not_onnx(tmp_path: Path):
+    posexport_cli("build", "--head-dim", "8", "--heads", "1", "--out", str(tmp_path), check=True)
+    (tmp_path / "rope.onnx").write_bytes(b"not a model at all")
+    proc = posexport_cli("parity", str(tmp_path / "rope.onnx"))
+    assert proc.returncode == 2 and "not an ONNX model" in proc.stderr
