@@ -1,0 +1,53 @@
+"""Random inputs and parity sweeps shared by the encodings (inputs are random and never zero)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DType
+from .base import Case
+
+def random_normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+    """Standard normal values in the I/O dtype, with exact zeros nudged away so no input is 0."""
+    values = rng.standard_normal(shape)
+    values[values == 0] = 0.5
+    return values.astype(dtype.numpy)
+
+
+def positions(rng: np.random.Generator, batch: int, seq: int, case: Case) -> np.ndarray:
+    """position_ids [batch, seq]: start + arange, or a random offset in [0, start] per row (ragged)."""
+    starts = rng.integers(0, case.start + 1, size=(batch, 1)) if case.ragged else np.full((batch, 1), case.start)
+    return (starts + np.arange(seq)[None, :]).astype(np.int64)
+
+
+DEFAULT_SEQS = (1, 2, 17, 512, 4096)
+DEFAULT_BATCHES = (1, 3)
+
+
+def sequence_cases(
+    trained: int,
+    limit: int,
+    seqs: tuple[int, ...] | None = None,
+    batches: tuple[int, ...] | None = None,
+) -> list[Case]:
+    """The parity sweep for position-indexed encodings: every (seq, batch) from the start and at random
+    offsets, then past the trained length, past the cached fine rows, and decode steps far out."""
+    seqs = seqs or DEFAULT_SEQS
+    batches = batches or DEFAULT_BATCHES
+    out: list[Case] = []
+    for seq in seqs:
+        for batch in batches:
+            if batch > 1 and seq > 512:
+                continue  # long sequences once, at batch 1, to keep sweeps affordable
+            out.append(Case(f"seq{seq}-b{batch}", {"batch": batch, "seq": seq}))
+            if seq < limit:
+                out.append(Case(f"seq{seq}-b{batch}-offsets", {"batch": batch, "seq": seq}, start=min(1000, limit - seq), ragged=True))
+    short = min(seqs)
+    top = max(b for b in batches)
+    past_trained = min(trained + 1, limit - 17)
+    out.append(Case(f"past-trained@{past_trained}", {"batch": top, "seq": 17}, start=past_trained))
+    far = min(100_000, limit - 17)
+    out.append(Case(f"far@{far}", {"batch": top, "seq": 17}, start=far, ragged=True))
+    for pos in sorted({min(3000, limit - 1), limit - 1}):
+        out.append(Case(f"decode@{pos}", {"batch": top, "seq": max(1, short)}, start=pos - max(1, short) + 1))
+    return out
