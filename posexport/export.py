@@ -141,10 +141,7 @@ def example_axes(enc: Encoding, p: Any) -> dict[str, int]:
     names: list[str] = []
     for spec in enc.inputs(p):
         names += [d for d in spec.dims if isinstance(d, str) and d not in names]
-    custom = getattr(enc, "example_axes", None)
-    if custom is not None:
-        return custom(p)
-    return dict(zip(names, EXAMPLE_SIZES))
+    return enc.example_axes(p) or dict(zip(names, EXAMPLE_SIZES))
 
 
 def torch_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:

@@ -126,8 +126,13 @@ class Encoding(ABC):
         """Random, non-zero inputs for a case."""
 
     @abstractmethod
-    def cases(self, p: Any) -> list[Case]:
-        """The default sweep of DESIGN 4 and the parity issue for these parameters."""
+    def cases(self, p: Any, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
+        """The default parity sweep for these parameters; ``seqs``/``batches`` override its lengths and
+        batch sizes (``--seqs``, ``--batches``)."""
+
+    def example_axes(self, p: Any) -> dict[str, int] | None:
+        """Sizes of the dynamic axes for the torch export's example inputs; None: distinct small sizes."""
+        return None
 
     def properties(self, p: Any) -> list[Property]:
         return []
