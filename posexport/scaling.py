@@ -1,16 +1,43 @@
 """RoPE frequency scalings (DESIGN 3.5): each one small function with the same signature.
 
-A scaling maps (rotary_dim, base, its parameters) to the float64 inverse frequencies and the attention
-factor that multiplies cos and sin. The torch module, the onnxscript function and the reference all take
-their frequencies from here.
+A scaling maps (rotary_dim d, base b, the rope parameters, the run-time length) to the float64 inverse
+frequencies and the attention factor that multiplies cos and sin. The torch module, the onnxscript
+function and the reference all take their frequencies from here. Each scaling's function is registered
+beside the parameters it requires and allows, so that parameter validation and config import
+(posexport.config) share one list.
+
+Two scalings depend on the run-time length seq_len = max(position_ids) + 1 (over the whole batch):
+`dynamic` (the base grows continuously past max_positions) and `longrope` (short or long factors, switched
+at original_max_positions). The graphs compute that decision on every call; ``seq_len`` here is the same
+number, for the reference and for building the tables of each regime.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from .params import check
+
+# Every rope parameter that belongs to some scaling; a scaling that does not use one rejects it.
+SCALING_PARAMS = (
+    "factor",
+    "original_max_positions",
+    "low_freq_factor",
+    "high_freq_factor",
+    "beta_fast",
+    "beta_slow",
+    "mscale",
+    "mscale_all_dim",
+    "attention_factor",
+    "truncate",
+    "short_factor",
+    "long_factor",
+)
 
 
 def plain_inv_freq(dim: int, base: float) -> np.ndarray:
@@ -18,12 +45,194 @@ def plain_inv_freq(dim: int, base: float) -> np.ndarray:
     return base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
 
 
-def default(dim: int, base: float, p: Any) -> tuple[np.ndarray, float]:
+def default(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
     return plain_inv_freq(dim, base), 1.0
 
 
-ScalingFn = Callable[[int, float, Any], tuple[np.ndarray, float]]
+def linear(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """Position interpolation: θ_i / s."""
+    return plain_inv_freq(dim, base) / p.factor, 1.0
 
-SCALINGS: dict[str, ScalingFn] = {
-    "default": default,
+
+def ntk(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """Static NTK-aware: base b' = b·s^(d/(d−2))."""
+    return plain_inv_freq(dim, base * p.factor ** (dim / (dim - 2))), 1.0
+
+
+def dynamic_ratio(factor: float, seq_len: int | None, max_positions: int) -> float:
+    """(s·L/Lmax) − (s−1) with L = max(seq_len, Lmax), written as 1 + s·(L − Lmax)/Lmax so that it is
+    exactly 1 (plain RoPE) up to Lmax."""
+    length = max(seq_len or 0, max_positions)
+    return 1.0 + factor * (length - max_positions) / max_positions
+
+
+def dynamic(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """Dynamic NTK: b' = b·((s·L/Lmax) − (s−1))^(d/(d−2)), L = max(seq_len, Lmax)."""
+    ratio = dynamic_ratio(p.factor, seq_len, p.max_positions)
+    return plain_inv_freq(dim, base * ratio ** (dim / (dim - 2))), 1.0
+
+
+def yarn_mscale(s: float, m: float = 1.0) -> float:
+    """g(s, m) = 0.1·m·ln s + 1 for s > 1, else 1."""
+    return 0.1 * m * math.log(s) + 1.0 if s > 1 else 1.0
+
+
+def yarn_attention_factor(p: Any) -> float:
+    if p.attention_factor is not None:
+        return p.attention_factor
+    if p.mscale and p.mscale_all_dim:
+        return yarn_mscale(p.factor, p.mscale) / yarn_mscale(p.factor, p.mscale_all_dim)
+    return yarn_mscale(p.factor)
+
+
+def yarn_ramp(dim: int, base: float, p: Any) -> np.ndarray:
+    """ramp_i ∈ [0, 1]: 0 keeps θ_i (high frequencies), 1 interpolates to θ_i/s (low frequencies)."""
+    original = p.original_max_positions or p.max_positions
+
+    def corr(rotations: float) -> float:
+        return dim * math.log(original / (2 * math.pi * rotations)) / (2 * math.log(base))
+
+    low, high = corr(32.0 if p.beta_fast is None else p.beta_fast), corr(1.0 if p.beta_slow is None else p.beta_slow)
+    if p.truncate is not False:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    return np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+
+
+def yarn(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """inv_freq_i = (θ_i/s)·ramp_i + θ_i·(1 − ramp_i), attention factor from mscale (DESIGN 3.5)."""
+    theta = plain_inv_freq(dim, base)
+    ramp = yarn_ramp(dim, base, p)
+    return theta / p.factor * ramp + theta * (1 - ramp), yarn_attention_factor(p)
+
+
+def llama3(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """Wavelength bands: short wavelengths keep θ_i, long ones get θ_i/s, the middle is blended."""
+    theta = plain_inv_freq(dim, base)
+    original, s = p.original_max_positions, p.factor
+    wavelength = 2 * math.pi / theta
+    gamma = (original / wavelength - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor)
+    blended = (1 - gamma) * theta / s + gamma * theta
+    out = np.where(wavelength > original / p.low_freq_factor, theta / s, blended)
+    return np.where(wavelength < original / p.high_freq_factor, theta, out), 1.0
+
+
+def longrope_original(p: Any) -> int:
+    return p.original_max_positions or p.max_positions
+
+
+def longrope_attention_factor(p: Any) -> float:
+    if p.attention_factor is not None:
+        return p.attention_factor
+    s = p.max_positions / longrope_original(p)
+    return math.sqrt(1 + math.log(s) / math.log(longrope_original(p))) if s > 1 else 1.0
+
+
+def longrope_is_long(p: Any, seq_len: int | None) -> bool:
+    return seq_len is not None and seq_len > longrope_original(p)
+
+
+def longrope(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """inv_freq_i = 1/(f_i·b^(2i/d)), f = long_factor when seq_len > L0, else short_factor."""
+    f = np.asarray(p.long_factor if longrope_is_long(p, seq_len) else p.short_factor, dtype=np.float64)
+    return plain_inv_freq(dim, base) / f, longrope_attention_factor(p)
+
+
+def check_llama3(p: Any) -> None:
+    check(p.high_freq_factor > p.low_freq_factor, "high_freq_factor", p.high_freq_factor,
+          f"the llama3 scaling needs it > low_freq_factor={p.low_freq_factor}")
+
+
+def check_yarn(p: Any) -> None:
+    fast, slow = 32.0 if p.beta_fast is None else p.beta_fast, 1.0 if p.beta_slow is None else p.beta_slow
+    check(fast > slow, "beta_fast", fast, f"the yarn scaling needs it > beta_slow={slow}")
+
+
+def check_longrope(p: Any) -> None:
+    n = p.rotary_dim // 2
+    for name in ("short_factor", "long_factor"):
+        values = getattr(p, name)
+        check(len(values) == n and all(math.isfinite(v) and v > 0 for v in values), name,
+              ",".join(f"{v:g}" for v in values), f"the longrope scaling needs rotary_dim/2 = {n} positive numbers")
+
+
+ScalingFn = Callable[[int, float, Any, "int | None"], tuple[np.ndarray, float]]
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """A scaling's function with the parameters it needs and those it also accepts."""
+
+    compute: ScalingFn
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    # Decided at run time from seq_len = max(position_ids) + 1 inside the graph.
+    runtime_length: bool = False
+    check: Callable[[Any], None] | None = None
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        return self.required + self.optional
+
+
+SCALINGS: dict[str, Scaling] = {
+    "default": Scaling(default),
+    "linear": Scaling(linear, ("factor",)),
+    "ntk": Scaling(ntk, ("factor",)),
+    "dynamic": Scaling(dynamic, ("factor",), runtime_length=True),
+    "yarn": Scaling(
+        yarn,
+        ("factor",),
+        ("original_max_positions", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate"),
+        check=check_yarn,
+    ),
+    "llama3": Scaling(llama3, ("factor", "original_max_positions", "low_freq_factor", "high_freq_factor"), check=check_llama3),
+    "longrope": Scaling(
+        longrope, ("short_factor", "long_factor"), ("original_max_positions", "attention_factor"),
+        runtime_length=True, check=check_longrope,
+    ),
 }
+
+
+def is_set(value: Any) -> bool:
+    return value is not None and value != ()
+
+
+def validate(p: Any) -> None:
+    """Each scaling takes its own parameters and no others; values are checked once they apply."""
+    spec = SCALINGS[p.scaling]
+    for name in SCALING_PARAMS:
+        value = getattr(p, name)
+        if is_set(value) and name not in spec.accepted:
+            takes = ", ".join("--" + n.replace("_", "-") for n in spec.accepted) or "no scaling parameters"
+            check(False, name, value, f"does not apply to the {p.scaling} scaling, which takes {takes}")
+        if name in spec.required:
+            check(is_set(value), name, value, f"the {p.scaling} scaling needs it")
+    for name in ("factor", "low_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor"):
+        value = getattr(p, name)
+        check(value is None or (math.isfinite(value) and value > 0), name, value, "must be a finite number > 0")
+    if p.low_freq_factor is not None:
+        check(math.isfinite(p.high_freq_factor), "high_freq_factor", p.high_freq_factor, "must be a finite number")
+    if p.original_max_positions is not None:
+        check(1 <= p.original_max_positions <= p.max_positions, "original_max_positions", p.original_max_positions,
+              f"must be in [1, max_positions={p.max_positions}]")
+    if spec.check:
+        spec.check(p)
+
+
+def frequencies(p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """(inv_freq float64 [rotary_dim/2], attention factor) for rope params p at run-time length seq_len."""
+    return SCALINGS[p.scaling].compute(p.rotary_dim, p.base, p, seq_len)
+
+
+def switch_length(p: Any) -> int | None:
+    """The length L0 at which a scaling changes regime or bands (None for plain, linear and ntk)."""
+    if p.scaling == "dynamic":
+        return p.max_positions
+    if p.scaling in ("yarn", "longrope"):
+        return p.original_max_positions or p.max_positions
+    if p.scaling == "llama3":
+        return p.original_max_positions
+    return None

@@ -31,18 +31,22 @@ def angles(positions: np.ndarray, inv_freq: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TwoLevelTables:
-    fine_cos: np.ndarray  # [P, n]: cos(r·ω)·scale, r < P
-    fine_sin: np.ndarray  # [P, n]
-    coarse_cos: np.ndarray  # [Q, n]: cos(q·P·ω), q < Q
-    coarse_sin: np.ndarray  # [Q, n]
+    """One set of tables, or several stacked along the rows (one per frequency regime, as longrope's
+    short and long factors): regime k owns fine rows [k·P, (k+1)·P) and coarse rows [k·Q, (k+1)·Q)."""
+
+    fine_cos: np.ndarray  # [regimes·P, n]: cos(r·ω)·scale, r < P
+    fine_sin: np.ndarray  # [regimes·P, n]
+    coarse_cos: np.ndarray  # [regimes·Q, n]: cos(q·P·ω), q < Q
+    coarse_sin: np.ndarray  # [regimes·Q, n]
+    regimes: int = 1
 
     @property
     def fine_rows(self) -> int:
-        return self.fine_cos.shape[0]
+        return self.fine_cos.shape[0] // self.regimes
 
     @property
     def coarse_rows(self) -> int:
-        return self.coarse_cos.shape[0]
+        return self.coarse_cos.shape[0] // self.regimes
 
     @property
     def limit(self) -> int:
@@ -69,4 +73,12 @@ def build_two_level(inv_freq: np.ndarray, limit: int, scale: float = 1.0) -> Two
         fine_sin=np.sin(fine_angles) * scale,
         coarse_cos=np.cos(coarse_angles),
         coarse_sin=np.sin(coarse_angles),
+    )
+
+
+def stack_regimes(regimes: list[TwoLevelTables]) -> TwoLevelTables:
+    """Tables of several regimes (same P, Q) in one set of four arrays, regime 0 first."""
+    return TwoLevelTables(
+        *(np.concatenate([getattr(t, name) for t in regimes]) for name in ("fine_cos", "fine_sin", "coarse_cos", "coarse_sin")),
+        regimes=len(regimes),
     )

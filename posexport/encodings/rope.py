@@ -46,7 +46,19 @@ class RopeParams:
     position_limit: int | None = param(
         None, "positions the graph covers exactly; beyond it the runtime raises; default max(131072, 2·max_positions)"
     )
-    scaling: str = param("default", "frequency scaling", tuple(scaling.SCALINGS))
+    scaling: str = param("default", "frequency scaling (DESIGN 3.5); each takes only its own options below", tuple(scaling.SCALINGS))
+    factor: float | None = param(None, "scaling factor s (linear, ntk, dynamic, yarn, llama3)")
+    original_max_positions: int | None = param(None, "L0, the pre-scaling context (yarn, llama3, longrope)")
+    low_freq_factor: float | None = param(None, "llama3: wavelengths above L0/low_freq_factor are divided by s")
+    high_freq_factor: float | None = param(None, "llama3: wavelengths below L0/high_freq_factor are kept")
+    beta_fast: float | None = param(None, "yarn: rotations where interpolation starts (default 32)")
+    beta_slow: float | None = param(None, "yarn: rotations where interpolation is complete (default 1)")
+    mscale: float | None = param(None, "yarn: attention-factor numerator m")
+    mscale_all_dim: float | None = param(None, "yarn: attention-factor denominator m")
+    attention_factor: float | None = param(None, "multiplies cos and sin (yarn, longrope); default from the scaling")
+    truncate: bool | None = param(None, "yarn: floor/ceil the correction range (default true)")
+    short_factor: tuple[float, ...] = param((), "longrope: rotary_dim/2 factors used while seq_len ≤ L0")
+    long_factor: tuple[float, ...] = param((), "longrope: rotary_dim/2 factors used once seq_len > L0")
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -64,18 +76,51 @@ class RopeParams:
             object.__setattr__(self, "position_limit", 1 << math.ceil(math.log2(wanted)))
         check(self.max_positions <= self.position_limit <= 1 << 31, "position_limit", self.position_limit,
               f"must be in [max_positions={self.max_positions}, 2^31]")
+        scaling.validate(self)
+        if self.scaling in ("ntk", "dynamic"):
+            check(self.rotary_dim > 2, "rotary_dim", self.rotary_dim, f"the {self.scaling} scaling needs rotary_dim > 2 (its exponent is d/(d−2))")
 
 
 # --- pure functions: frequencies, tables, the float64 oracle ---------------------------------------
 
 
-def inv_freq_and_factor(p: RopeParams) -> tuple[np.ndarray, float]:
-    return scaling.SCALINGS[p.scaling](p.rotary_dim, p.base, p)
+def inv_freq_and_factor(p: RopeParams, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """float64 inverse frequencies and attention factor; seq_len matters for dynamic and longrope only."""
+    return scaling.frequencies(p, seq_len)
+
+
+def run_length(position_ids: np.ndarray) -> int:
+    """seq_len = max(position_ids) + 1 over the whole batch: what dynamic and longrope decide on."""
+    return int(np.max(position_ids)) + 1
 
 
 def build_rope_tables(p: RopeParams) -> tables.TwoLevelTables:
+    """Two-level cos/sin tables; longrope stacks its short regime (0) and long regime (1)."""
+    if p.scaling == "longrope":
+        original = scaling.longrope_original(p)
+        regimes = [inv_freq_and_factor(p, original), inv_freq_and_factor(p, original + 1)]
+        return tables.stack_regimes([tables.build_two_level(f, p.position_limit, scale=a) for f, a in regimes])
     inv_freq, factor = inv_freq_and_factor(p)
     return tables.build_two_level(inv_freq, p.position_limit, scale=factor)
+
+
+def build_dynamic_tables(p: RopeParams) -> dict[str, np.ndarray]:
+    """Dynamic NTK's inputs, for angles formed in float64 inside the graph (DESIGN 4.1):
+    b'^(−2i/d) = θ_i · ratio^(−2i/(d−2)), ratio = 1 + (s/Lmax)·(L − Lmax), L = max(seq_len, Lmax)."""
+    d = p.rotary_dim
+    return {
+        "inv_freq": scaling.plain_inv_freq(d, p.base),
+        "ratio_exponent": -np.arange(0, d, 2, dtype=np.float64) / (d - 2),
+        "length_scale": np.array([p.factor / p.max_positions], dtype=np.float64),
+        "max_positions": np.array([p.max_positions], dtype=np.int64),
+    }
+
+
+def cos_sin_tables(p: RopeParams) -> dict[str, np.ndarray]:
+    """The four arrays the cos/sin source takes after position_ids, as graph initializers."""
+    if p.scaling == "dynamic":
+        return build_dynamic_tables(p)
+    return build_rope_tables(p).as_dict(COMPUTE.numpy)
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pair_layout: str) -> np.ndarray:
@@ -94,7 +139,7 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pair_layout: str
 def reference(p: RopeParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
     x = np.asarray(feeds["x"]).astype(np.float64)
     positions = np.asarray(feeds["position_ids"])
-    inv_freq, factor = inv_freq_and_factor(p)
+    inv_freq, factor = inv_freq_and_factor(p, run_length(positions))
     theta = tables.angles(positions, inv_freq)  # [b, s, n]
     cos, sin = np.cos(theta) * factor, np.sin(theta) * factor
     heads_axis = 2 if p.layout == "bshd" else 1
@@ -106,25 +151,63 @@ def reference(p: RopeParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
 # --- torch ------------------------------------------------------------------------------------------
 
 
+class TableCosSin(torch.nn.Module):
+    """cos/sin [b, s, n] from two-level tables (one regime, or longrope's short and long regimes)."""
+
+    def __init__(self, p: RopeParams):
+        super().__init__()
+        t = build_rope_tables(p)
+        for name, value in t.as_dict(COMPUTE.numpy).items():
+            self.register_buffer(name, torch.from_numpy(value), persistent=False)
+        self.fine_rows, self.coarse_rows, self.limit, self.regimes = t.fine_rows, t.coarse_rows, t.limit, t.regimes
+        self.original = scaling.longrope_original(p) if p.scaling == "longrope" else None
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        # A position outside [0, limit) is sent past every regime's coarse rows: the lookup fails.
+        outside = (position_ids < 0) | (position_ids >= self.limit)
+        safe = torch.where(outside, self.regimes * self.limit, position_ids)
+        coarse, fine = safe // self.fine_rows, safe % self.fine_rows
+        if self.original is not None:
+            # longrope: regime 1 (long factors) once seq_len = max(position_ids) + 1 exceeds L0, per call.
+            long = (position_ids.max() + 1 > self.original).to(torch.int64)
+            coarse, fine = coarse + long * self.coarse_rows, fine + long * self.fine_rows
+        embed = torch.nn.functional.embedding
+        cf, sf = embed(fine, self.fine_cos), embed(fine, self.fine_sin)
+        cc, sc = embed(coarse, self.coarse_cos), embed(coarse, self.coarse_sin)
+        return cc * cf - sc * sf, sc * cf + cc * sf
+
+
+class DynamicCosSin(torch.nn.Module):
+    """Dynamic NTK: frequencies from seq_len = max(position_ids) + 1 on every call, angles in float64."""
+
+    def __init__(self, p: RopeParams):
+        super().__init__()
+        for name, value in build_dynamic_tables(p).items():
+            self.register_buffer(name, torch.from_numpy(value), persistent=False)
+        self.register_buffer("guard", torch.zeros(1, 1), persistent=False)
+        self.limit = p.position_limit
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        # Positions outside [0, limit) index past a one-element guard: the lookup fails.
+        outside = ((position_ids < 0) | (position_ids >= self.limit)).to(torch.int64)
+        checked = position_ids + torch.nn.functional.embedding(outside, self.guard).squeeze(-1).to(torch.int64)
+        length = torch.maximum(checked.max() + 1, self.max_positions).to(torch.float64)
+        ratio = 1.0 + self.length_scale * (length - self.max_positions.to(torch.float64))
+        inv_freq = self.inv_freq * ratio**self.ratio_exponent
+        angles = checked.to(torch.float64).unsqueeze(-1) * inv_freq
+        return torch.cos(angles).to(torch.float32), torch.sin(angles).to(torch.float32)
+
+
 class RotaryEmbedding(torch.nn.Module):
-    """Holds the two-level tables as buffers; forward(x, position_ids) -> rotated x, any length."""
+    """Holds the cos/sin source (tables as buffers); forward(x, position_ids) -> rotated x, any length."""
 
     def __init__(self, p: RopeParams):
         super().__init__()
         self.p = p
-        t = build_rope_tables(p)
-        for name, value in t.as_dict(COMPUTE.numpy).items():
-            self.register_buffer(name, torch.from_numpy(value), persistent=False)
-        self.fine_rows = t.fine_rows
-        self.limit = t.limit
+        self.cos_sin_source = DynamicCosSin(p) if p.scaling == "dynamic" else TableCosSin(p)
 
     def cos_sin(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # A negative position is sent past the coarse table, so the lookup fails instead of wrapping.
-        safe = torch.where(position_ids < 0, self.limit, position_ids)
-        coarse, fine = safe // self.fine_rows, safe % self.fine_rows
-        cf, sf = torch.nn.functional.embedding(fine, self.fine_cos), torch.nn.functional.embedding(fine, self.fine_sin)
-        cc, sc = torch.nn.functional.embedding(coarse, self.coarse_cos), torch.nn.functional.embedding(coarse, self.coarse_sin)
-        return cc * cf - sc * sf, sc * cf + cc * sf
+        return self.cos_sin_source(position_ids)
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         p = self.p
@@ -149,16 +232,41 @@ class RotaryEmbedding(torch.nn.Module):
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def cos_sin_function(fine_rows: int, limit: int, op: Any) -> Any:
+def cos_sin_function(t: tables.TwoLevelTables, p: RopeParams, op: Any) -> Any:
     """posexport.RopeCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin [b, s, n]."""
+    fine_rows, coarse_rows, limit, past_every_regime = t.fine_rows, t.coarse_rows, t.limit, t.regimes * t.limit
+
+    if p.scaling != "longrope":
+
+        @script(POSEXPORT, default_opset=op)
+        def RopeCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+            # Positions outside [0, limit) go past the coarse table: Gather then raises instead of wrapping.
+            outside = op.Or(op.Less(position_ids, op.Constant(value_int=0)), op.GreaterOrEqual(position_ids, op.Constant(value_int=limit)))
+            safe = op.Where(outside, op.Constant(value_int=past_every_regime), position_ids)
+            coarse = op.Div(safe, op.Constant(value_int=fine_rows))
+            fine = op.Mod(safe, op.Constant(value_int=fine_rows))
+            cf = op.Gather(fine_cos, fine)
+            sf = op.Gather(fine_sin, fine)
+            cc = op.Gather(coarse_cos, coarse)
+            sc = op.Gather(coarse_sin, coarse)
+            cos = op.Sub(op.Mul(cc, cf), op.Mul(sc, sf))
+            sin = op.Add(op.Mul(sc, cf), op.Mul(cc, sf))
+            return cos, sin
+
+        return RopeCosSin
+
+    original = scaling.longrope_original(p)
 
     @script(POSEXPORT, default_opset=op)
-    def RopeCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
-        # Negative positions go past the coarse table: Gather then raises instead of wrapping around.
-        negative = op.Less(position_ids, op.Constant(value_int=0))
-        safe = op.Where(negative, op.Constant(value_int=limit), position_ids)
-        coarse = op.Div(safe, op.Constant(value_int=fine_rows))
-        fine = op.Mod(safe, op.Constant(value_int=fine_rows))
+    def RopeCosSinLongrope(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        # Tables hold two regimes (rows [0, P)/[0, Q): short factors; [P, 2P)/[Q, 2Q): long factors).
+        # The long regime serves the whole call once seq_len = max(position_ids) + 1 exceeds L0.
+        outside = op.Or(op.Less(position_ids, op.Constant(value_int=0)), op.GreaterOrEqual(position_ids, op.Constant(value_int=limit)))
+        safe = op.Where(outside, op.Constant(value_int=past_every_regime), position_ids)
+        seq_len = op.Add(op.ReduceMax(position_ids, keepdims=0), op.Constant(value_int=1))
+        long = op.Cast(op.Greater(seq_len, op.Constant(value_int=original)), to=onnx.TensorProto.INT64)
+        coarse = op.Add(op.Div(safe, op.Constant(value_int=fine_rows)), op.Mul(long, op.Constant(value_int=coarse_rows)))
+        fine = op.Add(op.Mod(safe, op.Constant(value_int=fine_rows)), op.Mul(long, op.Constant(value_int=fine_rows)))
         cf = op.Gather(fine_cos, fine)
         sf = op.Gather(fine_sin, fine)
         cc = op.Gather(coarse_cos, coarse)
@@ -167,7 +275,32 @@ def cos_sin_function(fine_rows: int, limit: int, op: Any) -> Any:
         sin = op.Add(op.Mul(sc, cf), op.Mul(cc, sf))
         return cos, sin
 
-    return RopeCosSin
+    return RopeCosSinLongrope
+
+
+DOUBLE_ONE = onnx.numpy_helper.from_array(np.array([1.0], dtype=np.float64))
+
+
+def dynamic_cos_sin_function(p: RopeParams, op: Any) -> Any:
+    """posexport.RopeCosSinDynamic(position_ids, inv_freq, ratio_exponent, length_scale, max_positions)
+    -> cos, sin [b, s, n]: dynamic NTK decided from seq_len on every call, angles formed in float64."""
+    limit = p.position_limit
+    float64, float32 = onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT
+
+    @script(POSEXPORT, default_opset=op)
+    def RopeCosSinDynamic(position_ids, inv_freq, ratio_exponent, length_scale, max_positions):
+        # Positions outside [0, limit) index past a one-element guard, so Gather raises.
+        outside = op.Or(op.Less(position_ids, op.Constant(value_int=0)), op.GreaterOrEqual(position_ids, op.Constant(value_int=limit)))
+        guard = op.Gather(op.Constant(value_ints=[0]), op.Cast(outside, to=onnx.TensorProto.INT64))
+        checked = op.Add(position_ids, guard)
+        seq_len = op.Add(op.ReduceMax(checked, keepdims=1), op.Constant(value_int=1))
+        length = op.Max(op.Reshape(seq_len, op.Constant(value_ints=[1])), max_positions)
+        ratio = op.Add(op.Constant(value=DOUBLE_ONE), op.Mul(length_scale, op.Cast(op.Sub(length, max_positions), to=float64)))
+        freqs = op.Mul(inv_freq, op.Pow(ratio, ratio_exponent))
+        angles = op.Mul(op.Unsqueeze(op.Cast(checked, to=float64), op.Constant(value_ints=[-1])), freqs)
+        return op.Cast(op.Cos(angles), to=float32), op.Cast(op.Sin(angles), to=float32)
+
+    return RopeCosSinDynamic
 
 
 def rotate_function(p: RopeParams, op: Any) -> Any:
@@ -198,19 +331,23 @@ def rotate_function(p: RopeParams, op: Any) -> Any:
     return RopeRotateInterleaved
 
 
-def rope_functions(p: RopeParams, t: tables.TwoLevelTables, io: DType, op: Any) -> list[Any]:
-    cos_sin = cos_sin_function(t.fine_rows, t.limit, op)
+def rope_functions(p: RopeParams, io: DType, op: Any) -> list[Any]:
+    if p.scaling == "dynamic":
+        cos_sin = dynamic_cos_sin_function(p, op)
+    else:
+        cos_sin = cos_sin_function(build_rope_tables(p), p, op)
     rotate = rotate_function(p, op)
     heads_axis = 2 if p.layout == "bshd" else 1
     float32 = onnx.TensorProto.FLOAT
     out_type = io.onnx
     rot = p.rotary_dim
 
+    # t0 … t3: the cos/sin source's four tables (cos_sin_tables: two-level cos/sin, or dynamic NTK's inputs).
     if rot == p.head_dim:
 
         @script(POSEXPORT, default_opset=op)
-        def Rope(x, position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
-            cos, sin = cos_sin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        def Rope(x, position_ids, t0, t1, t2, t3):
+            cos, sin = cos_sin(position_ids, t0, t1, t2, t3)
             axes = op.Constant(value_ints=[heads_axis])
             y = rotate(op.Cast(x, to=float32), op.Unsqueeze(cos, axes), op.Unsqueeze(sin, axes))
             return op.Cast(y, to=out_type)
@@ -218,14 +355,30 @@ def rope_functions(p: RopeParams, t: tables.TwoLevelTables, io: DType, op: Any) 
     else:
 
         @script(POSEXPORT, default_opset=op)
-        def Rope(x, position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
-            cos, sin = cos_sin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        def Rope(x, position_ids, t0, t1, t2, t3):
+            cos, sin = cos_sin(position_ids, t0, t1, t2, t3)
             axes = op.Constant(value_ints=[heads_axis])
             x_rot, x_pass = op.Split(x, op.Constant(value_ints=[rot, p.head_dim - rot]), axis=-1)
             y = rotate(op.Cast(x_rot, to=float32), op.Unsqueeze(cos, axes), op.Unsqueeze(sin, axes))
             return op.Concat(op.Cast(y, to=out_type), x_pass, axis=-1)
 
     return [Rope, cos_sin, rotate]
+
+
+def switch_cases(p: RopeParams, batches: tuple[int, ...] | None = None) -> list[Case]:
+    """Around a scaling's switch length L0: largest position L0 − 1, L0, L0 + 1 and 4·L0, each as a
+    17-token prefill chunk and as a decode step (seq 1)."""
+    original = scaling.switch_length(p)
+    if original is None:
+        return []
+    batch = max(batches or (1, 3))
+    out = []
+    for last in (original - 1, original, original + 1, 4 * original):
+        if 17 <= last < p.position_limit:
+            out.append(Case(f"switch@{last}", {"batch": batch, "seq": 17}, start=last - 16))
+        if 0 <= last < p.position_limit:
+            out.append(Case(f"switch-decode@{last}", {"batch": batch, "seq": 1}, start=last))
+    return out
 
 
 # --- the encoding -----------------------------------------------------------------------------------
@@ -249,10 +402,10 @@ class RopeEncoding(Encoding):
         return RotaryEmbedding(p)
 
     def tables(self, p: RopeParams, opts: BuildOptions) -> Tables:
-        return Tables(build_rope_tables(p).as_dict(COMPUTE.numpy))
+        return Tables(cos_sin_tables(p))
 
     def script_functions(self, p: RopeParams, opts: BuildOptions, op: Any) -> list[Any]:
-        return rope_functions(p, build_rope_tables(p), opts.dtype, op)
+        return rope_functions(p, opts.dtype, op)
 
     def feeds(self, p: RopeParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
         batch, seq = case.axes["batch"], case.axes["seq"]
@@ -260,7 +413,7 @@ class RopeEncoding(Encoding):
         return {"x": random_normal(rng, shape, dtype), "position_ids": positions(rng, batch, seq, case)}
 
     def cases(self, p: RopeParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return sequence_cases(p.max_positions, p.position_limit, seqs, batches)
+        return sequence_cases(p.max_positions, p.position_limit, seqs, batches) + switch_cases(p, batches)
 
     def largest_position(self, p: RopeParams, feeds: Mapping[str, np.ndarray]) -> int | None:
         return int(np.max(feeds["position_ids"]))
