@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from posexport import export
+from posexport import config, export
+from posexport.params import parse_options
 from posexport.registry import list_encodings
 
 from .common import EXTRA_OPTIONS, build_from_cli, console, graph_options
@@ -26,6 +27,12 @@ def list_command() -> None:
         for option, default, meaning in enc.describe_params():
             table.add_row(option, default, meaning)
         console.print(table)
+    presets = Table(title="presets — `posexport build --preset NAME`", title_justify="left")
+    for column in ("preset", "scaling", "model config it follows"):
+        presets.add_column(column)
+    for row in config.describe_presets():
+        presets.add_row(*row)
+    console.print(presets)
 
 
 def build_command(
@@ -36,10 +43,19 @@ def build_command(
     source: str = _opts["source"],
     backend: str = _opts["backend"],
     out: Path = typer.Option(DEFAULT_OUT, "--out", "-o", help="output folder"),
-    name: str = typer.Option("", help="file name stem; default: the encoding's name"),
+    name: str = typer.Option("", help="file name stem; default: the preset's or the encoding's name"),
+    preset: str = typer.Option("", help="rope of a well-known model (see `posexport list`)"),
+    from_config: Path = typer.Option(None, "--from-config", help="rope of a model's config.json"),
 ) -> None:
-    """Build NAME.onnx and its manifest NAME.json. Encoding parameters are options too (--head-dim 64)."""
-    artifact = build_from_cli(ctx, encoding, dtype, opset, source, backend)
+    """Build NAME.onnx and its manifest NAME.json. Encoding parameters are options too (--head-dim 64);
+    with --preset or --from-config they override the config's values."""
+    if preset or from_config:
+        values = config.from_preset(preset) if preset else config.from_config_file(from_config)
+        values.update(parse_options(list(ctx.args)))
+        artifact = export.build("rope", values, dtype=dtype, opset=opset, source=source, backend=backend)
+        name = name or preset
+    else:
+        artifact = build_from_cli(ctx, encoding, dtype, opset, source, backend)
     onnx_path, json_path = export.save(artifact, out, name or None)
     m = artifact.manifest
     console.print(f"wrote {onnx_path} ({m['bytes']:,} bytes, sha256 {m['sha256'][:12]}) and {json_path}")
