@@ -140,6 +140,10 @@ def longrope(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple
     return plain_inv_freq(dim, base) / f, longrope_attention_factor(p)
 
 
+def check_base_exponent(p: Any) -> None:
+    check(p.rotary_dim > 2, "rotary_dim", p.rotary_dim, f"the {p.scaling} scaling needs rotary_dim > 2 (its exponent is d/(d−2))")
+
+
 def check_llama3(p: Any) -> None:
     check(p.high_freq_factor > p.low_freq_factor, "high_freq_factor", p.high_freq_factor,
           f"the llama3 scaling needs it > low_freq_factor={p.low_freq_factor}")
@@ -168,8 +172,6 @@ class Scaling:
     compute: ScalingFn
     required: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
-    # Decided at run time from seq_len = max(position_ids) + 1 inside the graph.
-    runtime_length: bool = False
     check: Callable[[Any], None] | None = None
 
     @property
@@ -180,8 +182,8 @@ class Scaling:
 SCALINGS: dict[str, Scaling] = {
     "default": Scaling(default),
     "linear": Scaling(linear, ("factor",)),
-    "ntk": Scaling(ntk, ("factor",)),
-    "dynamic": Scaling(dynamic, ("factor",), runtime_length=True),
+    "ntk": Scaling(ntk, ("factor",), check=check_base_exponent),
+    "dynamic": Scaling(dynamic, ("factor",), check=check_base_exponent),
     "yarn": Scaling(
         yarn,
         ("factor",),
@@ -191,7 +193,7 @@ SCALINGS: dict[str, Scaling] = {
     "llama3": Scaling(llama3, ("factor", "original_max_positions", "low_freq_factor", "high_freq_factor"), check=check_llama3),
     "longrope": Scaling(
         longrope, ("short_factor", "long_factor"), ("original_max_positions", "attention_factor"),
-        runtime_length=True, check=check_longrope,
+        check=check_longrope,
     ),
 }
 

@@ -8,7 +8,10 @@ Channel layouts of the rotated part (d = rotary_dim, n = d/2 frequencies):
     y_a = a·cos(p·θ_i) − b·sin(p·θ_i),  y_b = b·cos(p·θ_i) + a·sin(p·θ_i)
 
 Channels past rotary_dim pass through unchanged. cos and sin come from two-level float64 tables
-(posexport.tables), so any position below the graph's limit is exact and any other raises.
+(posexport.tables), so any position below the graph's limit is exact and any other raises. Scalings
+(posexport.scaling) change the tables' frequencies and attention factor; longrope stacks a short and a
+long table set and picks one per call from max(position_ids) + 1; dynamic NTK has no tables and forms its
+angles in float64 inside the graph, from the same run-time length.
 """
 
 from __future__ import annotations
@@ -77,8 +80,6 @@ class RopeParams:
         check(self.max_positions <= self.position_limit <= 1 << 31, "position_limit", self.position_limit,
               f"must be in [max_positions={self.max_positions}, 2^31]")
         scaling.validate(self)
-        if self.scaling in ("ntk", "dynamic"):
-            check(self.rotary_dim > 2, "rotary_dim", self.rotary_dim, f"the {self.scaling} scaling needs rotary_dim > 2 (its exponent is d/(d−2))")
 
 
 # --- pure functions: frequencies, tables, the float64 oracle ---------------------------------------
@@ -162,7 +163,7 @@ class TableCosSin(torch.nn.Module):
         self.fine_rows, self.coarse_rows, self.limit, self.regimes = t.fine_rows, t.coarse_rows, t.limit, t.regimes
         self.original = scaling.longrope_original(p) if p.scaling == "longrope" else None
 
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # A position outside [0, limit) is sent past every regime's coarse rows: the lookup fails.
         outside = (position_ids < 0) | (position_ids >= self.limit)
         safe = torch.where(outside, self.regimes * self.limit, position_ids)
@@ -187,7 +188,7 @@ class DynamicCosSin(torch.nn.Module):
         self.register_buffer("guard", torch.zeros(1, 1), persistent=False)
         self.limit = p.position_limit
 
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # Positions outside [0, limit) index past a one-element guard: the lookup fails.
         outside = ((position_ids < 0) | (position_ids >= self.limit)).to(torch.int64)
         checked = position_ids + torch.nn.functional.embedding(outside, self.guard).squeeze(-1).to(torch.int64)
