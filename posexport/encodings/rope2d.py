@@ -164,7 +164,7 @@ PROPERTY_GRID = (6, 7)
 def rotate_everywhere(run: Runner, p: Rope2dParams, v: np.ndarray, dtype: DType) -> np.ndarray:
     """R(h, w)·v for every grid position, from the runtime: [H, W, heads, d] in float64."""
     h, w = PROPERTY_GRID
-    x = np.broadcast_to(v, (1, h, w, p.heads, p.head_dim)).astype(dtype.numpy)
+    x = np.ascontiguousarray(np.broadcast_to(v, (1, h, w, p.heads, p.head_dim)), dtype=dtype.numpy)
     return np.asarray(run({"x": x}))[0].astype(np.float64)
 
 

@@ -103,8 +103,9 @@ def _load_table(path: str, key: str | None, digest: str | None, gh: int, gw: int
     accepted = [(rows, dim), (1, rows, dim)] + ([] if cls else [(gh, gw, dim)])
     if array.shape not in accepted:
         wanted = " or ".join("[" + ", ".join(map(str, s)) + "]" for s in accepted)
-        raise ParamError("weights", path, f"holds a table of shape {list(array.shape)}; expected {wanted} "
-                         f"({'a class-token row then ' if cls else ''}the {gh}×{gw} grid row-major, dim {dim})")
+        raise ParamError("weights", path, f"holds a table of shape {list(array.shape)}; expected {wanted}: "
+                         f"{'a class-token row then ' if cls else ''}the --trained-h {gh} × --trained-w {gw} grid "
+                         f"row-major, --dim {dim}{'' if cls else ' (a class-token row needs --class-token true)'}")
     array = array.reshape(rows, dim)
     array.flags.writeable = False
     return array
@@ -136,16 +137,14 @@ def aa_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
     scale = n_in / n_out
     stretch = max(scale, 1.0)
     support = 2.0 * stretch
-    weights = np.zeros((n_out, n_in))
-    for i in range(n_out):
-        centre = scale * (i + 0.5)
-        # int() truncates toward zero like PyTorch's cast; negatives are clipped to 0 anyway.
-        lo = max(int(centre - support + 0.5), 0)
-        hi = min(int(centre + support + 0.5), n_in)
-        taps = np.arange(lo, hi)
-        w = keys_cubic((taps + 0.5 - centre) / stretch, a)
-        weights[i, lo:hi] = w / w.sum()
-    return weights
+    centre = scale * (np.arange(n_out) + 0.5)[:, None]  # [n_out, 1]
+    taps = np.arange(n_in)[None, :]  # [1, n_in]
+    # The first and one-past-last tap; astype truncates toward zero like PyTorch's cast, and negatives
+    # are clipped to 0 anyway.
+    lo = np.maximum((centre - support + 0.5).astype(np.int64), 0)
+    hi = np.minimum((centre + support + 0.5).astype(np.int64), n_in)
+    weights = np.where((taps >= lo) & (taps < hi), keys_cubic((taps + 0.5 - centre) / stretch, a), 0.0)
+    return weights / weights.sum(axis=1, keepdims=True)
 
 
 def packed_weights(n_in: int, max_out: int, a: float) -> np.ndarray:
@@ -193,9 +192,9 @@ class VitLearnedEmbedding(torch.nn.Module):
 
     @staticmethod
     def weights_for(packed: torch.Tensor, n: int) -> torch.Tensor:
-        start = n * (n - 1) // 2
-        # embedding raises on rows past the packed table, i.e. on sizes past max_grid.
-        return torch.nn.functional.embedding(torch.arange(start, start + n), packed)
+        # embedding raises on rows past the packed table, i.e. on sizes past max_grid (arange + offset, not
+        # arange(start, end): onnxruntime turns a Gather of a Range into a Slice, which clamps).
+        return torch.nn.functional.embedding(torch.arange(n) + n * (n - 1) // 2, packed)
 
     def resampled(self, h: int, w: int) -> torch.Tensor:
         rows = self.weights_for(self.row_weights, h)  # [H, Gh]
@@ -220,10 +219,11 @@ def vit_functions(p: VitLearnedParams, io: DType, op: Any) -> list[Any]:
 
     @script(POSEXPORT, default_opset=op)
     def VitResampleWeights(size, packed):
-        # Rows size·(size−1)/2 … of the packed weights; Gather raises for a size past max_grid.
+        # Rows size·(size−1)/2 … of the packed weights; Gather raises for a size past max_grid. The
+        # offset is added after Range: onnxruntime rewrites Gather(Range(a, b)) into a Slice, which clamps.
         one = op.Constant(value_int=1)
         start = op.Div(op.Mul(size, op.Sub(size, one)), op.Constant(value_int=2))
-        return op.Gather(packed, op.Range(start, op.Add(start, size), one))
+        return op.Gather(packed, op.Add(op.Range(op.Constant(value_int=0), size, one), start))
 
     @script(POSEXPORT, default_opset=op)
     def VitResampledTable(x, row_weights, col_weights, grid_table):
