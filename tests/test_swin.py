@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from posexport.encodings.swin import bias_table, build_bias, reference, relative_index
-from posexport.errors import ParamError, PosexportError
+from posexport.errors import PosexportError
 from posexport.registry import get_encoding
 
 from .conftest import artifact, normalised_error, posexport_cli, session

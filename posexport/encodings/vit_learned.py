@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -72,13 +71,7 @@ class VitLearnedParams:
         if self.weights is None:
             check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only means something with --weights")
             return
-        check(os.path.isfile(self.weights), "weights", self.weights, "no such file")
-        digest = weights_mod.file_digest(self.weights)
-        if self.weights_sha256 is None:
-            object.__setattr__(self, "weights_sha256", digest)
-        else:
-            check(digest == self.weights_sha256, "weights", self.weights,
-                  f"changed since the build (sha256 {digest}, manifest says {self.weights_sha256})")
+        object.__setattr__(self, "weights_sha256", weights_mod.verified_digest(self.weights, self.weights_sha256))
         trained_table(self)  # shape errors surface here, naming --weights
 
     @property
