@@ -258,13 +258,19 @@ def build_tables(p: VitLearnedParams) -> dict[str, np.ndarray]:
     return out
 
 
-# --- properties -------------------------------------------------------------------------------------
+# --- inputs and properties --------------------------------------------------------------------------
+
+
+def random_feeds(p: VitLearnedParams, batch: int, h: int, w: int, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    feeds = {"x": random_normal(rng, (batch, h, w, p.dim), dtype)}
+    if p.class_token:
+        feeds["cls"] = random_normal(rng, (batch, 1, p.dim), dtype)
+    return feeds
 
 
 def check_trained_grid_exact(run: Runner, p: VitLearnedParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
     """At the trained grid the output is x + table computed in float32 and rounded once, bit for bit."""
-    case = Case("trained", {"batch": 2, "grid_h": p.trained_h, "grid_w": p.trained_w})
-    feeds = VitLearnedEncoding().feeds(p, case, dtype, rng)
+    feeds = random_feeds(p, 2, p.trained_h, p.trained_w, dtype, rng)
     table = trained_table(p).astype(np.float32)
     cls_row, grid = (table[:1], table[1:]) if p.class_token else (None, table)
     x = feeds["x"].astype(np.float32)
@@ -317,11 +323,7 @@ class VitLearnedEncoding(Encoding):
         return vit_functions(p, opts.dtype, op)
 
     def feeds(self, p: VitLearnedParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        batch = case.axes["batch"]
-        feeds = {"x": random_normal(rng, (batch, case.axes["grid_h"], case.axes["grid_w"], p.dim), dtype)}
-        if p.class_token:
-            feeds["cls"] = random_normal(rng, (batch, 1, p.dim), dtype)
-        return feeds
+        return random_feeds(p, case.axes["batch"], case.axes["grid_h"], case.axes["grid_w"], dtype, rng)
 
     def cases(self, p: VitLearnedParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
         return grid_cases((p.trained_h, p.trained_w), p.max_grid, seqs, batches)
