@@ -171,6 +171,11 @@ def torch_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         )
     model = program.model_proto
     model.ClearField("metadata_props")
+    # Output axes the exporter names by expression (grid_h*grid_w + 1) get the contract's name.
+    for value, spec in zip(model.graph.output, enc.outputs(p)):
+        for dim, name in zip(value.type.tensor_type.shape.dim, spec.dims):
+            if isinstance(name, str):
+                dim.dim_param = name
     return model
 
 

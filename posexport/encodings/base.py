@@ -134,6 +134,10 @@ class Encoding(ABC):
         """Sizes of the dynamic axes for the torch export's example inputs; None: distinct small sizes."""
         return None
 
+    def derived_axes(self, p: Any, sizes: Mapping[str, int]) -> dict[str, int]:
+        """Sizes of output axes that no input has, from the input axes' sizes (vit-learned's tokens)."""
+        return {}
+
     def properties(self, p: Any) -> list[Property]:
         return []
 

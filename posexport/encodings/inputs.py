@@ -51,3 +51,26 @@ def sequence_cases(
     for pos in sorted({min(3000, limit - 1), limit - 1}):
         out.append(Case(f"decode@{pos}", {"batch": top, "seq": max(1, short)}, start=pos - max(1, short) + 1))
     return out
+
+
+def grid_cases(
+    trained: tuple[int, int],
+    limit: int,
+    sides: tuple[int, ...] | None = None,
+    batches: tuple[int, ...] | None = None,
+) -> list[Case]:
+    """The parity sweep for grid encodings (axes batch, grid_h, grid_w): the trained grid at every batch
+    size, then 1×1, non-square grids both ways, a grid larger than trained and the tallest and widest
+    grids the graph covers (``limit`` rows or columns). ``sides`` replaces these by square grids."""
+    batches = batches or DEFAULT_BATCHES
+    top = max(batches)
+    gh, gw = trained
+    if sides:
+        shapes = [(s, s) for s in sides]
+    else:
+        edge = min(limit, 1024)
+        shapes = [(1, 1), (3, 5), (5, 3), (min(gh + 3, limit), min(gw + 7, limit)), (edge, 2), (2, edge)]
+    out = [Case(f"trained{gh}x{gw}-b{b}", {"batch": b, "grid_h": gh, "grid_w": gw}) for b in batches]
+    for h, w in dict.fromkeys(shapes):
+        out.append(Case(f"grid{h}x{w}-b{top}", {"batch": top, "grid_h": h, "grid_w": w}))
+    return out

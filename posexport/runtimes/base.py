@@ -40,5 +40,6 @@ def output_shape(artifact: Artifact, feeds: Mapping[str, np.ndarray]) -> tuple[i
         for dim, size in zip(spec.dims, feeds[spec.name].shape):
             if isinstance(dim, str):
                 sizes[dim] = size
+    sizes.update(artifact.encoding.derived_axes(artifact.params, sizes))
     (out,) = artifact.encoding.outputs(artifact.params)
     return tuple(sizes[d] if isinstance(d, str) else d for d in out.dims)

@@ -33,7 +33,9 @@ class OrtSession:
     def ort_value(self, array: np.ndarray):
         """numpy has no bfloat16 that onnxruntime reads directly: pass its bits with the ONNX type."""
         if array.dtype.name == "bfloat16":
-            return self.ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), onnx.TensorProto.BFLOAT16)
+            # The bits of a strided view would be read as if contiguous: copy first.
+            bits = np.ascontiguousarray(array).view(np.uint16)
+            return self.ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.TensorProto.BFLOAT16)
         return self.ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:

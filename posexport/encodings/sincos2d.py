@@ -1,0 +1,216 @@
+"""2-D sine-cosine positions on a patch grid, MAE convention (DESIGN 3.6).
+
+Channel layout of PE(h, w) for dim D, n = D/4 frequencies ω_k = base^(−k/n), k = 0 … n−1:
+
+    [ sin(w·ω_0) … sin(w·ω_(n−1)) | cos(w·ω_0) … cos(w·ω_(n−1)) | sin(h·ω_0) … | cos(h·ω_0) … ]
+      └──────────── column index w (first half) ────────────────┘ └──── row index h (second half) ────┘
+
+y = x + PE for x [batch, grid_h, grid_w, D]. cos/sin of every axis position come from two-level float64
+tables (posexport.tables), so every grid up to the graph's limit is exact and a larger one raises.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnxscript import script
+
+from .. import tables
+from ..dtypes import COMPUTE, DType
+from ..params import check, param
+from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from .inputs import grid_cases, random_normal
+
+TYPICAL_GRID = (14, 14)  # ViT-B/16 at 224 px: the grid the sweep starts from
+
+
+@dataclass(frozen=True)
+class Sincos2dParams:
+    dim: int = param(768, "channels of a patch token (divisible by 4)")
+    base: float = param(10000.0, "frequency base (> 1)")
+    max_grid: int = param(1024, "grid_h and grid_w the graph covers at least; a larger grid makes the runtime raise")
+
+    def __post_init__(self) -> None:
+        check(isinstance(self.dim, int) and self.dim >= 4 and self.dim % 4 == 0, "dim", self.dim,
+              "must be a multiple of 4 (two axes × sin and cos), ≥ 4")
+        check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
+        check(1 <= self.max_grid <= 1 << 20, "max_grid", self.max_grid, "must be in [1, 2^20]")
+
+
+# --- pure functions ---------------------------------------------------------------------------------
+
+
+def typical_grid(limit: int) -> tuple[int, int]:
+    return min(TYPICAL_GRID[0], limit), min(TYPICAL_GRID[1], limit)
+
+
+def frequencies(dim: int, base: float) -> np.ndarray:
+    """ω_k = base^(−k/(D/4)), k = 0 … D/4 − 1, float64."""
+    n = dim // 4
+    return base ** (-np.arange(n, dtype=np.float64) / n)
+
+
+def axis_embedding(positions: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    """[len(positions), 2n]: [sin(p·ω) | cos(p·ω)] in float64."""
+    theta = tables.angles(positions, omega)
+    return np.concatenate([np.sin(theta), np.cos(theta)], axis=-1)
+
+
+def build_sincos2d(h: int, w: int, dim: int, base: float) -> np.ndarray:
+    """PE [h, w, dim] in float64: column half first, row half second."""
+    omega = frequencies(dim, base)
+    cols = axis_embedding(np.arange(w), omega)  # [w, D/2]
+    rows = axis_embedding(np.arange(h), omega)  # [h, D/2]
+    half = dim // 2
+    return np.concatenate([np.broadcast_to(cols[None], (h, w, half)), np.broadcast_to(rows[:, None], (h, w, half))], axis=-1)
+
+
+def reference(p: Sincos2dParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    x = np.asarray(feeds["x"]).astype(np.float64)
+    return x + build_sincos2d(x.shape[1], x.shape[2], p.dim, p.base)[None]
+
+
+def build_axis_tables(omega: np.ndarray, limit: int) -> tables.TwoLevelTables:
+    return tables.build_two_level(omega, limit)
+
+
+# --- torch: the grid-axis lookup shared with rope-2d ------------------------------------------------
+
+
+class AxisCosSin(torch.nn.Module):
+    """cos/sin [n, freqs] of positions 0 … n−1 from two-level tables; n past the tables raises."""
+
+    def __init__(self, t: tables.TwoLevelTables):
+        super().__init__()
+        for name, value in t.as_dict(COMPUTE.numpy).items():
+            self.register_buffer(name, torch.from_numpy(value), persistent=False)
+        self.fine_rows = t.fine_rows
+
+    def forward(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = torch.arange(n)
+        coarse, fine = positions // self.fine_rows, positions % self.fine_rows
+        emb = torch.nn.functional.embedding
+        cf, sf = emb(fine, self.fine_cos), emb(fine, self.fine_sin)
+        cc, sc = emb(coarse, self.coarse_cos), emb(coarse, self.coarse_sin)
+        return cc * cf - sc * sf, sc * cf + cc * sf
+
+
+class Sincos2dEmbedding(torch.nn.Module):
+    def __init__(self, p: Sincos2dParams):
+        super().__init__()
+        self.half = p.dim // 2
+        self.axis = AxisCosSin(build_axis_tables(frequencies(p.dim, p.base), p.max_grid))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[1], x.shape[2]
+        cos_w, sin_w = self.axis(w)
+        cos_h, sin_h = self.axis(h)
+        cols = torch.cat([sin_w, cos_w], dim=-1)[None].expand(h, w, self.half)
+        rows = torch.cat([sin_h, cos_h], dim=-1)[:, None].expand(h, w, self.half)
+        return (x.to(torch.float32) + torch.cat([cols, rows], dim=-1)).to(x.dtype)
+
+
+# --- onnxscript -------------------------------------------------------------------------------------
+
+
+def axis_cos_sin_function(fine_rows: int, op: Any) -> Any:
+    """posexport.GridAxisCosSin(n, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin [n, freqs]
+    for positions 0 … n−1 (n a scalar); Gather raises past the coarse table."""
+
+    @script(POSEXPORT, default_opset=op)
+    def GridAxisCosSin(n, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        positions = op.Range(op.Constant(value_int=0), n, op.Constant(value_int=1))
+        rows = op.Constant(value_int=fine_rows)
+        coarse = op.Div(positions, rows)
+        fine = op.Mod(positions, rows)
+        cf = op.Gather(fine_cos, fine)
+        sf = op.Gather(fine_sin, fine)
+        cc = op.Gather(coarse_cos, coarse)
+        sc = op.Gather(coarse_sin, coarse)
+        cos = op.Sub(op.Mul(cc, cf), op.Mul(sc, sf))
+        sin = op.Add(op.Mul(sc, cf), op.Mul(cc, sf))
+        return cos, sin
+
+    return GridAxisCosSin
+
+
+def sincos2d_functions(p: Sincos2dParams, t: tables.TwoLevelTables, io: DType, op: Any) -> list[Any]:
+    axis = axis_cos_sin_function(t.fine_rows, op)
+    half = p.dim // 2
+    float32, out_type = onnx.TensorProto.FLOAT, io.onnx
+
+    @script(POSEXPORT, default_opset=op)
+    def Sincos2d(x, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        shape = op.Shape(x)
+        h = op.Gather(shape, op.Constant(value_int=1))
+        w = op.Gather(shape, op.Constant(value_int=2))
+        cos_w, sin_w = axis(w, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        cos_h, sin_h = axis(h, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        grid = op.Concat(op.Slice(shape, op.Constant(value_ints=[1]), op.Constant(value_ints=[3])),
+                         op.Constant(value_ints=[half]), axis=0)  # [H, W, D/2]
+        cols = op.Expand(op.Unsqueeze(op.Concat(sin_w, cos_w, axis=-1), op.Constant(value_ints=[0])), grid)
+        rows = op.Expand(op.Unsqueeze(op.Concat(sin_h, cos_h, axis=-1), op.Constant(value_ints=[1])), grid)
+        pe = op.Concat(cols, rows, axis=-1)
+        return op.Cast(op.Add(op.Cast(x, to=float32), pe), to=out_type)
+
+    return [Sincos2d, axis]
+
+
+# --- properties -------------------------------------------------------------------------------------
+
+
+def check_bounded(run: Runner, p: Sincos2dParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
+    """Every PE value (y − x, read off the runtime output) lies in [−1, 1], up to the output's rounding."""
+    h, w = min(p.max_grid, 37), min(p.max_grid, 41)
+    x = random_normal(rng, (2, h, w, p.dim), dtype)
+    y = np.asarray(run({"x": x})).astype(np.float64)
+    pe = y - x.astype(np.float64)
+    excess = max(0.0, float(np.max(np.abs(pe))) - 1.0) / max(1.0, float(np.max(np.abs(y))))
+    bound = dtype.bound()
+    return PropertyResult(excess <= bound, f"max |PE| = {np.max(np.abs(pe)):.6g} on a {h}×{w} grid", excess)
+
+
+# --- the encoding -----------------------------------------------------------------------------------
+
+
+class Sincos2dEncoding(Encoding):
+    name = "sincos-2d"
+    family = "vision"
+    summary = "2-D sine-cosine grid positions (MAE): column half then row half, any grid"
+    Params = Sincos2dParams
+
+    def inputs(self, p: Sincos2dParams) -> list[TensorSpec]:
+        return [TensorSpec("x", ("batch", "grid_h", "grid_w", p.dim))]
+
+    def reference(self, p: Sincos2dParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return reference(p, feeds)
+
+    def torch_module(self, p: Sincos2dParams, opts: BuildOptions) -> torch.nn.Module:
+        return Sincos2dEmbedding(p)
+
+    def tables(self, p: Sincos2dParams, opts: BuildOptions) -> Tables:
+        return Tables(build_axis_tables(frequencies(p.dim, p.base), p.max_grid).as_dict(COMPUTE.numpy))
+
+    def script_functions(self, p: Sincos2dParams, opts: BuildOptions, op: Any) -> list[Any]:
+        t = build_axis_tables(frequencies(p.dim, p.base), p.max_grid)
+        return sincos2d_functions(p, t, opts.dtype, op)
+
+    def feeds(self, p: Sincos2dParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        shape = (case.axes["batch"], case.axes["grid_h"], case.axes["grid_w"], p.dim)
+        return {"x": random_normal(rng, shape, dtype)}
+
+    def cases(self, p: Sincos2dParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
+        limit = build_axis_tables(frequencies(p.dim, p.base), p.max_grid).limit
+        return grid_cases(typical_grid(limit), limit, seqs, batches)
+
+    def example_axes(self, p: Sincos2dParams) -> dict[str, int] | None:
+        return {"batch": 2, "grid_h": 5, "grid_w": 3}
+
+    def properties(self, p: Sincos2dParams) -> list[Property]:
+        return [Property("bounded", "every PE value lies in [−1, 1]", check_bounded)]

@@ -1,0 +1,181 @@
+"""Swin window relative position bias (DESIGN 3.6).
+
+A window of Wh × Ww tokens (N = Wh·Ww, token t = (t // Ww, t % Ww)) learns one bias per head for each of the
+(2Wh−1)(2Ww−1) relative offsets; tokens a = (ha, wa) and b = (hb, wb) use row
+
+    index(a, b) = (ha − hb + Wh − 1)·(2Ww − 1) + (wa − wb + Ww − 1)
+
+of the table [(2Wh−1)(2Ww−1), heads]. The gathered bias [heads, N, N] does not depend on the input, so it is
+built once in float64 at build time and cast once; the graph is y = scores + bias, with scores
+[batch·windows, heads, N, N] and a dynamic first axis.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnxscript import script
+
+from .. import weights as weights_mod
+from ..dtypes import COMPUTE, DType
+from ..params import check, param
+from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from .inputs import random_normal
+
+MAX_WINDOW = 64
+AXIS = "batch_windows"
+
+
+@dataclass(frozen=True)
+class SwinParams:
+    window_h: int = param(7, "window rows (Wh)")
+    window_w: int = param(7, "window columns (Ww)")
+    heads: int = param(3, "attention heads")
+    weights: str | None = param(None, "trained relative_position_bias_table [(2Wh−1)(2Ww−1), heads] (.npy, .safetensors, torch state dict)")
+    key: str | None = param(None, "tensor name inside --weights (e.g. layers.0.blocks.0.attn.relative_position_bias_table)")
+    seed: int = param(0, "seed of the N(0, 0.02) table used without --weights")
+    weights_sha256: str | None = param(None, "sha256 of --weights, filled in at build; a file that changed since is an error")
+
+    def __post_init__(self) -> None:
+        check(1 <= self.window_h <= MAX_WINDOW, "window_h", self.window_h, f"must be in [1, {MAX_WINDOW}]")
+        check(1 <= self.window_w <= MAX_WINDOW, "window_w", self.window_w, f"must be in [1, {MAX_WINDOW}]")
+        check(self.heads >= 1, "heads", self.heads, "needs at least 1 head")
+        check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
+        check(self.key is None or self.weights is not None, "key", self.key, "only means something with --weights")
+        if self.weights is None:
+            check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only means something with --weights")
+            return
+        object.__setattr__(self, "weights_sha256", weights_mod.verified_digest(self.weights, self.weights_sha256))
+        bias_table(self)  # shape errors surface here, naming --weights
+
+    @property
+    def tokens(self) -> int:
+        return self.window_h * self.window_w
+
+    @property
+    def table_rows(self) -> int:
+        return (2 * self.window_h - 1) * (2 * self.window_w - 1)
+
+
+# --- pure functions ---------------------------------------------------------------------------------
+
+
+def bias_table(p: SwinParams) -> np.ndarray:
+    """[(2Wh−1)(2Ww−1), heads] in float64: from --weights, or seeded N(0, 0.02)."""
+    if p.weights is None:
+        return np.random.default_rng(p.seed).normal(0.0, 0.02, (p.table_rows, p.heads))
+    return _load(p.weights, p.key, p.weights_sha256, p.table_rows, p.heads)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, key: str | None, digest: str | None, rows: int, heads: int) -> np.ndarray:
+    array = weights_mod.load_table(path, key, (rows, heads), what="relative position bias table")
+    array.flags.writeable = False
+    return array
+
+
+def relative_index(window_h: int, window_w: int) -> np.ndarray:
+    """[N, N] table row for every token pair, from the formula of DESIGN 3.6."""
+    t = np.arange(window_h * window_w)
+    h, w = t // window_w, t % window_w
+    return (h[:, None] - h[None, :] + window_h - 1) * (2 * window_w - 1) + (w[:, None] - w[None, :] + window_w - 1)
+
+
+def build_bias(p: SwinParams) -> np.ndarray:
+    """bias [heads, N, N] = table[index(a, b), head], float64."""
+    return np.moveaxis(bias_table(p)[relative_index(p.window_h, p.window_w)], -1, 0)
+
+
+def reference(p: SwinParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    return np.asarray(feeds["scores"]).astype(np.float64) + build_bias(p)[None]
+
+
+# --- torch ------------------------------------------------------------------------------------------
+
+
+class SwinRelativeBias(torch.nn.Module):
+    def __init__(self, p: SwinParams):
+        super().__init__()
+        self.register_buffer("bias", torch.from_numpy(build_bias(p).astype(COMPUTE.numpy)), persistent=False)
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        return (scores.to(torch.float32) + self.bias).to(scores.dtype)
+
+
+# --- onnxscript -------------------------------------------------------------------------------------
+
+
+def swin_functions(io: DType, op: Any) -> list[Any]:
+    float32, out_type = onnx.TensorProto.FLOAT, io.onnx
+
+    @script(POSEXPORT, default_opset=op)
+    def SwinBias(scores, bias):
+        return op.Cast(op.Add(op.Cast(scores, to=float32), bias), to=out_type)
+
+    return [SwinBias]
+
+
+# --- properties -------------------------------------------------------------------------------------
+
+
+def check_relative(run: Runner, p: SwinParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
+    """The bias read off the runtime (y − scores) is the same for every token pair with the same 2-D
+    offset, and differs between offsets only as the table does."""
+    scores = random_normal(rng, (2, p.heads, p.tokens, p.tokens), dtype)
+    y = np.asarray(run({"scores": scores})).astype(np.float64)
+    bias = y - scores.astype(np.float64)  # [2, heads, N, N]
+    index = relative_index(p.window_h, p.window_w)
+    first: dict[int, np.ndarray] = {}
+    worst = 0.0
+    for a in range(p.tokens):
+        for b in range(p.tokens):
+            seen = first.setdefault(int(index[a, b]), bias[..., a, b])
+            worst = max(worst, float(np.max(np.abs(bias[..., a, b] - seen))))
+    error = worst / max(1.0, float(np.max(np.abs(y))))
+    return PropertyResult(error <= 2 * dtype.bound(), f"{len(first)} offsets, worst spread {worst:.3g}", error)
+
+
+# --- the encoding -----------------------------------------------------------------------------------
+
+
+class SwinEncoding(Encoding):
+    name = "swin"
+    family = "vision"
+    summary = "Swin window relative position bias added to attention scores"
+    Params = SwinParams
+
+    def inputs(self, p: SwinParams) -> list[TensorSpec]:
+        return [TensorSpec("scores", (AXIS, p.heads, p.tokens, p.tokens))]
+
+    def reference(self, p: SwinParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return reference(p, feeds)
+
+    def torch_module(self, p: SwinParams, opts: BuildOptions) -> torch.nn.Module:
+        return SwinRelativeBias(p)
+
+    def tables(self, p: SwinParams, opts: BuildOptions) -> Tables:
+        return Tables({"bias": build_bias(p).astype(COMPUTE.numpy)})
+
+    def script_functions(self, p: SwinParams, opts: BuildOptions, op: Any) -> list[Any]:
+        return swin_functions(opts.dtype, op)
+
+    def feeds(self, p: SwinParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return {"scores": random_normal(rng, (case.axes[AXIS], p.heads, p.tokens, p.tokens), dtype)}
+
+    def cases(self, p: SwinParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
+        # 64 windows: a 56×56 stage-1 map of 7×7 windows; ×3 for a batch of 3.
+        sizes = seqs or (1, 4, 64, 192)
+        return [Case(f"{AXIS}{n}", {AXIS: n}) for n in sizes]
+
+    def example_axes(self, p: SwinParams) -> dict[str, int] | None:
+        size = next(s for s in (5, 7, 9, 11, 13) if s not in (p.heads, p.tokens))
+        return {AXIS: size}
+
+    def properties(self, p: SwinParams) -> list[Property]:
+        return [Property("relative-2d", "the bias depends only on the 2-D offset between tokens", check_relative)]

@@ -1,0 +1,338 @@
+"""ViT learned absolute positions on a patch grid, resampled in the graph to the run-time grid (DESIGN 3.6).
+
+The trained table holds one row per patch of the trained grid (Gh, Gw), row-major, optionally after a
+class-token row (timm's ``pos_embed`` [1, 1 + Gh·Gw, dim] layout):
+
+    table: [cls? | (0,0) (0,1) … (0,Gw−1) | (1,0) … | … (Gh−1,Gw−1)]  ×  dim
+
+For a run-time grid (H, W) the grid part is resampled like PyTorch's
+``F.interpolate(mode="bicubic", align_corners=False, antialias=True)``, which is separable:
+
+    PE(H, W) = R_H · T · C_Wᵀ        R_H [H, Gh], C_W [W, Gw] antialiased bicubic weights, T [Gh, Gw, dim]
+
+The weight matrices for every target size 1 … max_grid are computed in float64 at build time and packed
+row after row (size n starts at row n·(n−1)/2); the graph gathers the n rows it needs, so a grid past
+max_grid makes the runtime raise. At the trained size the weights are exactly the identity, so the trained
+grid passes through bit-exact. The class-token row is never resampled.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnxscript import script
+
+from .. import weights as weights_mod
+from ..dtypes import COMPUTE, DType
+from ..errors import ParamError
+from ..params import check, param
+from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from .inputs import grid_cases, random_normal
+
+MAX_GRID_CAP = 1024  # the packed weights grow as max_grid²·(Gh + Gw)
+
+
+@dataclass(frozen=True)
+class VitLearnedParams:
+    dim: int = param(768, "channels of a patch token")
+    trained_h: int = param(14, "rows of the trained patch grid (Gh)")
+    trained_w: int = param(14, "columns of the trained patch grid (Gw)")
+    class_token: bool = param(
+        False, "the table starts with a class-token row (never resampled): adds input cls [batch, 1, dim] and y becomes "
+        "the token sequence [batch, 1 + grid_h·grid_w, dim]"
+    )
+    max_grid: int = param(64, "largest grid_h and grid_w the graph resamples to; a larger grid makes the runtime raise")
+    cubic_coefficient: float = param(
+        -0.5, "Keys cubic coefficient a; −0.5 is what torch's bicubic with antialias=True uses (PIL's), −0.75 OpenCV's"
+    )
+    weights: str | None = param(None, "trained table (.npy, .safetensors, torch state dict), [1+]Gh·Gw × dim, e.g. timm pos_embed")
+    key: str | None = param(None, "tensor name inside --weights (e.g. pos_embed)")
+    seed: int = param(0, "seed of the N(0, 0.02) table used without --weights")
+    weights_sha256: str | None = param(None, "sha256 of --weights, filled in at build; a file that changed since is an error")
+
+    def __post_init__(self) -> None:
+        check(self.dim >= 1, "dim", self.dim, "must be ≥ 1")
+        check(self.trained_h >= 1, "trained_h", self.trained_h, "must be ≥ 1")
+        check(self.trained_w >= 1, "trained_w", self.trained_w, "must be ≥ 1")
+        largest = max(self.trained_h, self.trained_w)
+        check(largest <= self.max_grid <= MAX_GRID_CAP, "max_grid", self.max_grid,
+              f"must be in [max(trained_h, trained_w)={largest}, {MAX_GRID_CAP}]")
+        check(math.isfinite(self.cubic_coefficient) and -1.0 <= self.cubic_coefficient < 0.0,
+              "cubic_coefficient", self.cubic_coefficient, "must be in [−1, 0), e.g. −0.5 (torch antialias) or −0.75")
+        check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
+        check(self.key is None or self.weights is not None, "key", self.key, "only means something with --weights")
+        if self.weights is None:
+            check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only means something with --weights")
+            return
+        object.__setattr__(self, "weights_sha256", weights_mod.verified_digest(self.weights, self.weights_sha256))
+        trained_table(self)  # shape errors surface here, naming --weights
+
+    @property
+    def table_rows(self) -> int:
+        return int(self.class_token) + self.trained_h * self.trained_w
+
+
+# --- pure functions: the table, antialiased bicubic weights, the float64 oracle --------------------
+
+
+def trained_table(p: VitLearnedParams) -> np.ndarray:
+    """The table [class_token + Gh·Gw, dim] in float64: from --weights, or seeded N(0, 0.02)."""
+    if p.weights is None:
+        return np.random.default_rng(p.seed).normal(0.0, 0.02, (p.table_rows, p.dim))
+    return _load_table(p.weights, p.key, p.weights_sha256, p.trained_h, p.trained_w, p.dim, p.class_token)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_table(path: str, key: str | None, digest: str | None, gh: int, gw: int, dim: int, cls: bool) -> np.ndarray:
+    array = weights_mod.load_table(path, key, None, what="position table")
+    rows = int(cls) + gh * gw
+    accepted = [(rows, dim), (1, rows, dim)] + ([] if cls else [(gh, gw, dim)])
+    if array.shape not in accepted:
+        wanted = " or ".join("[" + ", ".join(map(str, s)) + "]" for s in accepted)
+        raise ParamError("weights", path, f"holds a table of shape {list(array.shape)}; expected {wanted}: "
+                         f"{'a class-token row then ' if cls else ''}the --trained-h {gh} × --trained-w {gw} grid "
+                         f"row-major, --dim {dim}{'' if cls else ' (a class-token row needs --class-token true)'}")
+    array = array.reshape(rows, dim)
+    array.flags.writeable = False
+    return array
+
+
+def split_table(p: VitLearnedParams) -> tuple[np.ndarray | None, np.ndarray]:
+    """(class-token row [1, dim] or None, grid [Gh, Gw, dim])."""
+    table = trained_table(p)
+    cls, grid = (table[:1], table[1:]) if p.class_token else (None, table)
+    return cls, grid.reshape(p.trained_h, p.trained_w, p.dim)
+
+
+def keys_cubic(x: np.ndarray, a: float) -> np.ndarray:
+    """Keys' cubic convolution kernel with coefficient a (support |x| < 2)."""
+    x = np.abs(x)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = (((x - 5) * x + 8) * x - 4) * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+def aa_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
+    """[n_out, n_in] weights of antialiased bicubic resampling along one axis (align_corners false).
+
+    Output sample i sits at input coordinate centre = (i + ½)·s, s = n_in/n_out. When downscaling (s > 1)
+    the kernel is stretched by s (it low-pass filters) and its support grows to 2s; upscaling uses the plain
+    kernel. Taps are the input samples j whose centre j + ½ lies within the support, clipped to the input;
+    weights are kernel((j + ½ − centre)/max(s, 1)) divided by their sum, so truncated edges renormalise.
+    """
+    scale = n_in / n_out
+    stretch = max(scale, 1.0)
+    support = 2.0 * stretch
+    centre = scale * (np.arange(n_out) + 0.5)[:, None]  # [n_out, 1]
+    taps = np.arange(n_in)[None, :]  # [1, n_in]
+    # The first and one-past-last tap; astype truncates toward zero like PyTorch's cast, and negatives
+    # are clipped to 0 anyway.
+    lo = np.maximum((centre - support + 0.5).astype(np.int64), 0)
+    hi = np.minimum((centre + support + 0.5).astype(np.int64), n_in)
+    weights = np.where((taps >= lo) & (taps < hi), keys_cubic((taps + 0.5 - centre) / stretch, a), 0.0)
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def packed_weights(n_in: int, max_out: int, a: float) -> np.ndarray:
+    """Weights for every output size n = 1 … max_out stacked: size n is rows n·(n−1)/2 … n·(n+1)/2 − 1."""
+    return np.concatenate([aa_bicubic_weights(n_in, n, a) for n in range(1, max_out + 1)], axis=0)
+
+
+def resample_grid(grid: np.ndarray, h: int, w: int, a: float) -> np.ndarray:
+    """grid [Gh, Gw, dim] -> [h, w, dim], separable antialiased bicubic, float64."""
+    rows = aa_bicubic_weights(grid.shape[0], h, a)
+    cols = aa_bicubic_weights(grid.shape[1], w, a)
+    return np.einsum("hi,wj,ijd->hwd", rows, cols, grid)
+
+
+def reference(p: VitLearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    x = np.asarray(feeds["x"]).astype(np.float64)
+    batch, h, w, dim = x.shape
+    cls_row, grid = split_table(p)
+    y = x + resample_grid(grid, h, w, p.cubic_coefficient)[None]
+    if not p.class_token:
+        return y
+    first = np.asarray(feeds["cls"]).astype(np.float64) + cls_row[None]
+    return np.concatenate([first, y.reshape(batch, h * w, dim)], axis=1)
+
+
+# --- torch ------------------------------------------------------------------------------------------
+
+
+class VitLearnedEmbedding(torch.nn.Module):
+    """Holds the grid table and the packed resampling weights; forward(x[, cls]) -> y for any grid.
+
+    F.interpolate(antialias=True) does not export; the packed weight matrices do the same resampling."""
+
+    def __init__(self, p: VitLearnedParams):
+        super().__init__()
+        self.p = p
+        cls_row, grid = split_table(p)
+        f32 = COMPUTE.numpy
+        self.register_buffer("grid_table", torch.from_numpy(grid.reshape(p.trained_h, -1).astype(f32)), persistent=False)
+        for name, n_in in (("row_weights", p.trained_h), ("col_weights", p.trained_w)):
+            packed = packed_weights(n_in, p.max_grid, p.cubic_coefficient).astype(f32)
+            self.register_buffer(name, torch.from_numpy(packed), persistent=False)
+        if cls_row is not None:
+            self.register_buffer("cls_table", torch.from_numpy(cls_row.astype(f32)), persistent=False)
+
+    @staticmethod
+    def weights_for(packed: torch.Tensor, n: int) -> torch.Tensor:
+        # embedding raises on rows past the packed table, i.e. on sizes past max_grid (arange + offset, not
+        # arange(start, end): onnxruntime turns a Gather of a Range into a Slice, which clamps).
+        return torch.nn.functional.embedding(torch.arange(n) + n * (n - 1) // 2, packed)
+
+    def resampled(self, h: int, w: int) -> torch.Tensor:
+        rows = self.weights_for(self.row_weights, h)  # [H, Gh]
+        cols = self.weights_for(self.col_weights, w)  # [W, Gw]
+        by_rows = (rows @ self.grid_table).reshape(h, self.p.trained_w, self.p.dim)  # [H, Gw, dim]
+        return cols @ by_rows  # [W, Gw] @ [H, Gw, dim] -> [H, W, dim]
+
+    def forward(self, x: torch.Tensor, cls: torch.Tensor | None = None) -> torch.Tensor:
+        y = x.to(torch.float32) + self.resampled(x.shape[1], x.shape[2])
+        if cls is not None:
+            first = cls.to(torch.float32) + self.cls_table
+            y = torch.cat([first, y.flatten(1, 2)], dim=1)
+        return y.to(x.dtype)
+
+
+# --- onnxscript -------------------------------------------------------------------------------------
+
+
+def vit_functions(p: VitLearnedParams, io: DType, op: Any) -> list[Any]:
+    gw, dim = p.trained_w, p.dim
+    float32, out_type = onnx.TensorProto.FLOAT, io.onnx
+
+    @script(POSEXPORT, default_opset=op)
+    def VitResampleWeights(size, packed):
+        # Rows size·(size−1)/2 … of the packed weights; Gather raises for a size past max_grid. The
+        # offset is added after Range: onnxruntime rewrites Gather(Range(a, b)) into a Slice, which clamps.
+        one = op.Constant(value_int=1)
+        start = op.Div(op.Mul(size, op.Sub(size, one)), op.Constant(value_int=2))
+        return op.Gather(packed, op.Add(op.Range(op.Constant(value_int=0), size, one), start))
+
+    @script(POSEXPORT, default_opset=op)
+    def VitResampledTable(x, row_weights, col_weights, grid_table):
+        shape = op.Shape(x)
+        rows = VitResampleWeights(op.Gather(shape, op.Constant(value_int=1)), row_weights)  # [H, Gh]
+        cols = VitResampleWeights(op.Gather(shape, op.Constant(value_int=2)), col_weights)  # [W, Gw]
+        by_rows = op.Reshape(op.MatMul(rows, grid_table), op.Constant(value_ints=[-1, gw, dim]))  # [H, Gw, dim]
+        return op.MatMul(cols, by_rows)  # [W, Gw] @ [H, Gw, dim] -> [H, W, dim]
+
+    if not p.class_token:
+
+        @script(POSEXPORT, default_opset=op)
+        def VitLearned(x, row_weights, col_weights, grid_table):
+            pe = VitResampledTable(x, row_weights, col_weights, grid_table)
+            return op.Cast(op.Add(op.Cast(x, to=float32), pe), to=out_type)
+
+    else:
+
+        @script(POSEXPORT, default_opset=op)
+        def VitLearned(x, cls, row_weights, col_weights, grid_table, cls_table):
+            pe = VitResampledTable(x, row_weights, col_weights, grid_table)
+            patches = op.Reshape(op.Add(op.Cast(x, to=float32), pe), op.Constant(value_ints=[0, -1, dim]))
+            first = op.Add(op.Cast(cls, to=float32), cls_table)
+            return op.Cast(op.Concat(first, patches, axis=1), to=out_type)
+
+    return [VitLearned, VitResampleWeights, VitResampledTable]  # callees before callers after the entry
+
+
+def build_tables(p: VitLearnedParams) -> dict[str, np.ndarray]:
+    cls_row, grid = split_table(p)
+    f32 = COMPUTE.numpy
+    out = {
+        "row_weights": packed_weights(p.trained_h, p.max_grid, p.cubic_coefficient).astype(f32),
+        "col_weights": packed_weights(p.trained_w, p.max_grid, p.cubic_coefficient).astype(f32),
+        "grid_table": grid.reshape(p.trained_h, -1).astype(f32),
+    }
+    if cls_row is not None:
+        out["cls_table"] = cls_row.astype(f32)
+    return out
+
+
+# --- inputs and properties --------------------------------------------------------------------------
+
+
+def random_feeds(p: VitLearnedParams, batch: int, h: int, w: int, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    feeds = {"x": random_normal(rng, (batch, h, w, p.dim), dtype)}
+    if p.class_token:
+        feeds["cls"] = random_normal(rng, (batch, 1, p.dim), dtype)
+    return feeds
+
+
+def check_trained_grid_exact(run: Runner, p: VitLearnedParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
+    """At the trained grid the output is x + table computed in float32 and rounded once, bit for bit."""
+    feeds = random_feeds(p, 2, p.trained_h, p.trained_w, dtype, rng)
+    table = trained_table(p).astype(np.float32)
+    cls_row, grid = (table[:1], table[1:]) if p.class_token else (None, table)
+    x = feeds["x"].astype(np.float32)
+    expected = x + grid.reshape(p.trained_h, p.trained_w, p.dim)[None]
+    if p.class_token:
+        first = feeds["cls"].astype(np.float32) + cls_row[None]
+        expected = np.concatenate([first, expected.reshape(2, -1, p.dim)], axis=1)
+    expected = expected.astype(dtype.numpy)
+    out = np.asarray(run(feeds))
+    differ = int(np.count_nonzero(out.astype(np.float64) != expected.astype(np.float64)))
+    error = float(np.max(np.abs(out.astype(np.float64) - expected.astype(np.float64))))
+    return PropertyResult(differ == 0, f"{differ} of {out.size} values differ from x + table", error)
+
+
+# --- the encoding -----------------------------------------------------------------------------------
+
+
+class VitLearnedEncoding(Encoding):
+    name = "vit-learned"
+    family = "vision"
+    summary = "ViT learned grid positions, bicubic-antialias resampled in the graph to any grid"
+    Params = VitLearnedParams
+
+    def inputs(self, p: VitLearnedParams) -> list[TensorSpec]:
+        specs = [TensorSpec("x", ("batch", "grid_h", "grid_w", p.dim))]
+        if p.class_token:
+            specs.append(TensorSpec("cls", ("batch", 1, p.dim)))
+        return specs
+
+    def outputs(self, p: VitLearnedParams) -> list[TensorSpec]:
+        if p.class_token:
+            return [TensorSpec("y", ("batch", "tokens", p.dim))]
+        return super().outputs(p)
+
+    def derived_axes(self, p: VitLearnedParams, sizes: Mapping[str, int]) -> dict[str, int]:
+        if p.class_token:
+            return {"tokens": 1 + sizes["grid_h"] * sizes["grid_w"]}
+        return {}
+
+    def reference(self, p: VitLearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return reference(p, feeds)
+
+    def torch_module(self, p: VitLearnedParams, opts: BuildOptions) -> torch.nn.Module:
+        return VitLearnedEmbedding(p)
+
+    def tables(self, p: VitLearnedParams, opts: BuildOptions) -> Tables:
+        return Tables(build_tables(p))
+
+    def script_functions(self, p: VitLearnedParams, opts: BuildOptions, op: Any) -> list[Any]:
+        return vit_functions(p, opts.dtype, op)
+
+    def feeds(self, p: VitLearnedParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return random_feeds(p, case.axes["batch"], case.axes["grid_h"], case.axes["grid_w"], dtype, rng)
+
+    def cases(self, p: VitLearnedParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
+        return grid_cases((p.trained_h, p.trained_w), p.max_grid, seqs, batches)
+
+    def example_axes(self, p: VitLearnedParams) -> dict[str, int] | None:
+        # Distinct from each other, from batch and from the trained grid, within max_grid.
+        sizes = [s for s in range(3, p.max_grid + 1) if s not in (p.trained_h, p.trained_w)][:2]
+        return {"batch": 2, "grid_h": sizes[0], "grid_w": sizes[-1]} if len(sizes) == 2 else None
+
+    def properties(self, p: VitLearnedParams) -> list[Property]:
+        return [Property("trained-grid-exact", "at the trained grid y is x + table bit for bit (no resampling error)",
+                         check_trained_grid_exact)]
