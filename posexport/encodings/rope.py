@@ -26,7 +26,7 @@ from onnxscript import script
 from .. import scaling, tables
 from ..dtypes import COMPUTE, DType
 from ..params import check, check_choices, param
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
+from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, Tables, TensorSpec
 from .inputs import positions, random_normal, sequence_cases
 
 PAIR_LAYOUTS = ("half", "interleaved")
@@ -264,3 +264,28 @@ class RopeEncoding(Encoding):
 
     def largest_position(self, p: RopeParams, feeds: Mapping[str, np.ndarray]) -> int | None:
         return int(np.max(feeds["position_ids"]))
+
+    def properties(self, p: RopeParams) -> list[Property]:
+        from .. import properties as props
+
+        def rotate(runner: Any, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+            # The checks speak [batch, seq, heads, d]; a bhsd graph gets and gives [batch, heads, seq, d].
+            if p.layout == "bshd":
+                return runner({"x": x, "position_ids": positions})
+            return np.swapaxes(runner({"x": np.ascontiguousarray(np.swapaxes(x, 1, 2)), "position_ids": positions}), 1, 2)
+
+        def feeds_at(positions: np.ndarray, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+            return self.feeds(p, Case("limit", {"batch": 1, "seq": positions.shape[1]}), dtype, rng) | {"position_ids": positions}
+
+        def tolerance(dtype: DType, largest: int) -> float:
+            # A q·k score sums rotary_dim products, each off by up to the output's rounding.
+            return 2 * math.sqrt(p.rotary_dim) * dtype.bound(largest)
+
+        # Dynamic NTK and LongRoPE change frequencies with the run-time length: stay below the switch.
+        span = p.max_positions if p.scaling in ("dynamic", "longrope") else p.position_limit
+        _, factor = inv_freq_and_factor(p)
+        return [
+            props.relative_position(rotate, p.heads, p.head_dim, span, tolerance),
+            props.norm_preserved(rotate, p.heads, p.head_dim, p.rotary_dim, p.position_limit, factor, tolerance),
+            props.raises_past_limit(feeds_at, p.position_limit),
+        ]

@@ -32,7 +32,8 @@ class TorchSession:
 
 class TorchEager:
     name = "torch"
-    description = "PyTorch eager module (the same maths, before export)"
+    description = "PyTorch eager module (the same maths, before export; it does not run the ONNX graph)"
+    limitations: dict[str, str] = {}
 
     def available(self) -> tuple[bool, str]:
         return True, ""
