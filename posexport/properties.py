@@ -252,18 +252,20 @@ def monotone_buckets(bias: Bias, length: int) -> Property:
             worst = max(worst, spread / max(1.0, float(np.max(np.abs(diagonal)))))
         if worst > dtype.bound():
             problems.append(f"bias differs along a diagonal by {worst:.2e}")
+        # Values within the dtype's rounding of each other are one bucket.
+        same = 4 * dtype.bound() * max(1.0, float(np.max(np.abs(b))))
         for sign in (1, -1):
-            distances = np.arange(0, length) * sign
-            values = np.stack([np.array([b[h, 0 if sign > 0 else length - 1, (0 if sign > 0 else length - 1) + d] for d in distances])
-                               for h in range(b.shape[0])])
-            for h, seq in enumerate(values):
-                runs = [seq[0]]
-                for v in seq[1:]:
-                    if v != runs[-1]:
-                        runs.append(v)
-                if len(runs) != len(set(runs)):
-                    problems.append(f"head {h}: a bucket value returns at a larger |distance| (sign {sign:+d})")
-                    break
+            query = 0 if sign > 0 else length - 1
+            for h in range(b.shape[0]):
+                runs = [b[h, query, query]]
+                for d in range(1, length):
+                    v = b[h, query, query + sign * d]
+                    if abs(v - runs[-1]) <= same:
+                        continue
+                    if any(abs(v - r) <= same for r in runs[:-1]):
+                        problems.append(f"head {h}: an earlier bucket returns at |distance| {d} (sign {sign:+d})")
+                        break
+                    runs.append(v)
         return PropertyResult(not problems, "; ".join(problems) or f"monotone over |key − query| < {length}", worst if problems else 0.0)
 
     return Property(MONOTONE_BUCKETS, "buckets monotone in |key − query|, bias relative-only", check)
