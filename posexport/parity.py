@@ -358,6 +358,9 @@ def run_parity(
                 rng = np.random.default_rng([seed, PROPERTY_STREAM, k])
                 report.properties.append(check_property(label, prop, name, runtime, session, art, rng))
                 step(f"{label} {prop.name} on {name}")
+    if saved is not None and not any(r.runtime.endswith(SAVED) for r in report.results):
+        raise PosexportError("--load-outputs: no saved output matches this run's graphs and cases; use the same graph, "
+                             "--seqs and --batches as the saving run")
     if keep_outputs:
         report.outputs = outputs
     return report

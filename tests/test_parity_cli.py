@@ -158,3 +158,11 @@ def test_bad_input_gives_one_clear_line(built, tmp_path, args, needle):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
     assert "Traceback" not in out + err
+
+
+def test_saved_outputs_of_another_graph_are_refused(built, tmp_path):
+    saved = tmp_path / "cpu.npz"
+    cli("parity", str(built), "--runtimes", "ort-cpu", *SMALL, "--no-properties", "--save-outputs", str(saved))
+    code, out, err = cli("parity", "--encoding", "rope", "--head-dim", "16", "--heads", "2", "--dtype", "float16", "--runtimes", "reference",
+                         *SMALL, "--no-properties", "--load-outputs", str(saved))
+    assert code == 2 and "no saved output matches" in err and len(err.strip().splitlines()) == 1
