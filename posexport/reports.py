@@ -27,6 +27,12 @@ class RuntimeSummary:
     worst_case: str
     worst_bound: float  # the bound at that case
     failing: tuple[str, ...]
+    errors: int  # cases where the runtime raised: no error was measured there
+
+    @property
+    def worst(self) -> str:
+        """The smallest passing tolerance, unless some case raised (then no tolerance passes)."""
+        return f"none ({self.errors} raised)" if self.errors else fmt(self.worst_error)
 
 
 def summarise(report: Report) -> list[RuntimeSummary]:
@@ -37,11 +43,14 @@ def summarise(report: Report) -> list[RuntimeSummary]:
     for (graph, runtime), rows in groups.items():
         measured = [r for r in rows if r.comparison is not None]
         worst = max(measured, key=lambda r: r.comparison.normalised, default=None)
+        raised = [r for r in rows if r.status == "error"]
+        if raised:  # no tolerance passes a case that raised: point at the first one instead
+            worst = None
         out.append(RuntimeSummary(
             graph, runtime, sum(r.status == "pass" for r in rows), len(rows),
-            worst.comparison.normalised if worst else float("inf"), worst.case if worst else "",
-            worst.comparison.bound if worst else float("inf"),
-            tuple(r.case for r in rows if r.status != "pass"),
+            worst.comparison.normalised if worst else float("inf"), worst.case if worst else (raised[0].case if raised else ""),
+            worst.comparison.bound if worst else float("nan"),
+            tuple(r.case for r in rows if r.status != "pass"), sum(r.status == "error" for r in rows),
         ))
     return out
 
@@ -100,7 +109,7 @@ def render_terminal(report: Report, console, details: bool = False) -> None:
             for s in rows:
                 style = "green" if s.passed == s.total else "red"
                 failing = ", ".join(s.failing[:5]) + (f" … (+{len(s.failing) - 5})" if len(s.failing) > 5 else "")
-                table.add_row(s.runtime, f"[{style}]{s.passed}/{s.total}[/]", fmt(s.worst_error), fmt(s.worst_bound), s.worst_case, failing)
+                table.add_row(s.runtime, f"[{style}]{s.passed}/{s.total}[/]", s.worst, fmt(s.worst_bound), s.worst_case, failing)
             console.print(table)
 
         shown = [r for r in [*report.results, *report.pairwise] if r.graph == label and (details or r.status != "pass")]
@@ -216,7 +225,7 @@ def to_markdown(report: Report) -> str:
     lines += ["", "## Runtimes", ""]
     lines += md_table(
         ("graph", "runtime", "cases passed", "smallest passing tolerance (worst error)", "at case", "its bound", "failing cases"),
-        ((s.graph, s.runtime, f"{s.passed}/{s.total}", fmt(s.worst_error), s.worst_case, fmt(s.worst_bound), ", ".join(s.failing))
+        ((s.graph, s.runtime, f"{s.passed}/{s.total}", s.worst, s.worst_case, fmt(s.worst_bound), ", ".join(s.failing))
          for s in summarise(report)),
     )
     if report.failures():
