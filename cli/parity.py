@@ -95,4 +95,4 @@ def graph_and_options(args: list[str]) -> tuple[Path | None, list[str]]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("parity", context_settings=EXTRA_OPTIONS)(parity_command)
+    app.command("parity", context_settings=EXTRA_OPTIONS, options_metavar="[GRAPH.onnx] [OPTIONS]")(parity_command)

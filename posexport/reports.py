@@ -73,6 +73,8 @@ def verdict_line(report: Report) -> str:
     props = [p for p in report.properties]
     bad_props = sum(p.status in ("fail", "error") for p in props)
     limited = sum(p.status == "limitation" for p in props)
+    if not report.results:
+        return f"FAIL: no runtime ran ({len(report.unavailable)} unavailable)"
     return (
         f"{'PASS' if report.passed else 'FAIL'}: {n['pass']} passed, {n['fail']} failed, {n['error']} errors; "
         f"properties {len(props) - bad_props - limited}/{len(props)} hold ({limited} known limitations); "
