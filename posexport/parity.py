@@ -10,8 +10,10 @@ posexport.runtimes, rendering in posexport.reports; this module only makes input
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import json
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import PosexportError
-from .export import Artifact
+from .export import Artifact, atomic_write
 from .runtimes import RUNTIMES, Runtime, get_runtime
 
 # Two runtimes each within the bound of the truth can differ by twice the bound from each other.
@@ -234,9 +236,10 @@ class Outputs:
             "outputs": [[g, c, r] for g, c, r in self.arrays],
         }
         arrays = {f"out{i}": widen(a) for i, a in enumerate(self.arrays.values())}
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, index=np.array(json.dumps(index)), **arrays)
         try:
-            with path.open("wb") as f:
-                np.savez_compressed(f, index=np.array(json.dumps(index)), **arrays)
+            atomic_write(path, buffer.getvalue())
         except OSError as e:
             raise PosexportError(f"--save-outputs {path}: cannot write there ({e.strerror})") from None
         return path
@@ -247,7 +250,7 @@ class Outputs:
             with np.load(Path(path), allow_pickle=False) as data:
                 index = json.loads(str(data["index"]))
                 arrays = {tuple(key): data[f"out{i}"] for i, key in enumerate(index["outputs"])}
-        except (OSError, ValueError, KeyError) as e:
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
             raise PosexportError(f"--load-outputs {path}: not a file written by --save-outputs ({e})") from None
         digests = {tuple(k.split("|", 1)): d for k, d in index["digests"].items()}
         return cls(arrays, digests, dict(index["graphs"]))

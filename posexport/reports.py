@@ -70,15 +70,15 @@ def outcome(r: CaseResult) -> str:
 
 def verdict_line(report: Report) -> str:
     n = report.counts()
-    props = [p for p in report.properties]
+    props = report.properties
     bad_props = sum(p.status in ("fail", "error") for p in props)
     limited = sum(p.status == "limitation" for p in props)
     if not report.results:
         return f"FAIL: no runtime ran ({len(report.unavailable)} unavailable)"
+    held = f"properties {len(props) - bad_props - limited}/{len(props)} hold ({limited} known limitations); " if props else ""
     return (
         f"{'PASS' if report.passed else 'FAIL'}: {n['pass']} passed, {n['fail']} failed, {n['error']} errors; "
-        f"properties {len(props) - bad_props - limited}/{len(props)} hold ({limited} known limitations); "
-        f"{len(report.unavailable)} runtimes unavailable"
+        f"{held}{len(report.unavailable)} runtimes unavailable"
     )
 
 
