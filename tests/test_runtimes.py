@@ -4,6 +4,8 @@ particular to ort-cuda (strict, no fallback) and OpenVINO (precision, inlining, 
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import onnx
 import pytest
@@ -106,6 +108,15 @@ def test_openvino_partial_rotary_detection():
     assert partial_contrib_rotary(full) is None  # rotary_embedding_dim == head size: runs correctly
     assert partial_contrib_rotary(artifact("rope", head_dim=16, heads=2).model) is None
     assert OpenVino(run_partial_contrib_rotary=True).supports(partial_contrib_graph()) == (True, "")
+    # A 4-D input (the op's [batch, heads, seq, head_dim] form) is caught from its last axis, the head size.
+    four_d = copy.deepcopy(partial_contrib_graph().model)
+    four_d.graph.node[0].op_type = "Identity"
+    del four_d.graph.node[0].input[1:]
+    for attr in four_d.graph.node[1].attribute:
+        if attr.name == "num_heads":
+            four_d.graph.node[1].attribute.remove(attr)
+    four_d = onnx.shape_inference.infer_shapes(four_d)
+    assert "rotary_embedding_dim=16 < head size 32" in partial_contrib_rotary(four_d)
 
 
 def test_reference_evaluator_declines_contrib_ops():
