@@ -87,6 +87,7 @@ class Report:
     graphs: dict[str, dict[str, Any]] = field(default_factory=dict)  # graph label -> manifest
     runtimes: dict[str, str] = field(default_factory=dict)  # runtime that ran -> description
     unavailable: dict[str, str] = field(default_factory=dict)  # runtime -> why it did not run
+    notes: dict[str, str] = field(default_factory=dict)  # runtime -> what it computes differently in these graphs
     results: list[CaseResult] = field(default_factory=list)
     pairwise: list[CaseResult] = field(default_factory=list)
     properties: list[PropertyOutcome] = field(default_factory=list)
@@ -118,7 +119,7 @@ class Report:
         return [r for r in [*self.results, *self.pairwise] if r.status != "pass"]
 
     def to_dict(self) -> dict[str, Any]:
-        data = {f: getattr(self, f) for f in ("graphs", "runtimes", "unavailable", "settings")}
+        data = {f: getattr(self, f) for f in ("graphs", "runtimes", "unavailable", "notes", "settings")}
         data |= {f: [asdict(r) for r in getattr(self, f)] for f in ("results", "pairwise", "properties")}
         return finite_json(data | {"passed": self.passed})
 
@@ -134,6 +135,7 @@ class Report:
             graphs=dict(data["graphs"]),
             runtimes=dict(data["runtimes"]),
             unavailable=dict(data["unavailable"]),
+            notes=dict(data["notes"]),
             results=[case(r) for r in data["results"]],
             pairwise=[case(r) for r in data["pairwise"]],
             properties=[PropertyOutcome(**p) for p in data["properties"]],
@@ -383,6 +385,9 @@ def load_sessions(art: Artifact, chosen: list[Runtime], report: Report) -> dict[
                 ok, why = False, f"failed to load the graph: {one_line(e)}"
         if ok:
             report.runtimes[rt.name] = rt.description
+            caveat = rt.caveats(art)
+            if caveat:
+                report.notes[rt.name] = caveat
         else:
             previous = report.unavailable.get(rt.name)
             report.unavailable[rt.name] = why if previous in (None, why) else f"{previous}; {why}"

@@ -139,6 +139,8 @@ def render_terminal(report: Report, console, details: bool = False) -> None:
             for p in outcomes:
                 if p.status != "pass":
                     console.print(f"  {p.property} on {p.runtime}: {escape(p.detail)}", highlight=False)
+    for name, note in report.notes.items():
+        console.print(f"[yellow]note on {name}[/]: {escape(note)}", highlight=False)
     for name, why in report.unavailable.items():
         console.print(f"[yellow]{name} unavailable[/]: {escape(why)}", highlight=False)
     colour = "green" if report.passed else "red"
@@ -191,7 +193,9 @@ def to_junit(report: Report) -> str:
 
         for r in [*report.results, *report.pairwise]:
             if r.graph == graph:
-                case(f"parity.{graph}.{r.runtime}", r.case, r.status, f"{r.runtime} {r.case} [{where(r)}]: {outcome(r)}")
+                note = report.notes.get(r.runtime, "")
+                message = f"{r.runtime} {r.case} [{where(r)}]: {outcome(r)}" + (f" (note: {note})" if note else "")
+                case(f"parity.{graph}.{r.runtime}", r.case, r.status, message)
         for p in report.properties:
             if p.graph == graph:
                 status = "pass" if p.status == "limitation" else p.status
@@ -238,6 +242,9 @@ def to_markdown(report: Report) -> str:
         lines += ["## Properties", ""]
         lines += md_table(("graph", "property", "runtime", "status", "detail"),
                           ((p.graph, p.property, p.runtime, p.status, p.detail) for p in report.properties))
+    if report.notes:
+        lines += ["## Notes", ""]
+        lines += [f"- `{name}`: {md_cell(note)}" for name, note in report.notes.items()] + [""]
     if report.unavailable:
         lines += ["## Unavailable runtimes", ""]
         lines += [f"- `{name}`: {md_cell(why)}" for name, why in report.unavailable.items()] + [""]

@@ -26,7 +26,7 @@ from onnxscript import script
 from .. import scaling, tables
 from ..dtypes import COMPUTE, DType
 from ..params import check, check_choices, param
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, Tables, TensorSpec
+from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
 from .inputs import positions, random_normal, sequence_cases
 
 PAIR_LAYOUTS = ("half", "interleaved")
@@ -265,7 +265,8 @@ class RopeEncoding(Encoding):
     def largest_position(self, p: RopeParams, feeds: Mapping[str, np.ndarray]) -> int | None:
         return int(np.max(feeds["position_ids"]))
 
-    def properties(self, p: RopeParams) -> list[Property]:
+    def properties(self, p: RopeParams) -> list:
+        """Relative position, norms and the limit, checked on runtime outputs (posexport.properties)."""
         from .. import properties as props
 
         def rotate(runner: Any, x: np.ndarray, positions: np.ndarray) -> np.ndarray:

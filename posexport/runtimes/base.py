@@ -36,6 +36,10 @@ class Runtime(Protocol):
 
     def load(self, artifact: Artifact) -> Session: ...
 
+    def caveats(self, artifact: Artifact) -> str:
+        """What in this graph this runtime is known to compute differently ('' when nothing): shown next
+        to its results so that a failure points at its cause."""
+
 
 def output_shape(artifact: Artifact, feeds: Mapping[str, np.ndarray]) -> tuple[int, ...]:
     """The output's concrete shape, from the contract's named axes and the feeds' shapes."""

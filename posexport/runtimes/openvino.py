@@ -6,8 +6,9 @@ Two traps are handled here rather than hidden:
 - OpenVINO ignores ``rotary_embedding_dim`` on onnxruntime's com.microsoft.RotaryEmbedding and rotates
   the whole head (wrong output, no error): such graphs are reported unsupported unless the caller asks
   to run them anyway (to show the failure).
-And one is documented as a known limitation: its Gather returns zeros for an out-of-range index instead
-of raising, so a position past a graph's cached tables gives zero rows without an error.
+And two are stated where they apply: its Gather returns zeros for an out-of-range index instead of
+raising (a known limitation of the ``raises-past-limit`` property), and its CPU plugin runs float64
+arithmetic in float32 (a caveat on graphs that compute in float64, which then fail at large positions).
 """
 
 from __future__ import annotations
@@ -112,6 +113,22 @@ class OpenVino:
             if why:
                 return False, why
         return True, ""
+
+    def caveats(self, artifact: Artifact) -> str:
+        model = onnx.inliner.inline_local_functions(artifact.model)
+        double = onnx.TensorProto.DOUBLE
+        casts = sum(
+            1 for n in all_nodes(model)
+            if n.op_type == "Cast" and any(a.name == "to" and a.i == double for a in n.attribute)
+        )
+        tables = sum(1 for t in model.graph.initializer if t.data_type == double)
+        if casts or tables:
+            return (
+                f"this graph computes in float64 ({casts} casts to float64, {tables} float64 initializers); "
+                "OpenVINO's CPU plugin runs float64 arithmetic in float32, so angles formed in float64 lose "
+                "precision at large positions"
+            )
+        return ""
 
     def load(self, artifact: Artifact) -> OpenVinoSession:
         return OpenVinoSession(artifact)

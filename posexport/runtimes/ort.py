@@ -72,5 +72,8 @@ class OrtCpu:
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
         return True, ""
 
+    def caveats(self, artifact: Artifact) -> str:
+        return ""
+
     def load(self, artifact: Artifact) -> OrtSession:
         return OrtSession(artifact, ["CPUExecutionProvider"], self.optimize)

@@ -36,6 +36,9 @@ class OrtCuda:
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
         return True, ""
 
+    def caveats(self, artifact: Artifact) -> str:
+        return ""
+
     def load(self, artifact: Artifact) -> OrtSession:
         session = OrtSession(artifact, ["CUDAExecutionProvider"], optimize=True, config=STRICT)
         used = session.session.get_providers()

@@ -35,5 +35,8 @@ class Reference:
             return False, "the reference evaluator has no com.microsoft contrib ops"
         return True, ""
 
+    def caveats(self, artifact: Artifact) -> str:
+        return ""
+
     def load(self, artifact: Artifact) -> ReferenceSession:
         return ReferenceSession(artifact)

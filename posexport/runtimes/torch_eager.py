@@ -41,5 +41,8 @@ class TorchEager:
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
         return True, ""
 
+    def caveats(self, artifact: Artifact) -> str:
+        return ""
+
     def load(self, artifact: Artifact) -> TorchSession:
         return TorchSession(artifact)
