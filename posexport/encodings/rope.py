@@ -418,3 +418,30 @@ class RopeEncoding(Encoding):
 
     def largest_position(self, p: RopeParams, feeds: Mapping[str, np.ndarray]) -> int | None:
         return int(np.max(feeds["position_ids"]))
+
+    def properties(self, p: RopeParams) -> list:
+        """Relative position, norms and the limit, checked on runtime outputs (posexport.properties)."""
+        from .. import properties as props
+
+        def rotate(runner: Any, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+            # The checks speak [batch, seq, heads, d]; a bhsd graph gets and gives [batch, heads, seq, d].
+            if p.layout == "bshd":
+                return runner({"x": x, "position_ids": positions})
+            return np.swapaxes(runner({"x": np.ascontiguousarray(np.swapaxes(x, 1, 2)), "position_ids": positions}), 1, 2)
+
+        def feeds_at(positions: np.ndarray, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+            return self.feeds(p, Case("limit", {"batch": 1, "seq": positions.shape[1]}), dtype, rng) | {"position_ids": positions}
+
+        def tolerance(dtype: DType, largest: int) -> float:
+            # Scores and norms are normalised by their largest value, whose rounding grows with the
+            # rotated width as the errors do: a small multiple of the outputs' bound covers both runs.
+            return 4 * dtype.bound(largest)
+
+        # Dynamic NTK and LongRoPE change frequencies with the run-time length: stay below the switch.
+        span = p.max_positions if p.scaling in ("dynamic", "longrope") else p.position_limit
+        _, factor = inv_freq_and_factor(p)
+        return [
+            props.relative_position(rotate, p.heads, p.head_dim, span, tolerance),
+            props.norm_preserved(rotate, p.heads, p.head_dim, p.rotary_dim, p.position_limit, factor, tolerance),
+            props.raises_past_limit(feeds_at, p.position_limit),
+        ]

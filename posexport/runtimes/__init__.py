@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..errors import PosexportError
 from .base import Runtime, Session
+from .openvino import OpenVino
 from .ort import OrtCpu
+from .ort_cuda import OrtCuda
 from .reference import Reference
 from .torch_eager import TorchEager
 
@@ -15,6 +17,8 @@ RUNTIMES: dict[str, Runtime] = {
         Reference(),
         OrtCpu("ort-cpu", optimize=True),
         OrtCpu("ort-cpu-noopt", optimize=False),
+        OrtCuda(),
+        OpenVino(),
     )
 }
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import onnx
 
 if TYPE_CHECKING:
     from ..export import Artifact
@@ -23,6 +24,9 @@ class Session(Protocol):
 class Runtime(Protocol):
     name: str
     description: str
+    # Property name -> why this runtime is known to break it (DESIGN 6: report known traps, never hide
+    # them). A broken property listed here is reported as a known limitation instead of a failure.
+    limitations: Mapping[str, str]
 
     def available(self) -> tuple[bool, str]:
         """(True, '') when installed and usable here, else (False, why)."""
@@ -31,6 +35,10 @@ class Runtime(Protocol):
         """(True, '') when this runtime can run this graph correctly, else (False, why)."""
 
     def load(self, artifact: Artifact) -> Session: ...
+
+    def caveats(self, artifact: Artifact) -> str:
+        """What in this graph this runtime is known to compute differently ('' when nothing): shown next
+        to its results so that a failure points at its cause."""
 
 
 def output_shape(artifact: Artifact, feeds: Mapping[str, np.ndarray]) -> tuple[int, ...]:
@@ -43,3 +51,15 @@ def output_shape(artifact: Artifact, feeds: Mapping[str, np.ndarray]) -> tuple[i
     sizes.update(artifact.encoding.derived_axes(artifact.params, sizes))
     (out,) = artifact.encoding.outputs(artifact.params)
     return tuple(sizes[d] if isinstance(d, str) else d for d in out.dims)
+
+
+def all_nodes(model: onnx.ModelProto):
+    """Every node of the graph and of its model-local functions (subgraphs of control flow excluded:
+    posexport graphs have none)."""
+    yield from model.graph.node
+    for function in model.functions:
+        yield from function.node
+
+
+def domains(model: onnx.ModelProto) -> set[str]:
+    return {node.domain for node in all_nodes(model)} | {imp.domain for imp in model.opset_import if imp.domain != "posexport"}

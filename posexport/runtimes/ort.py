@@ -13,7 +13,7 @@ from .base import output_shape
 
 
 class OrtSession:
-    def __init__(self, artifact: Artifact, providers: list[str], optimize: bool, threads: int = 0):
+    def __init__(self, artifact: Artifact, providers: list[str], optimize: bool, threads: int = 0, config: Mapping[str, str] | None = None):
         import onnxruntime as ort
 
         self.ort = ort
@@ -24,9 +24,11 @@ class OrtSession:
         options.graph_optimization_level = (
             ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         )
-        options.log_severity_level = 3
+        options.log_severity_level = 4
         if threads:
             options.intra_op_num_threads = threads
+        for key, value in (config or {}).items():
+            options.add_session_config_entry(key, value)
         self.session = ort.InferenceSession(artifact.model_bytes, options, providers=providers)
         self.device = "cuda" if providers[0].startswith("CUDA") else "cpu"
 
@@ -58,6 +60,7 @@ class OrtCpu:
         self.name = name
         self.optimize = optimize
         self.description = f"onnxruntime CPU, graph optimisation {'on' if optimize else 'off'}"
+        self.limitations: dict[str, str] = {}
 
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("onnxruntime") is None:
@@ -70,6 +73,9 @@ class OrtCpu:
 
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
         return True, ""
+
+    def caveats(self, artifact: Artifact) -> str:
+        return ""
 
     def load(self, artifact: Artifact) -> OrtSession:
         return OrtSession(artifact, ["CPUExecutionProvider"], self.optimize)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..export import Artifact
+from .base import domains
 
 
 class ReferenceSession:
@@ -24,15 +25,18 @@ class ReferenceSession:
 class Reference:
     name = "reference"
     description = "onnx.reference.ReferenceEvaluator (the ONNX spec in numpy)"
+    limitations: dict[str, str] = {}
 
     def available(self) -> tuple[bool, str]:
         return True, ""
 
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
-        domains = {imp.domain for imp in artifact.model.opset_import}
-        if "com.microsoft" in domains:
+        if "com.microsoft" in domains(artifact.model):
             return False, "the reference evaluator has no com.microsoft contrib ops"
         return True, ""
+
+    def caveats(self, artifact: Artifact) -> str:
+        return ""
 
     def load(self, artifact: Artifact) -> ReferenceSession:
         return ReferenceSession(artifact)

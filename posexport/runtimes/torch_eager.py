@@ -32,13 +32,17 @@ class TorchSession:
 
 class TorchEager:
     name = "torch"
-    description = "PyTorch eager module (the same maths, before export)"
+    description = "PyTorch eager module (the same maths, before export; it does not run the ONNX graph)"
+    limitations: dict[str, str] = {}
 
     def available(self) -> tuple[bool, str]:
         return True, ""
 
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
         return True, ""
+
+    def caveats(self, artifact: Artifact) -> str:
+        return ""
 
     def load(self, artifact: Artifact) -> TorchSession:
         return TorchSession(artifact)

@@ -1,0 +1,260 @@
+"""Parity reports: a terminal view (rich), JSON (round-trips through Report.from_dict), JUnit XML for CI
+systems, and Markdown for pull requests. Every view states, per runtime, the observed error and the
+smallest tolerance that would have passed, and names the failing cases with their lengths and positions.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import PosexportError
+from .export import atomic_write
+from .parity import CaseResult, Report
+
+
+@dataclass(frozen=True)
+class RuntimeSummary:
+    graph: str
+    runtime: str
+    passed: int
+    total: int
+    # The largest normalised error over the runtime's cases: the smallest tolerance that passes them all.
+    worst_error: float
+    worst_case: str
+    worst_bound: float  # the bound at that case
+    failing: tuple[str, ...]
+    errors: int  # cases where the runtime raised: no error was measured there
+
+    @property
+    def worst(self) -> str:
+        """The smallest passing tolerance, unless some case raised (then no tolerance passes)."""
+        return f"none ({self.errors} raised)" if self.errors else fmt(self.worst_error)
+
+
+def summarise(report: Report) -> list[RuntimeSummary]:
+    groups: dict[tuple[str, str], list[CaseResult]] = {}
+    for r in [*report.results, *report.pairwise]:
+        groups.setdefault((r.graph, r.runtime), []).append(r)
+    out = []
+    for (graph, runtime), rows in groups.items():
+        measured = [r for r in rows if r.comparison is not None]
+        worst = max(measured, key=lambda r: r.comparison.normalised, default=None)
+        raised = [r for r in rows if r.status == "error"]
+        if raised:  # no tolerance passes a case that raised: point at the first one instead
+            worst = None
+        out.append(RuntimeSummary(
+            graph, runtime, sum(r.status == "pass" for r in rows), len(rows),
+            worst.comparison.normalised if worst else float("inf"), worst.case if worst else (raised[0].case if raised else ""),
+            worst.comparison.bound if worst else float("nan"),
+            tuple(r.case for r in rows if r.status != "pass"), sum(r.status == "error" for r in rows),
+        ))
+    return out
+
+
+def where(r: CaseResult) -> str:
+    """The lengths a case covers, e.g. `batch 3, seq 17, positions ≤ 100016`."""
+    axes = ", ".join(f"{k} {v}" for k, v in r.axes.items())
+    return axes + (f", positions ≤ {r.largest_position}" if r.largest_position is not None else "")
+
+
+def outcome(r: CaseResult) -> str:
+    if r.comparison is None or r.status == "error":
+        return r.message
+    c = r.comparison
+    return f"error {c.normalised:.2e} (max abs {c.max_abs:.2e}, p99 {c.p99:.2e}) vs bound {c.bound:.1e}"
+
+
+def verdict_line(report: Report) -> str:
+    n = report.counts()
+    props = report.properties
+    bad_props = sum(p.status in ("fail", "error") for p in props)
+    limited = sum(p.status == "limitation" for p in props)
+    if not report.results:
+        return f"FAIL: no runtime ran ({len(report.unavailable)} unavailable)"
+    held = f"properties {len(props) - bad_props - limited}/{len(props)} hold ({limited} known limitations); " if props else ""
+    return (
+        f"{'PASS' if report.passed else 'FAIL'}: {n['pass']} passed, {n['fail']} failed, {n['error']} errors; "
+        f"{held}{len(report.unavailable)} runtimes unavailable"
+    )
+
+
+def fmt(value: float) -> str:
+    return f"{value:.2e}" if value == value and value != float("inf") else "—"
+
+
+# --- terminal ---------------------------------------------------------------------------------------
+
+
+def render_terminal(report: Report, console, details: bool = False) -> None:
+    """Per graph: a line naming it, a table per runtime (and per pair), failing cases with their lengths,
+    properties as a runtime grid; then unavailable runtimes and the verdict."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    summaries = summarise(report)
+    for label, m in report.graphs.items():
+        console.print(f"[bold]{label}[/]: {m.get('source')}, {m.get('backend')}, opset {m.get('opset')}, "
+                      f"params {escape(json.dumps(m.get('params', {}), sort_keys=True))}", highlight=False)
+        for pairs in (False, True):
+            rows = [s for s in summaries if s.graph == label and (" vs " in s.runtime) == pairs]
+            if not rows:
+                continue
+            title = ("runtime pairs: max|a − b| / max(1, max|b|), bound 2× DESIGN 4.2" if pairs
+                     else "error = max|out − ref| / max(1, max|ref|) = the smallest tolerance that passes (DESIGN 4.2)")
+            table = Table(title=title, title_justify="left")
+            for col in ("runtimes" if pairs else "runtime", "cases", "worst error", "bound there", "at case", "failing cases"):
+                table.add_column(col)
+            for s in rows:
+                style = "green" if s.passed == s.total else "red"
+                failing = ", ".join(s.failing[:5]) + (f" … (+{len(s.failing) - 5})" if len(s.failing) > 5 else "")
+                table.add_row(s.runtime, f"[{style}]{s.passed}/{s.total}[/]", s.worst, fmt(s.worst_bound), s.worst_case, failing)
+            console.print(table)
+
+        shown = [r for r in [*report.results, *report.pairwise] if r.graph == label and (details or r.status != "pass")]
+        if shown:
+            cases = Table(title="cases" if details else "failing cases", title_justify="left")
+            for col in ("case", "runtime", "status", "lengths", "outcome"):
+                cases.add_column(col)
+            for r in shown:
+                style = "green" if r.status == "pass" else "red"
+                cases.add_row(r.case, r.runtime, f"[{style}]{r.status}[/]", where(r), escape(outcome(r)))
+            console.print(cases)
+
+        outcomes = [p for p in report.properties if p.graph == label]
+        if outcomes:
+            runtimes = list(dict.fromkeys(p.runtime for p in outcomes))
+            grid = Table(title="properties, checked on each runtime's outputs", title_justify="left")
+            grid.add_column("property")
+            for name in runtimes:
+                grid.add_column(name)
+            marks = {"pass": "[green]holds[/]", "fail": "[red]FAILS[/]", "error": "[red]error[/]", "limitation": "[yellow]known limit[/]"}
+            for prop in dict.fromkeys(p.property for p in outcomes):
+                status = {p.runtime: p.status for p in outcomes if p.property == prop}
+                grid.add_row(prop, *(marks[status[name]] if name in status else "" for name in runtimes))
+            console.print(grid)
+            for p in outcomes:
+                if p.status != "pass":
+                    console.print(f"  {p.property} on {p.runtime}: {escape(p.detail)}", highlight=False)
+    for name, note in report.notes.items():
+        console.print(f"[yellow]note on {name}[/]: {escape(note)}", highlight=False)
+    for name, why in report.unavailable.items():
+        console.print(f"[yellow]{name} unavailable[/]: {escape(why)}", highlight=False)
+    colour = "green" if report.passed else "red"
+    console.print(f"[{colour}]{verdict_line(report)}[/]", highlight=False)
+
+
+# --- JSON -------------------------------------------------------------------------------------------
+
+
+def to_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def from_json(text: str) -> Report:
+    return Report.from_dict(json.loads(text))
+
+
+def read_json(path: str | Path) -> Report:
+    try:
+        return from_json(Path(path).read_text())
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise PosexportError(f"{path}: not a posexport parity JSON report ({e})") from None
+
+
+# --- JUnit XML --------------------------------------------------------------------------------------
+
+
+def to_junit(report: Report) -> str:
+    """One testsuite per graph; a testcase per (case, runtime), per pair, per (property, runtime), and a
+    skipped testcase per unavailable runtime. Known limitations pass, with the note as system-out."""
+    root = ET.Element("testsuites", name="posexport parity")
+    for graph in report.graphs:
+        suite = ET.SubElement(root, "testsuite", name=f"parity.{graph}")
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+
+        def case(classname: str, name: str, status: str, message: str = "", note: str = "") -> None:
+            counts["tests"] += 1
+            tc = ET.SubElement(suite, "testcase", classname=classname, name=name)
+            if status == "fail":
+                counts["failures"] += 1
+                ET.SubElement(tc, "failure", message=message[:500]).text = message
+            elif status == "error":
+                counts["errors"] += 1
+                ET.SubElement(tc, "error", message=message[:500]).text = message
+            elif status == "skipped":
+                counts["skipped"] += 1
+                ET.SubElement(tc, "skipped", message=message[:500])
+            if note:
+                ET.SubElement(tc, "system-out").text = note
+
+        for r in [*report.results, *report.pairwise]:
+            if r.graph == graph:
+                note = report.notes.get(r.runtime, "")
+                message = f"{r.runtime} {r.case} [{where(r)}]: {outcome(r)}" + (f" (note: {note})" if note else "")
+                case(f"parity.{graph}.{r.runtime}", r.case, r.status, message)
+        for p in report.properties:
+            if p.graph == graph:
+                status = "pass" if p.status == "limitation" else p.status
+                case(f"parity.{graph}.{p.runtime}.properties", p.property, status, f"{p.runtime} {p.property}: {p.detail}",
+                     p.detail if p.status == "limitation" else "")
+        for name, why in report.unavailable.items():
+            case(f"parity.{graph}.{name}", "available", "skipped", why)
+        for k, v in counts.items():
+            suite.set(k, str(v))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# --- Markdown ---------------------------------------------------------------------------------------
+
+
+def md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def to_markdown(report: Report) -> str:
+    lines = [f"# posexport parity: {'PASS' if report.passed else 'FAIL'}", "", verdict_line(report), ""]
+    for label, m in report.graphs.items():
+        lines.append(f"- **{label}**: {m.get('encoding')} {m.get('dtype')}, {m.get('source')}, {m.get('backend')}, opset {m.get('opset')}, "
+                     f"sha256 `{str(m.get('sha256', ''))[:12]}`")
+    lines += ["", "## Runtimes", ""]
+    lines += md_table(
+        ("graph", "runtime", "cases passed", "smallest passing tolerance (worst error)", "at case", "its bound", "failing cases"),
+        ((s.graph, s.runtime, f"{s.passed}/{s.total}", s.worst, s.worst_case, fmt(s.worst_bound), ", ".join(s.failing))
+         for s in summarise(report)),
+    )
+    if report.failures():
+        lines += ["## Failing cases", ""]
+        lines += md_table(("graph", "case", "runtime", "status", "lengths", "outcome"),
+                          ((r.graph, r.case, r.runtime, r.status, where(r), outcome(r)) for r in report.failures()))
+    if report.properties:
+        lines += ["## Properties", ""]
+        lines += md_table(("graph", "property", "runtime", "status", "detail"),
+                          ((p.graph, p.property, p.runtime, p.status, p.detail) for p in report.properties))
+    if report.notes:
+        lines += ["## Notes", ""]
+        lines += [f"- `{name}`: {md_cell(note)}" for name, note in report.notes.items()] + [""]
+    if report.unavailable:
+        lines += ["## Unavailable runtimes", ""]
+        lines += [f"- `{name}`: {md_cell(why)}" for name, why in report.unavailable.items()] + [""]
+    return "\n".join(lines)
+
+
+def write(path: str | Path, text: str, option: str) -> Path:
+    path = Path(path)
+    try:
+        atomic_write(path, text.encode())
+    except OSError as e:
+        raise PosexportError(f"{option} {path}: cannot write there ({e.strerror})") from None
+    return path

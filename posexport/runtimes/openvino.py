@@ -1,0 +1,134 @@
+"""OpenVINO on the CPU, in float32 (DESIGN 6).
+
+Two traps are handled here rather than hidden:
+- OpenVINO's CPU plugin may default to bf16 inference on CPUs that have it: the model is compiled with
+  INFERENCE_PRECISION_HINT=f32 and the compiled precision is checked.
+- OpenVINO ignores ``rotary_embedding_dim`` on onnxruntime's com.microsoft.RotaryEmbedding and rotates
+  the whole head (wrong output, no error): such graphs are reported unsupported unless the caller asks
+  to run them anyway (to show the failure).
+And two are stated where they apply: its Gather returns zeros for an out-of-range index instead of
+raising (a known limitation of the ``raises-past-limit`` property), and its CPU plugin runs float64
+arithmetic in float32 (a caveat on graphs that compute in float64, which then fail at large positions).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+import onnx.inliner
+
+from ..export import Artifact
+from ..properties import RAISES_PAST_LIMIT
+from .base import all_nodes
+
+GATHER_OUT_OF_RANGE = (
+    "OpenVINO's Gather returns zeros for an out-of-range index instead of raising, so positions past the "
+    "graph's limit give zero rows, silently"
+)
+
+
+def partial_contrib_rotary(model: onnx.ModelProto) -> str | None:
+    """Why a com.microsoft.RotaryEmbedding node would rotate the wrong channels on OpenVINO, or None."""
+    nodes = [n for n in all_nodes(model) if n.domain == "com.microsoft" and n.op_type == "RotaryEmbedding"]
+    if not nodes:
+        return None
+    shapes = {}
+    inferred = onnx.shape_inference.infer_shapes(model)
+    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        shapes[value.name] = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+    for node in nodes:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        rotary = attrs.get("rotary_embedding_dim", 0)
+        if not rotary:
+            continue
+        shape = shapes.get(node.input[0], [])
+        head = None
+        if len(shape) == 4:
+            head = shape[3]
+        elif len(shape) == 3 and shape[2] and attrs.get("num_heads"):
+            head = shape[2] // attrs["num_heads"]
+        if head is None or rotary < head:
+            return (
+                f"node {node.name or node.output[0]!r}: com.microsoft.RotaryEmbedding with rotary_embedding_dim="
+                f"{rotary} < head size {head if head is not None else '(unknown)'}; OpenVINO ignores that attribute "
+                "and rotates the whole head (wrong output, no error)"
+            )
+    return None
+
+
+class OpenVinoSession:
+    def __init__(self, artifact: Artifact):
+        import openvino as ov
+
+        self.ov = ov
+        self.dtype = artifact.options.dtype
+        # OpenVINO's ONNX frontend does not take model-local functions reliably: inline them first.
+        model = onnx.inliner.inline_local_functions(artifact.model)
+        core = ov.Core()
+        self.compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        precision = self.compiled.get_property("INFERENCE_PRECISION_HINT")
+        if str(precision) not in ("<Type: 'float32'>", "f32", "float32"):
+            raise RuntimeError(f"OpenVINO compiled in {precision}, not float32, despite INFERENCE_PRECISION_HINT=f32")
+        self.request = self.compiled.create_infer_request()
+
+    def tensor(self, array: np.ndarray):
+        if array.dtype.name == "bfloat16":
+            return self.ov.Tensor(np.ascontiguousarray(array).view(np.uint16), array.shape, self.ov.Type.bf16)
+        return self.ov.Tensor(np.ascontiguousarray(array))
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        self.request.infer({name: self.tensor(array) for name, array in feeds.items()})
+        out = self.request.get_output_tensor(0)
+        if self.dtype.name == "bfloat16":
+            return np.array(out.data, copy=True).view(np.uint16).view(self.dtype.numpy).reshape(tuple(out.shape))
+        return np.array(out.data, copy=True).astype(self.dtype.numpy, copy=False)
+
+
+class OpenVino:
+    """``run_partial_contrib_rotary`` runs graphs known to come out wrong (to show that parity fails)."""
+
+    name = "openvino"
+
+    def __init__(self, run_partial_contrib_rotary: bool = False):
+        self.run_partial_contrib_rotary = run_partial_contrib_rotary
+        self.description = f"OpenVINO CPU plugin, INFERENCE_PRECISION_HINT=f32, local functions inlined; known limitation: {GATHER_OUT_OF_RANGE}"
+        self.limitations: dict[str, str] = {RAISES_PAST_LIMIT: GATHER_OUT_OF_RANGE}
+
+    def available(self) -> tuple[bool, str]:
+        if importlib.util.find_spec("openvino") is None:
+            return False, "openvino is not installed (pip install 'posexport[openvino]')"
+        import openvino as ov
+
+        devices = ov.Core().available_devices
+        if "CPU" not in devices:
+            return False, f"OpenVINO has no CPU device here (devices: {', '.join(devices) or 'none'})"
+        return True, ""
+
+    def supports(self, artifact: Artifact) -> tuple[bool, str]:
+        if not self.run_partial_contrib_rotary:
+            why = partial_contrib_rotary(onnx.inliner.inline_local_functions(artifact.model))
+            if why:
+                return False, why
+        return True, ""
+
+    def caveats(self, artifact: Artifact) -> str:
+        model = onnx.inliner.inline_local_functions(artifact.model)
+        double = onnx.TensorProto.DOUBLE
+        casts = sum(
+            1 for n in all_nodes(model)
+            if n.op_type == "Cast" and any(a.name == "to" and a.i == double for a in n.attribute)
+        )
+        tables = sum(1 for t in model.graph.initializer if t.data_type == double)
+        if casts or tables:
+            return (
+                f"this graph computes in float64 ({casts} casts to float64, {tables} float64 initializers); "
+                "OpenVINO's CPU plugin runs float64 arithmetic in float32, so angles formed in float64 lose "
+                "precision at large positions"
+            )
+        return ""
+
+    def load(self, artifact: Artifact) -> OpenVinoSession:
+        return OpenVinoSession(artifact)

@@ -1,0 +1,47 @@
+"""onnxruntime-gpu on the CUDA execution provider, strict: no silent CPU fallback (DESIGN 6).
+
+The session is created with the CUDA provider alone and with ``session.disable_cpu_ep_fallback``, so a
+node that the CUDA provider cannot run is a load error naming the node instead of a quiet CPU kernel
+(whose numerics are not the ones being deployed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from ..export import Artifact
+from .ort import OrtSession
+
+STRICT = {"session.disable_cpu_ep_fallback": "1"}
+
+
+class OrtCuda:
+    name = "ort-cuda"
+    description = "onnxruntime-gpu, CUDA execution provider only, CPU fallback disabled"
+    limitations: dict[str, str] = {}
+
+    def available(self) -> tuple[bool, str]:
+        if importlib.util.find_spec("onnxruntime") is None:
+            return False, "onnxruntime is not installed (pip install 'posexport[gpu]')"
+        import onnxruntime as ort
+
+        providers = ort.get_available_providers()
+        if "CUDAExecutionProvider" not in providers:
+            return False, (
+                f"this onnxruntime has no CUDAExecutionProvider (it has {', '.join(providers)}); "
+                "install onnxruntime-gpu (pip install 'posexport[gpu]') on a machine with an NVIDIA GPU"
+            )
+        return True, ""
+
+    def supports(self, artifact: Artifact) -> tuple[bool, str]:
+        return True, ""
+
+    def caveats(self, artifact: Artifact) -> str:
+        return ""
+
+    def load(self, artifact: Artifact) -> OrtSession:
+        session = OrtSession(artifact, ["CUDAExecutionProvider"], optimize=True, config=STRICT)
+        used = session.session.get_providers()
+        if used[:1] != ["CUDAExecutionProvider"]:
+            raise RuntimeError(f"onnxruntime did not create a CUDA session (providers in use: {', '.join(used)})")
+        return session
