@@ -96,3 +96,9 @@ def test_parity_on_a_file_that_is_not_onnx(tmp_path: Path):
     (tmp_path / "rope.onnx").write_bytes(b"not a model at all")
     proc = posexport_cli("parity", str(tmp_path / "rope.onnx"))
     assert proc.returncode == 2 and "not an ONNX model" in proc.stderr
+
+
+def test_built_files_are_readable_by_others(tmp_path: Path):
+    posexport_cli("build", "--head-dim", "8", "--heads", "1", "--out", str(tmp_path), check=True)
+    for name in ("rope.onnx", "rope.json"):
+        assert (tmp_path / name).stat().st_mode & 0o044 == 0o044, name
