@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from .base import Encoding
 from .rope import RopeEncoding
+from .sinusoidal import SinusoidalEncoding
 
 ENCODINGS: dict[str, Encoding] = {
     enc.name: enc
     for enc in (
         RopeEncoding(),
+        SinusoidalEncoding(),
     )
 }
