@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .base import Encoding
+from .learned import LearnedEncoding
 from .rope import RopeEncoding
 from .sinusoidal import SinusoidalEncoding
 
@@ -11,5 +12,6 @@ ENCODINGS: dict[str, Encoding] = {
     for enc in (
         RopeEncoding(),
         SinusoidalEncoding(),
+        LearnedEncoding(),
     )
 }
