@@ -6,6 +6,7 @@ from .base import Encoding
 from .learned import LearnedEncoding
 from .rope import RopeEncoding
 from .sinusoidal import SinusoidalEncoding
+from .t5 import T5Encoding
 
 ENCODINGS: dict[str, Encoding] = {
     enc.name: enc
@@ -13,5 +14,6 @@ ENCODINGS: dict[str, Encoding] = {
         RopeEncoding(),
         SinusoidalEncoding(),
         LearnedEncoding(),
+        T5Encoding(),
     )
 }
