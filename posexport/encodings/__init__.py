@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .alibi import AlibiEncoding
 from .base import Encoding
 from .learned import LearnedEncoding
 from .rope import RopeEncoding
@@ -15,5 +16,6 @@ ENCODINGS: dict[str, Encoding] = {
         SinusoidalEncoding(),
         LearnedEncoding(),
         T5Encoding(),
+        AlibiEncoding(),
     )
 }
