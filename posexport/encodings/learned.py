@@ -60,6 +60,8 @@ class LearnedParams:
             check(self.weights_sha256 in (None, digest), "weights_sha256", self.weights_sha256,
                   f"--weights {self.weights} now has sha256 {digest}; restore the file it was built from, or rebuild")
             object.__setattr__(self, "weights_sha256", digest)
+            # Absolute, so that a graph's manifest finds its table from any working folder.
+            object.__setattr__(self, "weights", str(Path(self.weights).resolve()))
             object.__setattr__(self, "max_positions", rows)
             object.__setattr__(self, "d_model", cols)
         check(isinstance(self.d_model, int) and self.d_model >= 1, "d_model", self.d_model, "must be ≥ 1")

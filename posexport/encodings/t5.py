@@ -61,6 +61,8 @@ class T5Params:
             check(self.weights_sha256 in (None, digest), "weights_sha256", self.weights_sha256,
                   f"--weights {self.weights} now has sha256 {digest}; restore the file it was built from, or rebuild")
             object.__setattr__(self, "weights_sha256", digest)
+            # Absolute, so that a graph's manifest finds its table from any working folder.
+            object.__setattr__(self, "weights", str(Path(self.weights).resolve()))
             object.__setattr__(self, "num_buckets", rows)
             object.__setattr__(self, "heads", cols)
             self._check_shape()  # the shape read from the file must pass the same checks
