@@ -8,7 +8,9 @@ import onnx
 import onnx.inliner
 from onnx.reference import ReferenceEvaluator
 
-from .conftest import session
+from posexport import export
+
+from .conftest import posexport_cli, session
 
 DTYPES = ["float32", "float16", "bfloat16"]
 RUNTIMES = ["ort-cpu", "reference"]
@@ -46,3 +48,9 @@ def largest_intermediate(art, feeds: dict[str, np.ndarray]) -> int:
     initializers = {i.name for i in model.graph.initializer}
     inputs = {i.name for i in model.graph.input}
     return max(np.asarray(v).size for k, v in results.items() if k not in initializers | inputs)
+
+
+def cli_build(out_dir, encoding: str, *options: str):
+    """`posexport build --encoding ENCODING OPTIONS` in a subprocess, loaded back with its manifest."""
+    posexport_cli("build", "--encoding", encoding, *options, "--out", str(out_dir), check=True)
+    return export.load(out_dir / f"{encoding}.onnx")

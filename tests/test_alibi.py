@@ -12,12 +12,13 @@ from posexport.encodings.base import Case
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
 
-from .conftest import artifact, posexport_cli, session
-from .encoding_checks import DTYPES, RUNTIMES, check_feeds, largest_intermediate
+from .conftest import artifact, session
+from .encoding_checks import DTYPES, RUNTIMES, check_feeds, cli_build, largest_intermediate
 
 ALIBI = get_encoding("alibi")
 CONFIGS = {"12-causal": dict(heads=12), "20-symmetric": dict(heads=20, causal=False), "8-causal": dict(heads=8)}
-# One torch export per dtype (each costs seconds), every config through the onnxscript function.
+# One torch export per dtype (each costs seconds), every config through the onnxscript function; the
+# float16 one is built by the CLI.
 TORCH_CONFIG = {"float32": "12-causal", "float16": "20-symmetric", "bfloat16": "8-causal"}
 # (batch, q_len, k_len): single token, square prefill, chunk after a cache, decode far out.
 SHAPES = [(1, 1, 1), (3, 17, 17), (2, 7, 300), (1, 130, 130), (2, 1, 5000)]
@@ -63,10 +64,22 @@ def test_script_parity(config, dtype, runtime):
     run_shapes(artifact("alibi", dtype=dtype, **CONFIGS[config]), runtime)
 
 
+@pytest.fixture(scope="module")
+def cli_torch_float16(tmp_path_factory):
+    return cli_build(tmp_path_factory.mktemp("alibi"), "alibi", "--heads", "20", "--causal", "false",
+                     "--source", "torch", "--dtype", "float16")
+
+
+def torch_artifact(dtype: str, request):
+    if dtype == "float16":
+        return request.getfixturevalue("cli_torch_float16")
+    return artifact("alibi", dtype=dtype, source="torch", **CONFIGS[TORCH_CONFIG[dtype]])
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_torch_export_parity(dtype, runtime):
-    run_shapes(artifact("alibi", dtype=dtype, source="torch", **CONFIGS[TORCH_CONFIG[dtype]]), runtime)
+def test_torch_export_parity(dtype, runtime, request):
+    run_shapes(torch_artifact(dtype, request), runtime)
 
 
 @pytest.mark.parametrize("source", ["script", "torch"])
@@ -111,12 +124,15 @@ def test_bad_parameters_name_the_parameter(values, needle):
     assert needle in str(info.value) and "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("source", ["script", "torch"])
-def test_cli_build(source, tmp_path, rng):
-    posexport_cli("build", "--encoding", "alibi", "--heads", "6", "--causal", "false", "--source", source,
-                  "--dtype", "float16", "--out", str(tmp_path), check=True)
-    art = export.load(tmp_path / "alibi.onnx")
-    assert art.manifest["params"] == {"heads": 6, "causal": False}
+def test_cli_build_script(tmp_path, rng):
+    art = cli_build(tmp_path, "alibi", "--heads", "6", "--causal", "false", "--dtype", "float16")
+    assert art.manifest["params"] == {"heads": 6, "causal": False} and art.manifest["source"] == "script"
     assert [i["dims"] for i in art.manifest["inputs"]] == [["batch", 6, "q_len", "k_len"]]
-    feeds = {"scores": rng.standard_normal((2, 6, 3, 40)).astype(np.float16)}
-    check_feeds(art, "ort-cpu", feeds)
+    check_feeds(art, "ort-cpu", {"scores": rng.standard_normal((2, 6, 3, 40)).astype(np.float16)})
+
+
+def test_cli_build_torch(cli_torch_float16):
+    m = cli_torch_float16.manifest
+    assert m["params"] == {"heads": 20, "causal": False} and (m["source"], m["dtype"]) == ("torch", "float16")
+    g = cli_torch_float16.model.graph
+    assert [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (*g.input, *g.output)] == [["batch", 20, "q_len", "k_len"]] * 2

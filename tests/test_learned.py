@@ -17,7 +17,7 @@ from posexport.errors import PosexportError
 from posexport.registry import get_encoding
 
 from .conftest import artifact, posexport_cli, session
-from .encoding_checks import DTYPES, RUNTIMES, check_feeds
+from .encoding_checks import DTYPES, RUNTIMES, check_feeds, cli_build
 
 LEARNED = get_encoding("learned")
 CONFIG = dict(d_model=48, max_positions=600)
@@ -68,11 +68,22 @@ def run_cases(art, runtime: str, seed: int = 0) -> None:
         check_feeds(art, runtime, feeds)
 
 
+@pytest.fixture(scope="module")
+def cli_torch_float16(tmp_path_factory):
+    """The float16 torch artifact, built by the CLI."""
+    return cli_build(tmp_path_factory.mktemp("learned"), "learned", "--d-model", "48", "--max-positions", "600",
+                     "--source", "torch", "--dtype", "float16")
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("source", ["script", "torch"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_parity(dtype, source, runtime):
-    run_cases(artifact("learned", dtype=dtype, source=source, **CONFIG), runtime)
+def test_parity(dtype, source, runtime, request):
+    if (source, dtype) == ("torch", "float16"):
+        art = request.getfixturevalue("cli_torch_float16")
+    else:
+        art = artifact("learned", dtype=dtype, source=source, **CONFIG)
+    run_cases(art, runtime)
 
 
 def test_default_sweep_stays_inside_the_table():
@@ -118,21 +129,18 @@ def test_bad_parameters_name_the_parameter(tmp_path, rng):
         assert needle in str(info.value) and "\n" not in str(info.value), (values, str(info.value))
 
 
-def test_cli_bad_weights_is_one_line(tmp_path, rng):
-    np.save(tmp_path / "w.npy", rng.standard_normal((32, 8)))
-    proc = posexport_cli("build", "--encoding", "learned", "--weights", "w.npy", "--d-model", "16", cwd=tmp_path)
-    assert proc.returncode == 2 and proc.stderr.startswith("error: --weights w.npy") and len(proc.stderr.splitlines()) == 1
-    assert not list(tmp_path.rglob("*.onnx"))
-
-
-@pytest.mark.parametrize("source", ["script", "torch"])
-def test_cli_build(source, tmp_path, rng):
+def test_cli_build_script_with_weights(tmp_path, rng):
     table = rng.standard_normal((50, 8)).astype(np.float32)
     torch.save({"pos.weight": torch.from_numpy(table), "other": torch.ones(3)}, tmp_path / "w.pt")
-    posexport_cli("build", "--encoding", "learned", "--weights", "w.pt", "--key", "pos.weight", "--source", source,
-                  "--out", "g", cwd=tmp_path, check=True)
+    posexport_cli("build", "--encoding", "learned", "--weights", "w.pt", "--key", "pos.weight", "--out", "g", cwd=tmp_path, check=True)
     art = export.load(tmp_path / "g" / "learned.onnx")
     assert art.manifest["params"]["weights"] == str((tmp_path / "w.pt").resolve()) and art.manifest["params"]["max_positions"] == 50
     x = rng.standard_normal((2, 5, 8)).astype(np.float32)
     pos = rng.integers(0, 50, (2, 5))
     np.testing.assert_array_equal(session(art, "ort-cpu").run({"x": x, "position_ids": pos}), x + table[pos])
+
+
+def test_cli_build_torch(cli_torch_float16):
+    m = cli_torch_float16.manifest
+    assert (m["source"], m["dtype"]) == ("torch", "float16") and list(m["tables"].values()) == [[600, 48]]
+    assert m["params"]["seed"] == 0 and m["params"]["weights"] is None

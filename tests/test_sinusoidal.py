@@ -15,8 +15,8 @@ from posexport.encodings.sinusoidal import SinusoidalParams, check_shift_is_line
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
 
-from .conftest import artifact, posexport_cli, session
-from .encoding_checks import DTYPES, RUNTIMES, check_feeds
+from .conftest import artifact, session
+from .encoding_checks import DTYPES, RUNTIMES, check_feeds, cli_build
 
 SINUSOIDAL = get_encoding("sinusoidal")
 CONFIGS = {"interleaved": dict(d_model=64), "concat": dict(d_model=48, pair_layout="concat", base=500.0)}
@@ -65,10 +65,23 @@ def test_script_parity(config, dtype, runtime):
     run_cases(artifact("sinusoidal", dtype=dtype, **CONFIGS[config]), runtime)
 
 
+@pytest.fixture(scope="module")
+def cli_torch_float16(tmp_path_factory):
+    """The float16 torch artifact (the concat config), built by the CLI."""
+    return cli_build(tmp_path_factory.mktemp("sinusoidal"), "sinusoidal", "--d-model", "48", "--pair-layout", "concat",
+                     "--base", "500", "--source", "torch", "--dtype", "float16")
+
+
+def torch_artifact(dtype: str, request):
+    if dtype == "float16":
+        return request.getfixturevalue("cli_torch_float16")
+    return artifact("sinusoidal", dtype=dtype, source="torch", **CONFIGS[TORCH_CONFIG[dtype]])
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_torch_export_parity(dtype, runtime):
-    run_cases(artifact("sinusoidal", dtype=dtype, source="torch", **CONFIGS[TORCH_CONFIG[dtype]]), runtime)
+def test_torch_export_parity(dtype, runtime, request):
+    run_cases(torch_artifact(dtype, request), runtime)
 
 
 def test_float32_stays_exact_past_the_cached_rows(rng):
@@ -120,11 +133,14 @@ def test_bad_parameters_name_the_parameter(values, needle):
     assert needle in str(info.value) and "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("source", ["script", "torch"])
-def test_cli_build(source, tmp_path, rng):
-    posexport_cli("build", "--encoding", "sinusoidal", "--d-model", "32", "--pair-layout", "concat",
-                  "--position-limit", "4096", "--source", source, "--dtype", "bfloat16", "--out", str(tmp_path), check=True)
-    art = export.load(tmp_path / "sinusoidal.onnx")
-    assert art.manifest["params"] == {"d_model": 32, "base": 10000.0, "pair_layout": "concat", "position_limit": 4096}
+def test_cli_build_script(tmp_path, rng):
+    art = cli_build(tmp_path, "sinusoidal", "--d-model", "32", "--position-limit", "4096", "--dtype", "bfloat16")
+    assert art.manifest["params"] == {"d_model": 32, "base": 10000.0, "pair_layout": "interleaved", "position_limit": 4096}
     feeds = {"x": rng.standard_normal((2, 9, 32)).astype(art.options.dtype.numpy), "position_ids": rng.integers(0, 4096, (2, 9))}
     check_feeds(art, "ort-cpu", feeds)
+
+
+def test_cli_build_torch(cli_torch_float16):
+    m = cli_torch_float16.manifest
+    assert m["params"] == {"d_model": 48, "base": 500.0, "pair_layout": "concat", "position_limit": 131072}
+    assert (m["source"], m["dtype"]) == ("torch", "float16") and [i["name"] for i in m["inputs"]] == ["x", "position_ids"]

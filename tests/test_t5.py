@@ -16,8 +16,8 @@ from posexport.encodings.t5 import T5Params, check_buckets_monotone, reference, 
 from posexport.errors import ParamError, PosexportError
 from posexport.registry import get_encoding
 
-from .conftest import artifact, posexport_cli, session
-from .encoding_checks import DTYPES, RUNTIMES, check_feeds, largest_intermediate
+from .conftest import artifact, session
+from .encoding_checks import DTYPES, RUNTIMES, check_feeds, cli_build, largest_intermediate
 
 T5 = get_encoding("t5")
 CONFIGS = {
@@ -94,10 +94,23 @@ def test_script_parity(config, dtype, runtime):
     run_shapes(artifact("t5", dtype=dtype, **CONFIGS[config]), runtime)
 
 
+@pytest.fixture(scope="module")
+def cli_torch_float16(tmp_path_factory):
+    """The float16 torch artifact (the decoder config), built by the CLI."""
+    return cli_build(tmp_path_factory.mktemp("t5"), "t5", "--heads", "3", "--bidirectional", "false", "--num-buckets", "16",
+                     "--max-distance", "40", "--source", "torch", "--dtype", "float16")
+
+
+def torch_artifact(dtype: str, request):
+    if dtype == "float16":
+        return request.getfixturevalue("cli_torch_float16")
+    return artifact("t5", dtype=dtype, source="torch", **CONFIGS[TORCH_CONFIG[dtype]])
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_torch_export_parity(dtype, runtime):
-    run_shapes(artifact("t5", dtype=dtype, source="torch", **CONFIGS[TORCH_CONFIG[dtype]]), runtime)
+def test_torch_export_parity(dtype, runtime, request):
+    run_shapes(torch_artifact(dtype, request), runtime)
 
 
 @pytest.mark.parametrize("source", ["script", "torch"])
@@ -183,10 +196,14 @@ def test_bad_weights_name_the_parameter(tmp_path, rng):
         assert needle in str(info.value) and "\n" not in str(info.value), (values, str(info.value))
 
 
-@pytest.mark.parametrize("source", ["script", "torch"])
-def test_cli_build(source, tmp_path, rng):
-    posexport_cli("build", "--encoding", "t5", "--heads", "2", "--num-buckets", "8", "--max-distance", "20",
-                  "--bidirectional", "false", "--source", source, "--out", str(tmp_path), check=True)
-    art = export.load(tmp_path / "t5.onnx")
-    assert art.manifest["params"]["num_buckets"] == 8 and art.manifest["params"]["bidirectional"] is False
+def test_cli_build_script(tmp_path, rng):
+    art = cli_build(tmp_path, "t5", "--heads", "2", "--num-buckets", "8", "--max-distance", "20")
+    assert art.manifest["params"]["num_buckets"] == 8 and art.manifest["params"]["bidirectional"] is True
     check_feeds(art, "ort-cpu", {"scores": rng.standard_normal((1, 2, 4, 90)).astype(np.float32)})
+
+
+def test_cli_build_torch(cli_torch_float16):
+    m = cli_torch_float16.manifest
+    assert (m["source"], m["dtype"]) == ("torch", "float16")
+    assert {k: m["params"][k] for k in ("heads", "num_buckets", "max_distance", "bidirectional")} == \
+        {"heads": 3, "num_buckets": 16, "max_distance": 40, "bidirectional": False}
