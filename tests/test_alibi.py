@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posexport import export
 from posexport.encodings.alibi import AlibiParams, alibi_slopes, check_linear, check_mask, reference
 from posexport.encodings.base import Case
 from posexport.errors import ParamError

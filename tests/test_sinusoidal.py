@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 
-from posexport import export
 from posexport.encodings.base import Case
 from posexport.encodings.sinusoidal import SinusoidalParams, check_shift_is_linear, reference
 from posexport.errors import ParamError
