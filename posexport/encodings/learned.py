@@ -38,7 +38,7 @@ INIT_STD = 0.02
 class LearnedParams:
     d_model: int | None = param(None, f"channels of x; default {DEFAULT_D_MODEL}, or the columns of --weights")
     max_positions: int | None = param(None, f"rows of the trained table; default {DEFAULT_MAX_POSITIONS}, or the rows of --weights")
-    weights: str | None = param(None, "trained table [max_positions, d_model]: .npy, .safetensors or a torch state dict (.pt/.pth/.bin)")
+    weights: str | None = param(None, "trained table (max_positions × d_model): .npy, .safetensors or a torch state dict (.pt/.pth/.bin)")
     key: str | None = param(None, "name of the table inside --weights (safetensors or state dict)")
     weights_sha256: str | None = param(None, "sha256 of --weights; recorded from the file, and checked when given")
     seed: int = param(0, f"seed of the N(0, {INIT_STD}) table used without --weights")

@@ -41,7 +41,7 @@ class T5Params:
     num_buckets: int | None = param(None, f"relative-position buckets (the table's rows); default {DEFAULT_BUCKETS}, or from --weights")
     max_distance: int = param(128, "distance from which every relative position shares the last bucket")
     bidirectional: bool = param(True, "true: encoder, keys on both sides get buckets; false: decoder (causal)")
-    weights: str | None = param(None, "trained bias table [num_buckets, heads]: .npy, .safetensors or a torch state dict")
+    weights: str | None = param(None, "trained bias table (num_buckets × heads): .npy, .safetensors or a torch state dict")
     key: str | None = param(None, "name of the table inside --weights, e.g. encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight")
     weights_sha256: str | None = param(None, "sha256 of --weights; recorded from the file, and checked when given")
     seed: int = param(0, f"seed of the N(0, {INIT_STD:g}) table used without --weights")
