@@ -126,7 +126,7 @@ def test_decode_step_is_the_last_row_and_stays_small(source, rng):
 
 def test_bias_table_is_small_and_exact_far_out(rng):
     art = artifact("t5", **CONFIGS["encoder"])
-    assert art.manifest["tables"] == {"bias_by_rp": [4, 2 * 128 + 1]}
+    assert art.manifest["tables"] == {"bias_by_rp": [2 * 128 + 1, 4]}
     feeds = {"scores": rng.standard_normal((1, 4, 3, 20_000)).astype(np.float32)}
     assert check_feeds(art, "ort-cpu", feeds) <= 1e-6
 

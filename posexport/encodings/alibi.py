@@ -99,38 +99,51 @@ class AlibiBias(torch.nn.Module):
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def alibi_function(p: AlibiParams, io: DType, op: Any) -> Any:
+def alibi_functions(p: AlibiParams, io: DType, op: Any) -> list[Any]:
+    """posexport.Alibi(scores, neg_slopes) -> y, and the bias function it calls."""
     float32 = onnx.TensorProto.FLOAT
     out_type = io.onnx
 
-    if p.causal:
-
-        @script(POSEXPORT, default_opset=op)
-        def AlibiCausal(scores, neg_slopes):
-            q_len = op.Squeeze(op.Shape(scores, start=2, end=3))
-            k_len = op.Squeeze(op.Shape(scores, start=3, end=4))
-            one = op.Constant(value_int=1)
-            q_pos = op.Range(op.Sub(k_len, q_len), k_len, one)
-            k_pos = op.Range(op.Constant(value_int=0), k_len, one)
-            distance = op.Sub(op.Unsqueeze(q_pos, op.Constant(value_ints=[1])), op.Unsqueeze(k_pos, op.Constant(value_ints=[0])))
-            # Keys after the query get distance +inf, so −slope·distance is −inf there: the mask is free.
-            above = op.Less(distance, op.Constant(value_int=0))
-            masked = op.Where(above, op.Constant(value_float=math.inf), op.Cast(distance, to=float32))
-            return op.Cast(op.Add(op.Cast(scores, to=float32), op.Mul(neg_slopes, masked)), to=out_type)
-
-        return AlibiCausal
-
     @script(POSEXPORT, default_opset=op)
-    def AlibiSymmetric(scores, neg_slopes):
+    def AlibiDistance(scores):
+        """q_pos − k_pos over [q_len, k_len], int64."""
         q_len = op.Squeeze(op.Shape(scores, start=2, end=3))
         k_len = op.Squeeze(op.Shape(scores, start=3, end=4))
         one = op.Constant(value_int=1)
         q_pos = op.Range(op.Sub(k_len, q_len), k_len, one)
         k_pos = op.Range(op.Constant(value_int=0), k_len, one)
-        distance = op.Sub(op.Unsqueeze(q_pos, op.Constant(value_ints=[1])), op.Unsqueeze(k_pos, op.Constant(value_ints=[0])))
-        return op.Cast(op.Add(op.Cast(scores, to=float32), op.Mul(neg_slopes, op.Cast(op.Abs(distance), to=float32))), to=out_type)
+        return op.Sub(op.Unsqueeze(q_pos, op.Constant(value_ints=[1])), op.Unsqueeze(k_pos, op.Constant(value_ints=[0])))
 
-    return AlibiSymmetric
+    if p.causal:
+
+        @script(POSEXPORT, default_opset=op)
+        def AlibiBias(scores, neg_slopes):
+            distance = AlibiDistance(scores)
+            # Keys after the query get distance +inf, so −slope·distance is −inf there: the mask is free.
+            above = op.Less(distance, op.Constant(value_int=0))
+            masked = op.Where(above, op.Constant(value_float=math.inf), op.Cast(distance, to=float32))
+            return op.Mul(neg_slopes, masked)  # [heads, q, k], float32
+
+    else:
+
+        @script(POSEXPORT, default_opset=op)
+        def AlibiBias(scores, neg_slopes):
+            return op.Mul(neg_slopes, op.Cast(op.Abs(AlibiDistance(scores)), to=float32))  # [heads, q, k], float32
+
+    # float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy.
+    if out_type == float32:
+
+        @script(POSEXPORT, default_opset=op)
+        def Alibi(scores, neg_slopes):
+            return op.Add(scores, AlibiBias(scores, neg_slopes))
+
+    else:
+
+        @script(POSEXPORT, default_opset=op)
+        def Alibi(scores, neg_slopes):
+            return op.Cast(op.Add(op.Cast(scores, to=float32), AlibiBias(scores, neg_slopes)), to=out_type)
+
+    return [Alibi, AlibiDistance, AlibiBias]  # after the entry, callees before their callers
 
 
 # --- properties on the built graph ----------------------------------------------------------------
@@ -210,7 +223,7 @@ class AlibiEncoding(Encoding):
         return Tables({"neg_slopes": -alibi_slopes(p.heads)[:, None, None].astype(COMPUTE.numpy)})
 
     def script_functions(self, p: AlibiParams, opts: BuildOptions, op: Any) -> list[Any]:
-        return [alibi_function(p, opts.dtype, op)]
+        return alibi_functions(p, opts.dtype, op)
 
     def feeds(self, p: AlibiParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
         a = case.axes

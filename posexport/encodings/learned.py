@@ -125,19 +125,32 @@ class LearnedEmbedding(torch.nn.Module):
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def learned_function(rows: int, io: DType, op: Any) -> Any:
+def learned_functions(rows: int, io: DType, op: Any) -> list[Any]:
+    """posexport.LearnedPositions(x, position_ids, table) -> y, and the LearnedRows lookup it calls."""
     float32 = onnx.TensorProto.FLOAT
     out_type = io.onnx
 
     @script(POSEXPORT, default_opset=op)
-    def LearnedPositions(x, position_ids, table):
+    def LearnedRows(position_ids, table):
         # Gather raises on an index ≥ rows; negatives would wrap, so they are sent to rows as well.
         negative = op.Less(position_ids, op.Constant(value_int=0))
         safe = op.Where(negative, op.Constant(value_int=rows), position_ids)
-        pe = op.Gather(table, safe)
-        return op.Cast(op.Add(op.Cast(x, to=float32), pe), to=out_type)
+        return op.Gather(table, safe)
 
-    return LearnedPositions
+    # float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy.
+    if out_type == float32:
+
+        @script(POSEXPORT, default_opset=op)
+        def LearnedPositions(x, position_ids, table):
+            return op.Add(x, LearnedRows(position_ids, table))
+
+    else:
+
+        @script(POSEXPORT, default_opset=op)
+        def LearnedPositions(x, position_ids, table):
+            return op.Cast(op.Add(op.Cast(x, to=float32), LearnedRows(position_ids, table)), to=out_type)
+
+    return [LearnedPositions, LearnedRows]
 
 
 def table_cases(rows: int, seqs: tuple[int, ...] | None, batches: tuple[int, ...] | None) -> list[Case]:
@@ -182,7 +195,7 @@ class LearnedEncoding(Encoding):
         return Tables({"table": build_learned_table(p).astype(COMPUTE.numpy)})
 
     def script_functions(self, p: LearnedParams, opts: BuildOptions, op: Any) -> list[Any]:
-        return [learned_function(p.rows, opts.dtype, op)]
+        return learned_functions(p.rows, opts.dtype, op)
 
     def feeds(self, p: LearnedParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
         batch, seq = case.axes["batch"], case.axes["seq"]

@@ -28,6 +28,8 @@ from ..params import check, check_choices, param
 from ..scaling import plain_inv_freq
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
 from .inputs import positions, random_normal, sequence_cases
+# Two-level lookup, the same function rope uses: posexport.RopeCosSin.
+from .rope import cos_sin_function
 
 PAIR_LAYOUTS = ("interleaved", "concat")
 DEFAULT_LIMIT = 1 << 17
@@ -38,7 +40,7 @@ class SinusoidalParams:
     d_model: int = param(512, "channels of x (even)")
     base: float = param(10000.0, "frequency base b of ω_i = b^(−2i/d_model) (> 1)")
     pair_layout: str = param("interleaved", "sin/cos channel order: sin0 cos0 sin1 cos1 … or all sines then all cosines", PAIR_LAYOUTS)
-    position_limit: int = param(DEFAULT_LIMIT, "positions the graph covers exactly; beyond them the runtime raises")
+    position_limit: int = param(DEFAULT_LIMIT, "positions the graph covers exactly (rounded up to its tables' P·Q); past them the runtime raises")
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -112,9 +114,8 @@ class SinusoidalEmbedding(torch.nn.Module):
 
 
 def sinusoidal_functions(p: SinusoidalParams, t: tables.TwoLevelTables, io: DType, op: Any) -> list[Any]:
-    # Two-level lookup, the same function rope uses: posexport.RopeCosSin.
-    from .rope import cos_sin_function
-
+    """posexport.Sinusoidal(x, position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin) -> y, and the
+    functions it calls."""
     cos_sin = cos_sin_function(t.fine_rows, t.limit, op)
     float32 = onnx.TensorProto.FLOAT
     out_type = io.onnx
@@ -123,23 +124,35 @@ def sinusoidal_functions(p: SinusoidalParams, t: tables.TwoLevelTables, io: DTyp
     if p.pair_layout == "concat":
 
         @script(POSEXPORT, default_opset=op)
-        def Sinusoidal(x, position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        def SinusoidalRows(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
             cos, sin = cos_sin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin)
-            pe = op.Concat(sin, cos, axis=-1)
-            return op.Cast(op.Add(op.Cast(x, to=float32), pe), to=out_type)
+            return op.Concat(sin, cos, axis=-1)
+
+    else:
+
+        @script(POSEXPORT, default_opset=op)
+        def SinusoidalRows(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+            cos, sin = cos_sin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin)
+            # [b, s, n] pairs -> [b, s, n, 2] -> [b, s, 2n]: sin0 cos0 sin1 cos1 …
+            last = op.Constant(value_ints=[-1])
+            pairs = op.Concat(op.Unsqueeze(sin, last), op.Unsqueeze(cos, last), axis=-1)
+            return op.Reshape(pairs, op.Constant(value_ints=[0, 0, d_model]))
+
+    # float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy.
+    if out_type == float32:
+
+        @script(POSEXPORT, default_opset=op)
+        def Sinusoidal(x, position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+            return op.Add(x, SinusoidalRows(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin))
 
     else:
 
         @script(POSEXPORT, default_opset=op)
         def Sinusoidal(x, position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
-            cos, sin = cos_sin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin)
-            # [b, s, n] pairs -> [b, s, n, 2] -> [b, s, 2n]: sin0 cos0 sin1 cos1 …
-            last = op.Constant(value_ints=[-1])
-            pairs = op.Concat(op.Unsqueeze(sin, last), op.Unsqueeze(cos, last), axis=-1)
-            pe = op.Reshape(pairs, op.Constant(value_ints=[0, 0, d_model]))
+            pe = SinusoidalRows(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin)
             return op.Cast(op.Add(op.Cast(x, to=float32), pe), to=out_type)
 
-    return [Sinusoidal, cos_sin]
+    return [Sinusoidal, cos_sin, SinusoidalRows]  # after the entry, callees before their callers
 
 
 # --- properties on the built graph (DESIGN 1: boundedness, uniqueness, relative-position linearity) ---

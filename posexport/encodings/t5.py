@@ -7,7 +7,7 @@ Every |rp| ≥ max_distance lands in the last bucket of its direction, so the gr
 relative position over rp ∈ [−max_distance, max_distance] (float64 buckets, cast once) and looks it up at
 clamp(rp): exact for any q_len and k_len, without a table as long as the sequence.
 
-    bias_by_rp: [heads, 2·max_distance + 1]    column c holds rp = c − max_distance
+    bias_by_rp: [2·max_distance + 1, heads]    row c holds the bias of rp = c − max_distance for every head
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ def build_t5_table(p: T5Params) -> np.ndarray:
 
 
 def build_bias_by_rp(p: T5Params) -> np.ndarray:
-    """[heads, 2·max_distance + 1]: the bias of every relative position in [−max_distance, max_distance]."""
+    """[2·max_distance + 1, heads]: the bias of every relative position in [−max_distance, max_distance]."""
     rp = np.arange(-p.max_distance, p.max_distance + 1)
-    return build_t5_table(p)[relative_bucket(rp, p.bidirectional, p.num_buckets, p.max_distance)].T
+    return build_t5_table(p)[relative_bucket(rp, p.bidirectional, p.num_buckets, p.max_distance)]
 
 
 def reference(p: T5Params, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -148,33 +148,47 @@ class T5RelativeBias(torch.nn.Module):
         q_len, k_len = scores.shape[-2], scores.shape[-1]
         k_pos = torch.arange(k_len, device=scores.device)
         q_pos = torch.arange(k_len - q_len, k_len, device=scores.device)
-        column = (k_pos[None, :] - q_pos[:, None]).clamp(-self.max_distance, self.max_distance) + self.max_distance
-        bias = self.bias_by_rp[:, column]  # [heads, q, k]
+        row = (k_pos[None, :] - q_pos[:, None]).clamp(-self.max_distance, self.max_distance) + self.max_distance
+        bias = self.bias_by_rp[row].permute(2, 0, 1)  # [q, k, heads] -> [heads, q, k]
         return (scores.to(torch.float32) + bias).to(scores.dtype)
 
 
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def t5_function(p: T5Params, io: DType, op: Any) -> Any:
+def t5_functions(p: T5Params, io: DType, op: Any) -> list[Any]:
+    """posexport.T5Bias(scores, bias_by_rp) -> y, and the T5BiasTable it calls."""
     float32 = onnx.TensorProto.FLOAT
     out_type = io.onnx
     md = p.max_distance
 
     @script(POSEXPORT, default_opset=op)
-    def T5Bias(scores, bias_by_rp):
-        # Two aranges and one Gather: column = clamp(k_pos − q_pos, ±md) + md, over [q_len, k_len].
+    def T5BiasTable(scores, bias_by_rp):
+        # Two aranges and one Gather: row = clamp(k_pos − q_pos, ±md) + md, over [q_len, k_len]. Gathering
+        # whole rows (all heads at once) and transposing is faster than gathering single floats on axis 1.
         q_len = op.Squeeze(op.Shape(scores, start=2, end=3))
         k_len = op.Squeeze(op.Shape(scores, start=3, end=4))
         one = op.Constant(value_int=1)
         k_pos = op.Range(op.Constant(value_int=0), k_len, one)
         q_pos = op.Range(op.Sub(k_len, q_len), k_len, one)
         rp = op.Sub(op.Unsqueeze(k_pos, op.Constant(value_ints=[0])), op.Unsqueeze(q_pos, op.Constant(value_ints=[1])))
-        column = op.Add(op.Clip(rp, op.Constant(value_int=-md), op.Constant(value_int=md)), op.Constant(value_int=md))
-        bias = op.Gather(bias_by_rp, column, axis=1)  # [heads, q, k]
-        return op.Cast(op.Add(op.Cast(scores, to=float32), bias), to=out_type)
+        row = op.Add(op.Clip(rp, op.Constant(value_int=-md), op.Constant(value_int=md)), op.Constant(value_int=md))
+        return op.Transpose(op.Gather(bias_by_rp, row, axis=0), perm=[2, 0, 1])  # [heads, q, k], float32
 
-    return T5Bias
+    # float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy.
+    if out_type == float32:
+
+        @script(POSEXPORT, default_opset=op)
+        def T5Bias(scores, bias_by_rp):
+            return op.Add(scores, T5BiasTable(scores, bias_by_rp))
+
+    else:
+
+        @script(POSEXPORT, default_opset=op)
+        def T5Bias(scores, bias_by_rp):
+            return op.Cast(op.Add(op.Cast(scores, to=float32), T5BiasTable(scores, bias_by_rp)), to=out_type)
+
+    return [T5Bias, T5BiasTable]
 
 
 # --- properties on the built graph ----------------------------------------------------------------
@@ -243,7 +257,7 @@ class T5Encoding(Encoding):
         return Tables({"bias_by_rp": build_bias_by_rp(p).astype(COMPUTE.numpy)})
 
     def script_functions(self, p: T5Params, opts: BuildOptions, op: Any) -> list[Any]:
-        return [t5_function(p, opts.dtype, op)]
+        return t5_functions(p, opts.dtype, op)
 
     def feeds(self, p: T5Params, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
         a = case.axes
