@@ -11,9 +11,9 @@ the table: a position ≥ rows (or negative) makes the runtime raise, never wrap
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
