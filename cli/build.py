@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from posexport import config, export
@@ -25,7 +26,7 @@ def list_command() -> None:
         table.add_column("default")
         table.add_column("meaning")
         for option, default, meaning in enc.describe_params():
-            table.add_row(option, default, meaning)
+            table.add_row(option, escape(default), escape(meaning))  # help texts hold [shapes], not markup
         console.print(table)
     presets = Table(title="presets — `posexport build --preset NAME`", title_justify="left")
     for column in ("preset", "scaling", "model config it follows"):

@@ -8,7 +8,7 @@ import typer
 
 from posexport.errors import PosexportError
 
-from . import build, parity
+from . import build, extend, parity
 from .common import err_console
 
 app = typer.Typer(
@@ -18,6 +18,7 @@ app = typer.Typer(
     add_completion=False,
 )
 build.register(app)
+extend.register(app)
 parity.register(app)
 
 

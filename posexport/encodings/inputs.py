@@ -74,3 +74,27 @@ def grid_cases(
     for h, w in dict.fromkeys(shapes):
         out.append(Case(f"grid{h}x{w}-b{top}", {"batch": top, "grid_h": h, "grid_w": w}))
     return out
+
+
+ATTENTION_SEQS = (1, 2, 17, 300, 512)
+
+
+def attention_cases(
+    seqs: tuple[int, ...] | None = None,
+    batches: tuple[int, ...] | None = None,
+    decode_k: int = 5000,
+) -> list[Case]:
+    """The parity sweep for attention biases (queries are the last q_len of k_len keys): square
+    prefills, a prefill chunk after a cache, and a decode step (q_len 1) against decode_k keys."""
+    seqs = seqs or ATTENTION_SEQS
+    batches = batches or DEFAULT_BATCHES
+    out: list[Case] = []
+    for seq in seqs:
+        for batch in batches:
+            if batch > 1 and seq > 512:
+                continue  # the bias grows as seq²: long sequences once, at batch 1
+            out.append(Case(f"q{seq}-k{seq}-b{batch}", {"batch": batch, "q_len": seq, "k_len": seq}))
+    top = max(batches)
+    out.append(Case(f"chunk-q7-k{max(seqs) + 7}", {"batch": top, "q_len": 7, "k_len": max(seqs) + 7}))
+    out.append(Case(f"decode-q1-k{decode_k}", {"batch": top, "q_len": 1, "k_len": decode_k}))
+    return out

@@ -1,0 +1,208 @@
+"""Learned absolute position embedding (DESIGN 3.2): y = x + table[position_ids].
+
+    table: [rows, d_model]   row p is the embedding of position p; rows = extend_to or max_positions
+
+The table is a trained one (`--weights FILE [--key NAME]`: .npy, .safetensors or a torch state dict) or,
+without weights, N(0, 0.02) drawn with a fixed seed. `--extend-to N --extend-strategy mean|interpolate`
+(what `posexport extend` sets) grows it as posexport.extend describes. There is nothing to compute past
+the table: a position ≥ rows (or negative) makes the runtime raise, never wrap or clamp.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnxscript import script
+
+from ..dtypes import COMPUTE, DType
+from ..errors import PosexportError
+from ..extend import STRATEGIES, extend_table
+from ..params import check, check_choices, param
+from ..weights import file_digest, load_table
+from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
+from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS, positions, random_normal
+
+DEFAULT_D_MODEL = 768
+DEFAULT_MAX_POSITIONS = 1024
+INIT_STD = 0.02
+
+
+@dataclass(frozen=True)
+class LearnedParams:
+    d_model: int | None = param(None, f"channels of x; default {DEFAULT_D_MODEL}, or the columns of --weights")
+    max_positions: int | None = param(None, f"rows of the trained table; default {DEFAULT_MAX_POSITIONS}, or the rows of --weights")
+    weights: str | None = param(None, "trained table (max_positions × d_model): .npy, .safetensors or a torch state dict (.pt/.pth/.bin)")
+    key: str | None = param(None, "name of the table inside --weights (safetensors or state dict)")
+    weights_sha256: str | None = param(None, "sha256 of --weights; recorded from the file, and checked when given")
+    seed: int = param(0, f"seed of the N(0, {INIT_STD}) table used without --weights")
+    extend_to: int | None = param(None, "rows after extending the table (posexport extend); > max_positions")
+    extend_strategy: str = param("mean", "how extension makes new rows (see posexport extend)", STRATEGIES)
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.weights is None:
+            check(self.key is None, "key", self.key, "names a tensor inside --weights; give --weights too")
+            check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only with --weights")
+            for name, default in (("d_model", DEFAULT_D_MODEL), ("max_positions", DEFAULT_MAX_POSITIONS)):
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, default)
+        else:
+            check(Path(self.weights).is_file(), "weights", self.weights, "no such file")
+            digest = file_digest(self.weights)
+            rows, cols = trained_table(self.weights, self.key, digest, self.max_positions, self.d_model).shape
+            check(self.weights_sha256 in (None, digest), "weights_sha256", self.weights_sha256,
+                  f"--weights {self.weights} now has sha256 {digest}; restore the file it was built from, or rebuild")
+            object.__setattr__(self, "weights_sha256", digest)
+            # Absolute, so that a graph's manifest finds its table from any working folder.
+            object.__setattr__(self, "weights", str(Path(self.weights).resolve()))
+            object.__setattr__(self, "max_positions", rows)
+            object.__setattr__(self, "d_model", cols)
+        check(isinstance(self.d_model, int) and self.d_model >= 1, "d_model", self.d_model, "must be ≥ 1")
+        check(isinstance(self.max_positions, int) and self.max_positions >= 1, "max_positions", self.max_positions, "must be ≥ 1")
+        if self.extend_to is not None:
+            check(self.extend_to > self.max_positions, "extend_to", self.extend_to,
+                  f"must be more than the table's max_positions={self.max_positions} rows")
+
+    @property
+    def rows(self) -> int:
+        """Positions the graph covers: 0 … rows − 1."""
+        return self.extend_to or self.max_positions
+
+
+@functools.lru_cache(maxsize=8)
+def trained_table(path: str, key: str | None, digest: str, rows: int | None, cols: int | None) -> np.ndarray:
+    """The float64 table of a weights file, its shape checked; cached per file content (digest)."""
+    table = load_table(path, key, (rows, cols))
+    table.setflags(write=False)
+    return table
+
+
+# --- pure functions: the table and the float64 oracle ----------------------------------------------
+
+
+def build_learned_table(p: LearnedParams) -> np.ndarray:
+    """The [rows, d_model] table in float64: trained or seeded, then extended if asked."""
+    if p.weights is not None:
+        table = trained_table(p.weights, p.key, p.weights_sha256, p.max_positions, p.d_model)
+    else:
+        table = np.random.default_rng(p.seed).normal(0.0, INIT_STD, size=(p.max_positions, p.d_model))
+    return table if p.extend_to is None else extend_table(table, p.extend_to, p.extend_strategy)
+
+
+def reference(p: LearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    x = np.asarray(feeds["x"]).astype(np.float64)
+    pos = np.asarray(feeds["position_ids"])
+    if pos.size and (pos.min() < 0 or pos.max() >= p.rows):
+        raise PosexportError(f"position_ids: learned table has rows 0 … {p.rows - 1}; got {pos.min()} … {pos.max()}")
+    return x + build_learned_table(p)[pos]
+
+
+# --- torch ------------------------------------------------------------------------------------------
+
+
+class LearnedEmbedding(torch.nn.Module):
+    """Holds the table as a buffer; forward(x, position_ids) -> x + table[position_ids]."""
+
+    def __init__(self, p: LearnedParams):
+        super().__init__()
+        self.register_buffer("table", torch.from_numpy(build_learned_table(p).astype(COMPUTE.numpy)), persistent=False)
+        self.rows = p.rows
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        # A negative position is sent past the table, so the lookup fails instead of wrapping.
+        safe = torch.where(position_ids < 0, self.rows, position_ids)
+        pe = torch.nn.functional.embedding(safe, self.table)
+        return (x.to(torch.float32) + pe).to(x.dtype)
+
+
+# --- onnxscript -------------------------------------------------------------------------------------
+
+
+def learned_functions(rows: int, io: DType, op: Any) -> list[Any]:
+    """posexport.LearnedPositions(x, position_ids, table) -> y, and the LearnedRows lookup it calls."""
+    float32 = onnx.TensorProto.FLOAT
+    out_type = io.onnx
+
+    @script(POSEXPORT, default_opset=op)
+    def LearnedRows(position_ids, table):
+        # Gather raises on an index ≥ rows; negatives would wrap, so they are sent to rows as well.
+        negative = op.Less(position_ids, op.Constant(value_int=0))
+        safe = op.Where(negative, op.Constant(value_int=rows), position_ids)
+        return op.Gather(table, safe)
+
+    # float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy.
+    if out_type == float32:
+
+        @script(POSEXPORT, default_opset=op)
+        def LearnedPositions(x, position_ids, table):
+            return op.Add(x, LearnedRows(position_ids, table))
+
+    else:
+
+        @script(POSEXPORT, default_opset=op)
+        def LearnedPositions(x, position_ids, table):
+            return op.Cast(op.Add(op.Cast(x, to=float32), LearnedRows(position_ids, table)), to=out_type)
+
+    return [LearnedPositions, LearnedRows]
+
+
+def table_cases(rows: int, seqs: tuple[int, ...] | None, batches: tuple[int, ...] | None) -> list[Case]:
+    """Sequences that fit the table, from 0 and at random offsets, plus the last rows and a decode step
+    at the last position."""
+    seqs = tuple(s for s in (seqs or DEFAULT_SEQS) if s <= rows) or (rows,)
+    batches = batches or DEFAULT_BATCHES
+    out: list[Case] = []
+    for seq in seqs:
+        for batch in batches:
+            if batch > 1 and seq > 512:
+                continue
+            out.append(Case(f"seq{seq}-b{batch}", {"batch": batch, "seq": seq}))
+            if seq < rows:
+                out.append(Case(f"seq{seq}-b{batch}-offsets", {"batch": batch, "seq": seq}, start=rows - seq, ragged=True))
+    tail = min(17, rows)
+    top = max(batches)
+    out.append(Case(f"last-rows@{rows - tail}", {"batch": top, "seq": tail}, start=rows - tail))
+    out.append(Case(f"decode@{rows - 1}", {"batch": top, "seq": 1}, start=rows - 1))
+    return out
+
+
+# --- the encoding -----------------------------------------------------------------------------------
+
+
+class LearnedEncoding(Encoding):
+    name = "learned"
+    family = "absolute"
+    summary = "learned absolute position table (trained --weights or seeded N(0, 0.02)) added to x"
+    Params = LearnedParams
+
+    def inputs(self, p: LearnedParams) -> list[TensorSpec]:
+        return [TensorSpec("x", ("batch", "seq", p.d_model)), TensorSpec("position_ids", ("batch", "seq"), is_float=False)]
+
+    def reference(self, p: LearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return reference(p, feeds)
+
+    def torch_module(self, p: LearnedParams, opts: BuildOptions) -> torch.nn.Module:
+        return LearnedEmbedding(p)
+
+    def tables(self, p: LearnedParams, opts: BuildOptions) -> Tables:
+        return Tables({"table": build_learned_table(p).astype(COMPUTE.numpy)})
+
+    def script_functions(self, p: LearnedParams, opts: BuildOptions, op: Any) -> list[Any]:
+        return learned_functions(p.rows, opts.dtype, op)
+
+    def feeds(self, p: LearnedParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        batch, seq = case.axes["batch"], case.axes["seq"]
+        return {"x": random_normal(rng, (batch, seq, p.d_model), dtype), "position_ids": positions(rng, batch, seq, case)}
+
+    def cases(self, p: LearnedParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
+        return table_cases(p.rows, seqs, batches)
+
+    def largest_position(self, p: LearnedParams, feeds: Mapping[str, np.ndarray]) -> int | None:
+        return int(np.max(feeds["position_ids"]))

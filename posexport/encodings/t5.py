@@ -1,0 +1,274 @@
+"""T5 relative position bias, bucketed (DESIGN 3.3): y = scores + bias.
+
+    scores, y: [batch, heads, q_len, k_len]     query i sits at k_len − q_len + i, key j at j
+    rp = key_pos − query_pos;  bias[h, i, j] = table[bucket(rp), h];  table: [num_buckets, heads]
+
+Every |rp| ≥ max_distance lands in the last bucket of its direction, so the graph caches the bias per
+relative position over rp ∈ [−max_distance, max_distance] (float64 buckets, cast once) and looks it up at
+clamp(rp): exact for any q_len and k_len, without a table as long as the sequence.
+
+    bias_by_rp: [2·max_distance + 1, heads]    row c holds the bias of rp = c − max_distance for every head
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnxscript import script
+
+from ..dtypes import COMPUTE, DType
+from ..params import check, param
+from ..weights import file_digest, load_table
+from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from .inputs import attention_cases, random_normal
+
+DEFAULT_HEADS = 8
+DEFAULT_BUCKETS = 32
+INIT_STD = 1.0
+
+
+@dataclass(frozen=True)
+class T5Params:
+    heads: int | None = param(None, f"attention heads (the table's columns); default {DEFAULT_HEADS}, or from --weights")
+    num_buckets: int | None = param(None, f"relative-position buckets (the table's rows); default {DEFAULT_BUCKETS}, or from --weights")
+    max_distance: int = param(128, "distance from which every relative position shares the last bucket")
+    bidirectional: bool = param(True, "true: encoder, keys on both sides get buckets; false: decoder (causal)")
+    weights: str | None = param(None, "trained bias table (num_buckets × heads): .npy, .safetensors or a torch state dict")
+    key: str | None = param(None, "name of the table inside --weights, e.g. encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight")
+    weights_sha256: str | None = param(None, "sha256 of --weights; recorded from the file, and checked when given")
+    seed: int = param(0, f"seed of the N(0, {INIT_STD:g}) table used without --weights")
+
+    def __post_init__(self) -> None:
+        if self.weights is None:
+            check(self.key is None, "key", self.key, "names a tensor inside --weights; give --weights too")
+            check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only with --weights")
+            for name, default in (("heads", DEFAULT_HEADS), ("num_buckets", DEFAULT_BUCKETS)):
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, default)
+        self._check_shape()
+        if self.weights is not None:
+            check(Path(self.weights).is_file(), "weights", self.weights, "no such file")
+            digest = file_digest(self.weights)
+            rows, cols = trained_table(self.weights, self.key, digest, self.num_buckets, self.heads).shape
+            check(self.weights_sha256 in (None, digest), "weights_sha256", self.weights_sha256,
+                  f"--weights {self.weights} now has sha256 {digest}; restore the file it was built from, or rebuild")
+            object.__setattr__(self, "weights_sha256", digest)
+            # Absolute, so that a graph's manifest finds its table from any working folder.
+            object.__setattr__(self, "weights", str(Path(self.weights).resolve()))
+            object.__setattr__(self, "num_buckets", rows)
+            object.__setattr__(self, "heads", cols)
+            self._check_shape()  # the shape read from the file must pass the same checks
+        check(self.max_distance > self.num_buckets / 2, "max_distance", self.max_distance,
+              f"must be more than num_buckets/2 = {self.num_buckets / 2:g} (the buckets below it are exact)")
+
+    def _check_shape(self) -> None:
+        """heads and num_buckets, where known (with --weights they may still come from the file)."""
+        check(self.heads is None or (isinstance(self.heads, int) and self.heads >= 1), "heads", self.heads, "needs at least 1 head")
+        if self.num_buckets is None:
+            return
+        if self.bidirectional:
+            check(self.num_buckets >= 4 and self.num_buckets % 2 == 0, "num_buckets", self.num_buckets,
+                  "bidirectional T5 needs an even number ≥ 4 (half the buckets for each direction)")
+        else:
+            check(self.num_buckets >= 2, "num_buckets", self.num_buckets, "needs at least 2 buckets")
+
+
+@functools.lru_cache(maxsize=8)
+def trained_table(path: str, key: str | None, digest: str, rows: int | None, cols: int | None) -> np.ndarray:
+    """The float64 [num_buckets, heads] table of a weights file; cached per file content (digest)."""
+    table = load_table(path, key, (rows, cols), what="T5 bias table [num_buckets, heads]")
+    table.setflags(write=False)
+    return table
+
+
+# --- pure functions: buckets, tables, the float64 oracle -------------------------------------------
+
+
+def relative_bucket(rp: np.ndarray, bidirectional: bool, num_buckets: int, max_distance: int) -> np.ndarray:
+    """DESIGN 3.3's bucket of each relative position rp = key_pos − query_pos (int64 array)."""
+    rp = np.asarray(rp, dtype=np.int64)
+    if bidirectional:
+        nb = num_buckets // 2
+        bucket = np.where(rp > 0, nb, 0)
+        n = np.abs(rp)
+    else:
+        nb = num_buckets
+        bucket = np.zeros_like(rp)
+        n = np.maximum(-rp, 0)
+    max_exact = nb // 2
+    # ⌊ln(n/max_exact) / ln(max_distance/max_exact) · (nb − max_exact)⌋, only used where n ≥ max_exact.
+    far = np.log(np.maximum(n, max_exact) / max_exact) / math.log(max_distance / max_exact) * (nb - max_exact)
+    large = np.minimum(max_exact + np.floor(far).astype(np.int64), nb - 1)
+    return bucket + np.where(n < max_exact, n, large)
+
+
+def build_t5_table(p: T5Params) -> np.ndarray:
+    """The [num_buckets, heads] bias table in float64: trained or seeded."""
+    if p.weights is not None:
+        return trained_table(p.weights, p.key, p.weights_sha256, p.num_buckets, p.heads)
+    return np.random.default_rng(p.seed).normal(0.0, INIT_STD, size=(p.num_buckets, p.heads))
+
+
+def build_bias_by_rp(p: T5Params) -> np.ndarray:
+    """[2·max_distance + 1, heads]: the bias of every relative position in [−max_distance, max_distance]."""
+    rp = np.arange(-p.max_distance, p.max_distance + 1)
+    return build_t5_table(p)[relative_bucket(rp, p.bidirectional, p.num_buckets, p.max_distance)]
+
+
+def reference(p: T5Params, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    """scores + table[bucket(rp), h], with the buckets of the full [q_len, k_len] grid (no clamping)."""
+    scores = np.asarray(feeds["scores"]).astype(np.float64)
+    q_len, k_len = scores.shape[-2:]
+    rp = np.arange(k_len)[None, :] - np.arange(k_len - q_len, k_len)[:, None]
+    bucket = relative_bucket(rp, p.bidirectional, p.num_buckets, p.max_distance)  # [q, k]
+    bias = np.moveaxis(build_t5_table(p)[bucket], -1, 0)  # [heads, q, k]
+    return scores + bias
+
+
+# --- torch ------------------------------------------------------------------------------------------
+
+
+class T5RelativeBias(torch.nn.Module):
+    """Holds bias_by_rp as a buffer; forward(scores) -> scores + bias for any q_len ≤ or ≥ k_len."""
+
+    def __init__(self, p: T5Params):
+        super().__init__()
+        self.register_buffer("bias_by_rp", torch.from_numpy(build_bias_by_rp(p).astype(COMPUTE.numpy)), persistent=False)
+        self.max_distance = p.max_distance
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        q_len, k_len = scores.shape[-2], scores.shape[-1]
+        k_pos = torch.arange(k_len, device=scores.device)
+        q_pos = torch.arange(k_len - q_len, k_len, device=scores.device)
+        row = (k_pos[None, :] - q_pos[:, None]).clamp(-self.max_distance, self.max_distance) + self.max_distance
+        bias = self.bias_by_rp[row].permute(2, 0, 1)  # [q, k, heads] -> [heads, q, k]
+        return (scores.to(torch.float32) + bias).to(scores.dtype)
+
+
+# --- onnxscript -------------------------------------------------------------------------------------
+
+
+def t5_functions(p: T5Params, io: DType, op: Any) -> list[Any]:
+    """posexport.T5Bias(scores, bias_by_rp) -> y, and the T5BiasTable it calls."""
+    float32 = onnx.TensorProto.FLOAT
+    out_type = io.onnx
+    md = p.max_distance
+
+    @script(POSEXPORT, default_opset=op)
+    def T5BiasTable(scores, bias_by_rp):
+        # Two aranges and one Gather: row = clamp(k_pos − q_pos, ±md) + md, over [q_len, k_len]. Gathering
+        # whole rows (all heads at once) and transposing is faster than gathering single floats on axis 1.
+        q_len = op.Squeeze(op.Shape(scores, start=2, end=3))
+        k_len = op.Squeeze(op.Shape(scores, start=3, end=4))
+        one = op.Constant(value_int=1)
+        k_pos = op.Range(op.Constant(value_int=0), k_len, one)
+        q_pos = op.Range(op.Sub(k_len, q_len), k_len, one)
+        rp = op.Sub(op.Unsqueeze(k_pos, op.Constant(value_ints=[0])), op.Unsqueeze(q_pos, op.Constant(value_ints=[1])))
+        row = op.Add(op.Clip(rp, op.Constant(value_int=-md), op.Constant(value_int=md)), op.Constant(value_int=md))
+        return op.Transpose(op.Gather(bias_by_rp, row, axis=0), perm=[2, 0, 1])  # [heads, q, k], float32
+
+    # float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy.
+    if out_type == float32:
+
+        @script(POSEXPORT, default_opset=op)
+        def T5Bias(scores, bias_by_rp):
+            return op.Add(scores, T5BiasTable(scores, bias_by_rp))
+
+    else:
+
+        @script(POSEXPORT, default_opset=op)
+        def T5Bias(scores, bias_by_rp):
+            return op.Cast(op.Add(op.Cast(scores, to=float32), T5BiasTable(scores, bias_by_rp)), to=out_type)
+
+    return [T5Bias, T5BiasTable]
+
+
+# --- properties on the built graph ----------------------------------------------------------------
+
+
+def check_buckets_monotone(runner: Runner, p: T5Params, dtype: DType, rng: np.random.Generator) -> PropertyResult:
+    """Reads the bias at every distance 0 … 2·max_distance + 15 on both sides from the graph's output, finds
+    which table row (bucket) each column is, and checks buckets never decrease as |distance| grows and
+    that distances ≥ max_distance all share one bucket."""
+    k = 2 * p.max_distance + 16
+    scores = (random_normal(rng, (1, p.heads, k, k), dtype).astype(np.float64) * 1e-3).astype(dtype.numpy)
+    bias = (np.asarray(runner({"scores": scores})).astype(np.float64) - scores.astype(np.float64))[0]  # [h, q, k]
+    table = build_t5_table(p)
+    tol = 4 * dtype.bound() * max(1.0, float(np.max(np.abs(table))))
+    sides = {"keys after the query": bias[:, 0, :], "keys before the query": bias[:, k - 1, ::-1]}  # [h, n]
+    problems: list[str] = []
+    worst = 0.0
+    for side, observed in sides.items():
+        # Candidates per distance: every bucket whose table column matches the observation.
+        gap = np.max(np.abs(table[:, :, None] - observed[None, :, :]), axis=1)  # [buckets, n]
+        current, chosen = 0, []
+        for n in range(k):
+            fits = np.flatnonzero(gap[:, n] <= tol)
+            later = fits[fits >= current]
+            if len(fits) == 0:
+                worst = max(worst, float(gap[:, n].min()))
+                problems.append(f"{side}: distance {n} matches no bucket (closest {gap[:, n].min():.2e})")
+                break
+            if current not in fits and len(later) == 0:
+                worst = max(worst, 1.0)
+                problems.append(f"{side}: bucket falls back below {current} at distance {n}")
+                break
+            current = current if current in fits else int(later[0])
+            chosen.append(current)
+        if len(chosen) == k and len(set(chosen[p.max_distance :])) != 1:
+            worst = max(worst, 1.0)
+            problems.append(f"{side}: distances ≥ max_distance={p.max_distance} span several buckets")
+    detail = "; ".join(problems) or f"buckets non-decreasing in |distance| over 0 … {k - 1} on both sides, one bucket from {p.max_distance} on"
+    return PropertyResult(not problems, detail, worst)
+
+
+PROPERTIES = [
+    Property("buckets-monotone", "the bucket (hence the bias) changes only as |distance| grows, and is constant past max_distance", check_buckets_monotone),
+]
+
+
+# --- the encoding -----------------------------------------------------------------------------------
+
+
+class T5Encoding(Encoding):
+    name = "t5"
+    family = "attention-bias"
+    summary = "T5 bucketed relative position bias added to attention scores (encoder or causal decoder)"
+    Params = T5Params
+
+    def inputs(self, p: T5Params) -> list[TensorSpec]:
+        return [TensorSpec("scores", ("batch", p.heads, "q_len", "k_len"))]
+
+    def reference(self, p: T5Params, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return reference(p, feeds)
+
+    def torch_module(self, p: T5Params, opts: BuildOptions) -> torch.nn.Module:
+        return T5RelativeBias(p)
+
+    def tables(self, p: T5Params, opts: BuildOptions) -> Tables:
+        return Tables({"bias_by_rp": build_bias_by_rp(p).astype(COMPUTE.numpy)})
+
+    def script_functions(self, p: T5Params, opts: BuildOptions, op: Any) -> list[Any]:
+        return t5_functions(p, opts.dtype, op)
+
+    def feeds(self, p: T5Params, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        a = case.axes
+        return {"scores": random_normal(rng, (a["batch"], p.heads, a["q_len"], a["k_len"]), dtype)}
+
+    def cases(self, p: T5Params, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
+        return attention_cases(seqs, batches, decode_k=max(5000, 4 * p.max_distance))
+
+    def example_axes(self, p: T5Params) -> dict[str, int]:
+        # k_len > q_len, as in a prefill chunk after a cache: the export must not tie the two axes.
+        return {"batch": 2, "q_len": 3, "k_len": 7}
+
+    def properties(self, p: T5Params) -> list[Property]:
+        return PROPERTIES

@@ -1,0 +1,140 @@
+"""Extending a learned absolute position table to more positions (DESIGN 3.2, `posexport extend`).
+
+Two strategies, for a table of M rows extended to N > M rows:
+
+- ``mean``: rows 0 … M−1 are the original rows, bit for bit; rows M … N−1 all equal the mean of the
+  M original rows.
+- ``interpolate``: position interpolation (Chen et al. 2023). The whole table is resampled: new row j is
+  the linear interpolation of the original table at the fractional position x = j·M/N,
+
+      new[j] = (1 − f)·old[⌊x⌋] + f·old[⌊x⌋ + 1],   f = x − ⌊x⌋,   old[M] := old[M − 1],
+
+  computed with exact integer arithmetic for ⌊x⌋ and f, in float64. So new[0] = old[0] and, when N/M is
+  an integer s, new[s·i] = old[i] bit for bit for every i; the rows in between are new. The rows at
+  positions 0 … M−1 therefore change: that is the point of position interpolation (position p of the
+  longer model reads what the trained table has at p·M/N). What this strategy leaves untouched is the
+  source: the original file or graph is never rewritten, the result goes to a new file.
+
+Extending a graph that was already extended resamples the original trained table again (it never
+resamples a resampled one), so repeated `interpolate` does not compound its error.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PosexportError
+from .weights import SUFFIXES, load_table
+
+STRATEGIES = ("mean", "interpolate")
+
+
+def extend_table(table: np.ndarray, rows: int, strategy: str) -> np.ndarray:
+    """The table [M, D] extended to [rows, D] (rows > M) in float64, by ``strategy`` (see the module doc)."""
+    table = np.asarray(table, dtype=np.float64)
+    old = table.shape[0]
+    if strategy not in STRATEGIES:
+        raise PosexportError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    check_rows(rows, old)
+    if strategy == "mean":
+        return np.concatenate([table, np.broadcast_to(table.mean(axis=0), (rows - old, table.shape[1]))])
+    scaled = np.arange(rows, dtype=np.int64) * old  # x·N = j·M, exact
+    lo = scaled // rows
+    frac = ((scaled % rows) / rows)[:, None]
+    hi = np.minimum(lo + 1, old - 1)
+    return (1.0 - frac) * table[lo] + frac * table[hi]
+
+
+def check_rows(rows: int, current: int) -> None:
+    if rows <= current:
+        raise PosexportError(f"--to {rows}: must be more than the table's {current} rows")
+
+
+def extend_graph(path: str | Path, rows: int, strategy: str):
+    """A learned graph rebuilt with its table extended to ``rows``; same dtype, opset, source and backend."""
+    from . import export  # export imports the encodings, which import this module
+
+    art = export.load(path)
+    if art.encoding.name != "learned":
+        raise PosexportError(f"{path}: `extend` needs a learned graph; this one is {art.encoding.name}")
+    p = art.params
+    check_rows(rows, p.extend_to or p.max_positions)
+    extended = art.encoding.with_params(p, extend_to=rows, extend_strategy=strategy)
+    m = art.manifest
+    return export.build(art.encoding, extended, dtype=m["dtype"], opset=int(m["opset"]), source=m["source"], backend=m["backend"])
+
+
+def extend_weights(path: str | Path, rows: int, strategy: str, key: str | None) -> bytes:
+    """The weights file's bytes with the table (``key``) extended to ``rows``, in the same format and
+    dtype; every other tensor of a state dict or safetensors file is kept as it is."""
+    path = str(path)
+    table = load_table(path, key, (None, None))
+    check_rows(rows, table.shape[0])
+    extended = extend_table(table, rows, strategy)
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npy":
+        original = np.load(path, allow_pickle=False)
+        buffer = io.BytesIO()
+        np.save(buffer, extended.astype(original.dtype))
+        return buffer.getvalue()
+    if suffix == ".safetensors":
+        from safetensors.numpy import load_file, save
+
+        tensors = dict(load_file(path))
+        name = key if key is not None else next(iter(tensors))
+        tensors[name] = extended.astype(tensors[name].dtype)
+        return save(tensors)
+    import torch
+
+    obj = torch.load(path, map_location="cpu", weights_only=True)
+    buffer = io.BytesIO()
+    if isinstance(obj, torch.Tensor):
+        torch.save(torch.from_numpy(extended).to(obj.dtype), buffer)
+    else:
+        name = key if key is not None else next(k for k, v in obj.items() if isinstance(v, torch.Tensor))
+        obj = dict(obj)
+        obj[name] = torch.from_numpy(extended).to(obj[name].dtype)
+        torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def extend_file(
+    source: str | Path,
+    rows: int,
+    strategy: str,
+    *,
+    key: str | None = None,
+    out: str | Path | None = None,
+    name: str | None = None,
+) -> list[Path]:
+    """`posexport extend`: a learned graph (.onnx with its manifest) or a weights file, extended to ``rows``
+    and written as new files (default: beside the source, named STEM-ROWS). Returns the written paths."""
+    from . import export
+
+    source = Path(source)
+    if strategy not in STRATEGIES:
+        raise PosexportError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    out_dir = Path(out) if out is not None else source.parent
+    stem = name or f"{source.stem}-{rows}"
+    if source.suffix.lower() == ".onnx":
+        if key is not None:
+            raise PosexportError(f"--key {key}: only for a weights file; a graph's manifest names its own table")
+        if (out_dir / f"{stem}.onnx").resolve() == source.resolve():
+            raise PosexportError(f"--name {stem}: would overwrite the source {source}; choose another name or --out")
+        return list(export.save(extend_graph(source, rows, strategy), out_dir, stem))
+    if source.suffix.lower() not in SUFFIXES:
+        raise PosexportError(f"{source}: pass a learned graph (.onnx) or a weights file ({', '.join(SUFFIXES)})")
+    data = extend_weights(source, rows, strategy, key)
+    target = out_dir / f"{stem}{source.suffix}"
+    if target.resolve() == source.resolve():
+        raise PosexportError(f"--name {stem}: would overwrite the source {source}; choose another name or --out")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        export.atomic_write(target, data)
+    except OSError as e:
+        raise PosexportError(f"--out {out_dir}: cannot write there ({e.strerror}); choose a writable folder") from None
+    return [target]
+

@@ -1,0 +1,56 @@
+"""Helpers shared by the sinusoidal, learned, T5 and ALiBi tests: run a built graph on a runtime and
+judge it against the float64 oracle (DESIGN 4.2), with −inf masks matched exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.inliner
+from onnx.reference import ReferenceEvaluator
+
+from posexport import export
+
+from .conftest import posexport_cli, session
+
+DTYPES = ["float32", "float16", "bfloat16"]
+RUNTIMES = ["ort-cpu", "reference"]
+
+
+def masked_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """DESIGN 4.2's error over the finite entries; infinite references must be matched exactly."""
+    out = np.asarray(out).astype(np.float64)
+    finite = np.isfinite(ref)
+    assert np.array_equal(out[~finite], ref[~finite]), "the mask (−inf entries) differs"
+    assert np.all(np.isfinite(out[finite])), "a finite reference entry came out infinite or NaN"
+    if not finite.any():
+        return 0.0
+    return float(np.max(np.abs(out[finite] - ref[finite])) / max(1.0, float(np.max(np.abs(ref[finite])))))
+
+
+def check_feeds(art, runtime: str, feeds: dict[str, np.ndarray], bound: float | None = None) -> float:
+    """Runs the feeds, checks dtype, shape and the error bound; returns the error."""
+    ref = art.encoding.reference(art.params, feeds)
+    out = session(art, runtime).run(feeds)
+    assert out.dtype == art.options.dtype.numpy and out.shape == ref.shape
+    err = masked_error(out, ref)
+    if bound is None:
+        largest = art.encoding.largest_position(art.params, feeds) if art.encoding.position_scaled_tolerance else None
+        bound = art.options.dtype.bound(largest)
+    assert err <= bound, f"{runtime}: error {err:.3e} > bound {bound:.1e}"
+    return err
+
+
+def largest_intermediate(art, feeds: dict[str, np.ndarray]) -> int:
+    """Elements of the largest tensor the graph builds on these feeds (every node output, functions inlined),
+    measured by running the ONNX reference evaluator on the inlined graph."""
+    model = onnx.inliner.inline_local_functions(art.model)
+    results = ReferenceEvaluator(model).run(None, feeds, intermediate=True)
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = {i.name for i in model.graph.input}
+    return max(np.asarray(v).size for k, v in results.items() if k not in initializers | inputs)
+
+
+def cli_build(out_dir, encoding: str, *options: str):
+    """`posexport build --encoding ENCODING OPTIONS` in a subprocess, loaded back with its manifest."""
+    posexport_cli("build", "--encoding", encoding, *options, "--out", str(out_dir), check=True)
+    return export.load(out_dir / f"{encoding}.onnx")
