@@ -8,7 +8,7 @@ import typer
 
 from posexport.errors import PosexportError
 
-from . import build, parity
+from . import bench, build, parity
 from .common import err_console
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
 )
 build.register(app)
 parity.register(app)
+bench.register(app)
 
 
 def main() -> None:
