@@ -9,13 +9,14 @@ Every backend builds the same onnxscript function, ``posexport.RopeRotate(x, cos
 
 so a backend only decides which ops do the rotation:
 
-    portable  standard ops (Split, Mul, Sub, Add, Concat), opset 17+, every runtime
+    portable  standard ops (Slice, Mul, Add), opset 17+, every runtime
     onnx23    the standard RotaryEmbedding op (opset 23): cos/sin given per token, no position_ids
     ort       onnxruntime's com.microsoft.RotaryEmbedding, which only reads a cache through
               position_ids: the per-token cos/sin are flattened to rows [batch·seq, n] and
               position_ids = arange(batch·seq).reshape(batch, seq) picks row b·seq + s for token (b, s)
 
-All of them compute in float32 and round once to the I/O dtype (DESIGN 4.1). Encodings other than rope
+All of them compute in float32 and round once to the I/O dtype (DESIGN 4.1); a float32 graph has no
+Cast at all (onnxruntime does not remove a float32→float32 Cast: it costs a full copy of x). Encodings other than rope
 have one expression: portable.
 """
 
@@ -64,52 +65,50 @@ def heads_axis(p: Any) -> int:
 
 
 def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
-    """Split into the two halves of each pair, four Muls, Sub/Add, Concat: every runtime runs it."""
+    """y = x·C + swap(x)·S with one Slice doing the swap, so the rotation reads and writes x about four
+    times where the textbook Split / four Muls / Sub / Add / Concat does it six times:
+
+        half:        C = [cos | cos],            S = [−sin | sin],            swap(x) = [b | a]
+        interleaved: C = [c0 c0 c1 c1 …],         S = [−s0 s0 −s1 s1 …],        swap(x) = [b0 a0 b1 a1 …]
+
+    swap is a reversed Slice over the pair axis of a free reshape ([…, 2, n] for half, […, n, 2] for
+    interleaved). C and S are built per token ([b, s, d], heads broadcast), 1/heads of x's size."""
     n, rot, axis = p.rotary_dim // 2, p.rotary_dim, heads_axis(p)
-    if p.pair_layout == "half":
+    half = p.pair_layout == "half"
+    partial = rot != p.head_dim
+    cast = out_type != FLOAT
+    reverse_axis = 3 if half else 4  # the pair axis of the 5-D view
 
-        @script(POSEXPORT, default_opset=op)
-        def RopeRotateHalf(x_rot, cos, sin):
-            # x_rot: [..., a0 … a(n−1) | b0 … b(n−1)]; cos/sin broadcast over heads.
-            a, b = op.Split(x_rot, op.Constant(value_ints=[n, n]), axis=-1)
-            ya = op.Sub(op.Mul(a, cos), op.Mul(b, sin))
-            yb = op.Add(op.Mul(b, cos), op.Mul(a, sin))
-            return op.Concat(ya, yb, axis=-1)
-
-        pairs = RopeRotateHalf
-    else:
-
-        @script(POSEXPORT, default_opset=op)
-        def RopeRotateInterleaved(x_rot, cos, sin):
-            # x_rot: [..., a0 b0 a1 b1 …] -> pairs [..., n, 2]; cos/sin gain a trailing axis of 1.
+    @script(POSEXPORT, default_opset=op)
+    def RopeRotatePairs(x_rot, cos, sin):
+        # x_rot [..., rot] float32; cos/sin [b, s, n].
+        if half:
+            c = op.Concat(cos, cos, axis=-1)
+            s = op.Concat(op.Neg(sin), sin, axis=-1)
+            pairs = op.Reshape(x_rot, op.Constant(value_ints=[0, 0, 0, 2, n]))
+        else:
+            c = op.Reshape(op.Concat(op.Unsqueeze(cos, [-1]), op.Unsqueeze(cos, [-1]), axis=-1), op.Constant(value_ints=[0, 0, rot]))
+            s = op.Reshape(op.Concat(op.Unsqueeze(op.Neg(sin), [-1]), op.Unsqueeze(sin, [-1]), axis=-1), op.Constant(value_ints=[0, 0, rot]))
             pairs = op.Reshape(x_rot, op.Constant(value_ints=[0, 0, 0, n, 2]))
-            a, b = op.Split(pairs, op.Constant(value_ints=[1, 1]), axis=-1)
-            c = op.Unsqueeze(cos, op.Constant(value_ints=[-1]))
-            s = op.Unsqueeze(sin, op.Constant(value_ints=[-1]))
-            ya = op.Sub(op.Mul(a, c), op.Mul(b, s))
-            yb = op.Add(op.Mul(b, c), op.Mul(a, s))
-            return op.Reshape(op.Concat(ya, yb, axis=-1), op.Constant(value_ints=[0, 0, 0, 2 * n]))
+        swapped = op.Slice(pairs, op.Constant(value_ints=[-1]), op.Constant(value_ints=[-3]), op.Constant(value_ints=[reverse_axis]), op.Constant(value_ints=[-1]))
+        axes = op.Constant(value_ints=[axis])
+        return op.Add(op.Mul(x_rot, op.Unsqueeze(c, axes)), op.Mul(op.Reshape(swapped, op.Constant(value_ints=[0, 0, 0, rot])), op.Unsqueeze(s, axes)))
 
-        pairs = RopeRotateInterleaved
-
-    if rot == p.head_dim:
-
-        @script(POSEXPORT, default_opset=op)
-        def RopeRotate(x, cos, sin):
-            axes = op.Constant(value_ints=[axis])
-            y = pairs(op.Cast(x, to=FLOAT), op.Unsqueeze(cos, axes), op.Unsqueeze(sin, axes))
-            return op.Cast(y, to=out_type)
-
-    else:
-
-        @script(POSEXPORT, default_opset=op)
-        def RopeRotate(x, cos, sin):
-            axes = op.Constant(value_ints=[axis])
+    @script(POSEXPORT, default_opset=op)
+    def RopeRotate(x, cos, sin):
+        if partial:
             x_rot, x_pass = op.Split(x, op.Constant(value_ints=[rot, p.head_dim - rot]), axis=-1)
-            y = pairs(op.Cast(x_rot, to=FLOAT), op.Unsqueeze(cos, axes), op.Unsqueeze(sin, axes))
-            return op.Concat(op.Cast(y, to=out_type), x_pass, axis=-1)
+        else:
+            x_rot = x
+        if cast:
+            y = op.Cast(RopeRotatePairs(op.Cast(x_rot, to=FLOAT), cos, sin), to=out_type)
+        else:
+            y = RopeRotatePairs(x_rot, cos, sin)
+        if partial:
+            y = op.Concat(y, x_pass, axis=-1)
+        return y
 
-    return [pairs, RopeRotate]
+    return [RopeRotatePairs, RopeRotate]
 
 
 # --- onnx23: the standard RotaryEmbedding op ----------------------------------------------------------
@@ -121,20 +120,25 @@ def onnx23_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
     position_ids. Partial rotary is its rotary_embedding_dim."""
     interleaved = 1 if p.pair_layout == "interleaved" else 0
     rot, heads = p.rotary_dim, p.heads
-    if p.layout == "bshd":
+    bshd = p.layout == "bshd"
+    cast = out_type != FLOAT
 
-        @script(POSEXPORT, default_opset=op)
-        def RopeRotate(x, cos, sin):
-            x3 = op.Reshape(op.Cast(x, to=FLOAT), op.Constant(value_ints=[0, 0, -1]))
-            y3 = op.RotaryEmbedding(x3, cos, sin, interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
-            return op.Cast(op.Reshape(y3, op.Shape(x)), to=out_type)
-
-    else:
-
-        @script(POSEXPORT, default_opset=op)
-        def RopeRotate(x, cos, sin):
-            y = op.RotaryEmbedding(op.Cast(x, to=FLOAT), cos, sin, interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
-            return op.Cast(y, to=out_type)
+    @script(POSEXPORT, default_opset=op)
+    def RopeRotate(x, cos, sin):
+        if cast:
+            xf = op.Cast(x, to=FLOAT)
+        else:
+            xf = x
+        if bshd:
+            x_in = op.Reshape(xf, op.Constant(value_ints=[0, 0, -1]))
+        else:
+            x_in = xf
+        y = op.RotaryEmbedding(x_in, cos, sin, interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
+        if bshd:
+            y = op.Reshape(y, op.Shape(x))
+        if cast:
+            y = op.Cast(y, to=out_type)
+        return y
 
     return [RopeRotate]
 
@@ -148,28 +152,29 @@ def ort_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
     scaling or position produced it. Layouts as for onnx23: 3-D [b, s, h·d] for bshd, 4-D bhsd as is."""
     interleaved = 1 if p.pair_layout == "interleaved" else 0
     n, rot, heads = p.rotary_dim // 2, p.rotary_dim, p.heads
-    if p.layout == "bshd":
+    bshd = p.layout == "bshd"
+    cast = out_type != FLOAT
 
-        @script(POSEXPORT, default_opset=op)
-        def RopeRotate(x, cos, sin):
-            tokens = op.Shape(cos, start=0, end=2)
-            rows = op.Reshape(op.Range(op.Constant(value_int=0), op.ReduceProd(tokens, keepdims=0), op.Constant(value_int=1)), tokens)
-            table = op.Constant(value_ints=[-1, n])
-            x3 = op.Reshape(op.Cast(x, to=FLOAT), op.Constant(value_ints=[0, 0, -1]))
-            y3 = MSFT.RotaryEmbedding(x3, rows, op.Reshape(cos, table), op.Reshape(sin, table),
-                                      interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
-            return op.Cast(op.Reshape(y3, op.Shape(x)), to=out_type)
-
-    else:
-
-        @script(POSEXPORT, default_opset=op)
-        def RopeRotate(x, cos, sin):
-            tokens = op.Shape(cos, start=0, end=2)
-            rows = op.Reshape(op.Range(op.Constant(value_int=0), op.ReduceProd(tokens, keepdims=0), op.Constant(value_int=1)), tokens)
-            table = op.Constant(value_ints=[-1, n])
-            y = MSFT.RotaryEmbedding(op.Cast(x, to=FLOAT), rows, op.Reshape(cos, table), op.Reshape(sin, table),
-                                     interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
-            return op.Cast(y, to=out_type)
+    @script(POSEXPORT, default_opset=op)
+    def RopeRotate(x, cos, sin):
+        tokens = op.Shape(cos, start=0, end=2)
+        rows = op.Reshape(op.Range(op.Constant(value_int=0), op.ReduceProd(tokens, keepdims=0), op.Constant(value_int=1)), tokens)
+        table = op.Constant(value_ints=[-1, n])
+        if cast:
+            xf = op.Cast(x, to=FLOAT)
+        else:
+            xf = x
+        if bshd:
+            x_in = op.Reshape(xf, op.Constant(value_ints=[0, 0, -1]))
+        else:
+            x_in = xf
+        y = MSFT.RotaryEmbedding(x_in, rows, op.Reshape(cos, table), op.Reshape(sin, table),
+                                 interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
+        if bshd:
+            y = op.Reshape(y, op.Shape(x))
+        if cast:
+            y = op.Cast(y, to=out_type)
+        return y
 
     return [RopeRotate]
 
