@@ -31,6 +31,7 @@ def bench_command(
     warmup: int = typer.Option(5, min=0, help="untimed runs first"),
     repeats: int = typer.Option(30, min=3, help="timed runs; the median is reported"),
     indexshare_layers: int = typer.Option(0, min=0, help="also time the IndexShare block with this many layers against the unfused one (0: skip)"),
+    indexshare_seqs: str = typer.Option("", help="sequence lengths for the IndexShare block (prompt of that length, decode after it); default: --seqs"),
     profile: bool = typer.Option(False, help="add onnxruntime's per-op profile of each graph"),
     target: str = typer.Option("onnxruntime", help="what `auto` optimises for: onnxruntime or standard"),
     json_out: Path = typer.Option(None, "--json", help="write the result as JSON"),
@@ -45,7 +46,7 @@ def bench_command(
     cfg = bench.BenchConfig(
         encodings=names, params=params, backends=split(backends), runtimes=split(runtimes), dtypes=split(dtypes),
         seqs=parse_ints(seqs, "--seqs") or (2048,), batch=batch, threads=threads, warmup=warmup, repeats=repeats,
-        indexshare_layers=indexshare_layers, profile=profile, target=target,
+        indexshare_layers=indexshare_layers, indexshare_seqs=parse_ints(indexshare_seqs, "--indexshare-seqs") or (), profile=profile, target=target,
     )
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("bench", total=None)
