@@ -198,8 +198,8 @@ def get_backend(name: str) -> Backend:
 
 def auto_backend(opset: int, target: str = DEFAULT_TARGET) -> str:
     """The fastest backend for the target at this opset. Measured on onnxruntime CPU (benchmarks/): the
-    contrib op and RotaryEmbedding-23 both run near the speed of a copy, the portable graph several times
-    slower; the contrib op needs no opset 23, so it wins for onnxruntime at any opset."""
+    contrib op and RotaryEmbedding-23 run within noise of each other and 2–3× faster than the portable
+    graph; the contrib op needs no opset 23, so it is onnxruntime's choice at any opset."""
     if target not in TARGETS:
         raise PosexportError(f"--target {target!r}: choose one of {', '.join(TARGETS)}")
     if target == "onnxruntime":

@@ -334,18 +334,16 @@ def run_bench(cfg: BenchConfig, progress: Callable[[str, int, int], None] | None
 
         # the backends
         for name in cfg.backends:
-            label = name
+            if enc.family != "rope" and name not in (rope_backends.AUTO, rope_backends.PORTABLE):
+                tick(f"{enc_name} {runtime} {dtype_name} seq {seq}: {name} (rope only)")
+                continue
             try:
                 resolved = rope_backends.resolve_backend(name, enc.family, backend_opset(name, cfg.target), cfg.target)
             except PosexportError as e:
                 add(name, "backend", None, note=str(e))
                 tick(f"{enc_name} {runtime} {dtype_name} seq {seq}: {name}")
                 continue
-            if name == rope_backends.AUTO:
-                label = f"auto ({resolved})"
-            elif enc.family != "rope" and name != rope_backends.PORTABLE:
-                tick(f"{enc_name} {runtime} {dtype_name} seq {seq}: {name}")
-                continue
+            label = f"auto ({resolved})" if name == rope_backends.AUTO else name
             key = (enc_name, dtype_name, resolved)
             art = artifacts.get(key) or export.build(enc, p, dtype=dtype_name, backend=resolved, opset=backend_opset(resolved, cfg.target))
             artifacts[key] = art
@@ -418,8 +416,6 @@ def bench_indexshare(cfg: BenchConfig, runtime: str, seq: int, tick: Callable[[s
                                      graph_bytes=block.manifest["bytes"], note=f"{cfg.indexshare_layers} layers, past {past}",
                                      profile=sess.profile() if cfg.profile else [])
                 tick(f"indexshare {step} seq {seq} {'fused' if fused else 'unfused'}")
-            for r in timings.values():
-                r.ratio_to_copy = float("nan")
             timings[True].note += f"; {timings[False].median_ms / timings[True].median_ms:.2f}× faster than unfused"
             rows += [timings[True], timings[False]]
     return rows
