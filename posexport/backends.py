@@ -219,14 +219,3 @@ def resolve_backend(name: str, family: str, opset: int, target: str = DEFAULT_TA
         raise PosexportError(f"--backend {chosen} needs --opset {need} or newer (got {opset})")
     return chosen
 
-
-def runtime_gap(backend: str, params: Any, runtime: str) -> str | None:
-    """Why a runtime cannot run this backend correctly, or None. Runtimes' ``supports`` consult it, keyed
-    by the manifest's backend, so a known wrong answer is reported as unsupported instead of hidden."""
-    if backend != ORT:
-        return None
-    if runtime == "reference":
-        return "the ONNX reference evaluator has no com.microsoft contrib ops (build with --backend portable or onnx23)"
-    if runtime == "openvino" and getattr(params, "rotary_dim", None) != getattr(params, "head_dim", None):
-        return "OpenVINO ignores rotary_embedding_dim on com.microsoft.RotaryEmbedding (partial rotary: wrong output, no error)"
-    return None

@@ -104,12 +104,14 @@ def build_block(
     if io.name == "bfloat16":
         raise ParamError("dtype", dtype, "--indexshare builds float32 or float16 (no bfloat16 attention on onnxruntime CPU)")
     opts = BuildOptions(io, export.check_opset(opset), "ort")
+    # [Rope, its cos/sin function, …]: the block calls the cos/sin function (whatever the scaling makes it)
+    # once; the model carries every callee, as a rope graph does.
     functions = enc.script_functions(p, opts, export.standard_opset(opset))
-    cos_sin = next(f for f in functions if f.name == "RopeCosSin").to_function_proto()
+    cos_sin = functions[1].name
     table_arrays = dict(enc.tables(p, opts).arrays)
 
     g = GraphBuilder()
-    shared_nodes(g, p, io, list(table_arrays))
+    shared_nodes(g, p, io, cos_sin, list(table_arrays))
     for i in range(layers):
         (gqa_layer if fused else unfused_layer)(g, i, p, kv, io)
 
@@ -129,7 +131,7 @@ def build_block(
     graph = oh.make_graph(g.nodes, f"posexport_{kind.replace('-', '_')}", inputs, outputs,
                           initializer=[onh.from_array(a, n) for n, a in table_arrays.items()] + g.initializers)
     imports = {"": opset, POSEXPORT.domain: POSEXPORT.version, MSFT: 1}
-    model = oh.make_model(graph, functions=[cos_sin], ir_version=10,
+    model = oh.make_model(graph, functions=[f.to_function_proto() for f in functions[1:]], ir_version=10,
                           opset_imports=[oh.make_opsetid(dom, ver) for dom, ver in sorted(imports.items())])
     model.producer_name = "posexport"
     model.doc_string = f"posexport rope {kind} attention block, {layers} layers"
@@ -170,10 +172,10 @@ class GraphBuilder:
         return outs[0]
 
 
-def shared_nodes(g: GraphBuilder, p: RopeParams, io: DType, table_names: list[str]) -> None:
-    """What every layer shares: cos/sin rows (one gather), their row ids, lengths, and the causal bias."""
+def shared_nodes(g: GraphBuilder, p: RopeParams, io: DType, cos_sin: str, table_names: list[str]) -> None:
+    """What every layer shares: cos/sin rows (one gather), their row ids and the lengths."""
     n = p.rotary_dim // 2
-    g.node("RopeCosSin", ["position_ids", *table_names], ["cos_tokens", "sin_tokens"], domain=POSEXPORT.domain)
+    g.node(cos_sin, ["position_ids", *table_names], ["cos_tokens", "sin_tokens"], domain=POSEXPORT.domain)
     g.node("Shape", ["position_ids"], "batch_seq")
     g.node("ReduceProd", ["batch_seq"], "token_count", keepdims=0)
     g.node("Range", [g.const("zero", 0), "token_count", g.const("one", 1)], "row_range")
