@@ -535,8 +535,8 @@ def graph_size_note() -> str:
     from . import scaling
 
     params: dict[str, Any] = {"head_dim": 128, "heads": 32, "base": 500000.0, "max_positions": 131072, "position_limit": 131072}
-    if "llama3" in scaling.SCALINGS:
-        params["scaling"] = "llama3"
+    if "llama3" in scaling.SCALINGS:  # LLaMA-3.1's own scaling, where this build has it
+        params.update(scaling="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=8192)
     art = export.build("rope", params, backend="portable")
     n = art.params.rotary_dim // 2
     single = 2 * art.params.position_limit * n * 4
