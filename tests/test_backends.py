@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 
-from posexport import backends, export, scaling
+from posexport import backends, export, parity, scaling
 from posexport.encodings.base import Case
 from posexport.encodings.rope import reference
 from posexport.errors import PosexportError
@@ -53,6 +53,14 @@ def test_backend_float32_every_layout(backend, config, runtime):
 @pytest.mark.parametrize("backend, runtime", PAIRS)
 def test_backend_low_precision(backend, dtype, runtime):
     check(artifact("rope", dtype=dtype, backend=backend, opset=OPSET[backend], **CONFIGS["partial-interleaved-bshd"]), runtime)
+
+
+@pytest.mark.parametrize("backend", list(OPSET))
+def test_every_backend_passes_the_parity_engine(backend):
+    art = artifact("rope", backend=backend, opset=OPSET[backend], **CONFIGS["partial-half-bhsd"])
+    report = parity.run_parity(art, ["torch", "reference", "ort-cpu", "ort-cpu-noopt"], seqs=(1, 17), batches=(1, 3))
+    assert report.passed, [(r.case, r.runtime, r.status) for r in report.results if r.status != "pass"]
+    assert set(report.unavailable) == ({"reference"} if backend == "ort" else set())
 
 
 @pytest.mark.parametrize("backend, op", [("onnx23", ("", "RotaryEmbedding")), ("ort", ("com.microsoft", "RotaryEmbedding"))])
