@@ -25,5 +25,8 @@ run: install
 test: install
 	$(PY) -m pytest -q
 
+# The command that makes benchmarks/rope-ort-cpu.{md,json,png} (see benchmarks/README.md).
 bench: install
-	$(VENV)/bin/posexport bench
+	$(VENV)/bin/posexport bench --seqs 256,1024,2048,4096 --threads 2 --warmup 5 --repeats 30 --profile \
+		--indexshare-layers 4 --indexshare-seqs 256,1024 \
+		--json benchmarks/rope-ort-cpu.json --markdown benchmarks/rope-ort-cpu.md --plot benchmarks/rope-ort-cpu.png

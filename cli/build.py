@@ -8,7 +8,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from posexport import config, export
+from posexport import config, export, indexshare
+from posexport.errors import PosexportError
 from posexport.params import parse_options
 from posexport.registry import list_encodings
 
@@ -43,20 +44,32 @@ def build_command(
     opset: int = _opts["opset"],
     source: str = _opts["source"],
     backend: str = _opts["backend"],
+    target: str = _opts["target"],
     out: Path = typer.Option(DEFAULT_OUT, "--out", "-o", help="output folder"),
     name: str = typer.Option("", help="file name stem; default: the preset's or the encoding's name"),
     preset: str = typer.Option("", help="rope of a well-known model (see `posexport list`)"),
     from_config: Path = typer.Option(None, "--from-config", help="rope of a model's config.json"),
+    indexshare_block: bool = typer.Option(False, "--indexshare", help="rope: an N-layer attention block sharing one cos/sin gather, rotation fused into GroupQueryAttention"),
+    layers: int = typer.Option(2, help="--indexshare: layers in the block"),
+    kv_heads: int = typer.Option(0, help="--indexshare: key/value heads (0: as many as --heads)"),
+    unfused: bool = typer.Option(False, help="--indexshare: build the unfused baseline (rotation ops + attention ops) instead"),
 ) -> None:
     """Build NAME.onnx and its manifest NAME.json. Encoding parameters are options too (--head-dim 64);
     with --preset or --from-config they override the config's values."""
+    values = parse_options(list(ctx.args))
     if preset or from_config:
-        values = config.from_preset(preset) if preset else config.from_config_file(from_config)
-        values.update(parse_options(list(ctx.args)))
-        artifact = export.build("rope", values, dtype=dtype, opset=opset, source=source, backend=backend)
-        name = name or preset
-    else:
-        artifact = build_from_cli(ctx, encoding, dtype, opset, source, backend)
+        values = {**(config.from_preset(preset) if preset else config.from_config_file(from_config)), **values}
+        encoding, name = "rope", name or preset
+    if indexshare_block:
+        if encoding != "rope":
+            raise PosexportError(f"--indexshare: only rope has an IndexShare block, not --encoding {encoding}")
+        block = indexshare.build_block(values, layers=layers, kv_heads=kv_heads or None,
+                                       dtype=dtype, fused=not unfused, opset=opset)
+        onnx_path, json_path = indexshare.save(block, out, name or None)
+        m = block.manifest
+        console.print(f"wrote {onnx_path} ({m['bytes']:,} bytes, sha256 {m['sha256'][:12]}) and {json_path}")
+        return
+    artifact = export.build(encoding, values, dtype=dtype, opset=opset, source=source, backend=backend, target=target)
     onnx_path, json_path = export.save(artifact, out, name or None)
     m = artifact.manifest
     console.print(f"wrote {onnx_path} ({m['bytes']:,} bytes, sha256 {m['sha256'][:12]}) and {json_path}")

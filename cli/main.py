@@ -8,7 +8,7 @@ import typer
 
 from posexport.errors import PosexportError
 
-from . import build, extend, parity
+from . import bench, build, extend, parity
 from .common import err_console
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app = typer.Typer(
 build.register(app)
 extend.register(app)
 parity.register(app)
+bench.register(app)
 
 
 def main() -> None:

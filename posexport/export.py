@@ -26,7 +26,7 @@ import onnxscript.onnx_opset
 import torch
 
 from . import __version__, params as params_mod
-from .backends import resolve_backend
+from .backends import AUTO, DEFAULT_TARGET, PORTABLE, resolve_backend
 from .dtypes import DType, get_dtype
 from .encodings.base import POSEXPORT, BuildOptions, Encoding, TensorSpec
 from .errors import PosexportError
@@ -81,14 +81,21 @@ def build(
     opset: int = DEFAULT_OPSET,
     source: str = "script",
     backend: str = "auto",
+    target: str = DEFAULT_TARGET,
 ) -> Artifact:
-    """Build one graph. ``params`` is the encoding's Params object, a dict of raw values, or None."""
+    """Build one graph. ``params`` is the encoding's Params object, a dict of raw values, or None.
+    ``backend`` picks the rope expression (posexport.backends); ``auto`` the fastest for ``target``."""
     enc = get_encoding(encoding) if isinstance(encoding, str) else encoding
     if params is None or isinstance(params, dict):
         params = enc.params(**(params or {}))
     if source not in SOURCES:
         raise PosexportError(f"--source {source!r}: choose one of {', '.join(SOURCES)}")
-    opts = BuildOptions(get_dtype(dtype), check_opset(opset), resolve_backend(backend, enc.family, opset))
+    chosen = resolve_backend(backend, enc.family, check_opset(opset), target)
+    if source == "torch" and chosen != PORTABLE:
+        if backend != AUTO:
+            raise PosexportError(f"--backend {backend}: the torch export expresses the module's own maths; use --source script")
+        chosen = PORTABLE
+    opts = BuildOptions(get_dtype(dtype), opset, chosen)
     model = script_model(enc, params, opts) if source == "script" else torch_model(enc, params, opts)
     model.producer_name = "posexport"
     model.producer_version = __version__

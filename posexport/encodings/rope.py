@@ -26,7 +26,7 @@ import onnx
 import torch
 from onnxscript import script
 
-from .. import scaling, tables
+from .. import backends, scaling, tables
 from ..dtypes import COMPUTE, DType
 from ..params import check, check_choices, param
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
@@ -304,66 +304,27 @@ def dynamic_cos_sin_function(p: RopeParams, op: Any) -> Any:
     return RopeCosSinDynamic
 
 
-def rotate_function(p: RopeParams, op: Any) -> Any:
-    """posexport.RopeRotate(x_rot, cos, sin) -> y_rot, all float32; cos/sin already broadcastable."""
-    n = p.rotary_dim // 2
-    if p.pair_layout == "half":
-
-        @script(POSEXPORT, default_opset=op)
-        def RopeRotateHalf(x_rot, cos, sin):
-            a, b = op.Split(x_rot, op.Constant(value_ints=[n, n]), axis=-1)
-            ya = op.Sub(op.Mul(a, cos), op.Mul(b, sin))
-            yb = op.Add(op.Mul(b, cos), op.Mul(a, sin))
-            return op.Concat(ya, yb, axis=-1)
-
-        return RopeRotateHalf
-
-    @script(POSEXPORT, default_opset=op)
-    def RopeRotateInterleaved(x_rot, cos, sin):
-        # x_rot: [..., a0 b0 a1 b1 …] -> pairs [..., n, 2]; cos/sin gain a trailing axis of 1.
-        pairs = op.Reshape(x_rot, op.Constant(value_ints=[0, 0, 0, n, 2]))
-        a, b = op.Split(pairs, op.Constant(value_ints=[1, 1]), axis=-1)
-        c = op.Unsqueeze(cos, op.Constant(value_ints=[-1]))
-        s = op.Unsqueeze(sin, op.Constant(value_ints=[-1]))
-        ya = op.Sub(op.Mul(a, c), op.Mul(b, s))
-        yb = op.Add(op.Mul(b, c), op.Mul(a, s))
-        return op.Reshape(op.Concat(ya, yb, axis=-1), op.Constant(value_ints=[0, 0, 0, 2 * n]))
-
-    return RopeRotateInterleaved
-
-
-def rope_functions(p: RopeParams, io: DType, op: Any) -> list[Any]:
+def cos_sin_source(p: RopeParams, op: Any) -> Any:
+    """The scaling's function from position_ids and four tables to per-token cos/sin [b, s, n]."""
     if p.scaling == "dynamic":
-        cos_sin = dynamic_cos_sin_function(p, op)
-    else:
-        cos_sin = cos_sin_function(build_rope_tables(p), p, op)
-    rotate = rotate_function(p, op)
-    heads_axis = 2 if p.layout == "bshd" else 1
-    float32 = onnx.TensorProto.FLOAT
-    out_type = io.onnx
-    rot = p.rotary_dim
+        return dynamic_cos_sin_function(p, op)
+    return cos_sin_function(build_rope_tables(p), p, op)
 
-    # t0 … t3: the cos/sin source's four tables (cos_sin_tables: two-level cos/sin, or dynamic NTK's inputs).
-    if rot == p.head_dim:
 
-        @script(POSEXPORT, default_opset=op)
-        def Rope(x, position_ids, t0, t1, t2, t3):
-            cos, sin = cos_sin(position_ids, t0, t1, t2, t3)
-            axes = op.Constant(value_ints=[heads_axis])
-            y = rotate(op.Cast(x, to=float32), op.Unsqueeze(cos, axes), op.Unsqueeze(sin, axes))
-            return op.Cast(y, to=out_type)
+def rope_functions(p: RopeParams, io: DType, op: Any, backend: str) -> list[Any]:
+    """posexport.Rope: per-token cos/sin from the scaling's source, then the backend's RopeRotate
+    (posexport.backends)."""
+    cos_sin = cos_sin_source(p, op)
+    rotation = backends.get_backend(backend).rotation(p, io.onnx, op)
+    rotate = rotation[-1]
 
-    else:
+    # t0 … t3: the cos/sin source's four tables (two-level cos/sin, or dynamic NTK's inputs).
+    @script(POSEXPORT, default_opset=op)
+    def Rope(x, position_ids, t0, t1, t2, t3):
+        cos, sin = cos_sin(position_ids, t0, t1, t2, t3)
+        return rotate(x, cos, sin)
 
-        @script(POSEXPORT, default_opset=op)
-        def Rope(x, position_ids, t0, t1, t2, t3):
-            cos, sin = cos_sin(position_ids, t0, t1, t2, t3)
-            axes = op.Constant(value_ints=[heads_axis])
-            x_rot, x_pass = op.Split(x, op.Constant(value_ints=[rot, p.head_dim - rot]), axis=-1)
-            y = rotate(op.Cast(x_rot, to=float32), op.Unsqueeze(cos, axes), op.Unsqueeze(sin, axes))
-            return op.Concat(op.Cast(y, to=out_type), x_pass, axis=-1)
-
-    return [Rope, cos_sin, rotate]
+    return [Rope, cos_sin, *rotation]
 
 
 def switch_cases(p: RopeParams, batches: tuple[int, ...] | None = None) -> list[Case]:
@@ -406,7 +367,7 @@ class RopeEncoding(Encoding):
         return Tables(cos_sin_tables(p))
 
     def script_functions(self, p: RopeParams, opts: BuildOptions, op: Any) -> list[Any]:
-        return rope_functions(p, opts.dtype, op)
+        return rope_functions(p, opts.dtype, op, opts.backend)
 
     def feeds(self, p: RopeParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
         batch, seq = case.axes["batch"], case.axes["seq"]
