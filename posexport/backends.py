@@ -4,7 +4,7 @@ Every backend builds the same onnxscript function, ``posexport.RopeRotate(x, cos
 
     x    [batch, seq, heads, head_dim] (bshd) or [batch, heads, seq, head_dim] (bhsd), I/O dtype
     cos  [batch, seq, rotary_dim/2] float32, sin likewise (attention factor already inside; any
-         scaling, dynamic or not, is decided before this step by posexport.RopeCosSin)
+         scaling, dynamic or not, is decided before this step by the cos/sin function)
     y    shaped like x, I/O dtype: rotated leading rotary_dim channels, the rest passed through
 
 so a backend only decides which ops do the rotation:

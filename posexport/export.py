@@ -57,8 +57,14 @@ def serialize(model: onnx.ModelProto) -> bytes:
     return model.SerializeToString(deterministic=True)
 
 
+def newest_opset() -> int:
+    """The newest opset both onnx and onnxscript know."""
+    scripted = max(int(n[len("opset"):]) for n in dir(onnxscript.onnx_opset) if n.startswith("opset") and n[len("opset"):].isdigit())
+    return min(onnx.defs.onnx_opset_version(), scripted)
+
+
 def check_opset(opset: int) -> int:
-    newest = onnx.defs.onnx_opset_version()
+    newest = newest_opset()
     if not MIN_OPSET <= opset <= newest:
         raise PosexportError(f"--opset {opset}: choose an opset from {MIN_OPSET} to {newest}")
     return opset
@@ -126,8 +132,7 @@ def script_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         [value_info(s, opts.dtype) for s in outputs],
         initializer=[onh.from_array(array, name) for name, array in tables.items()],
     )
-    # Callees before callers: the reference evaluator resolves functions in the order they are listed.
-    protos = [f.to_function_proto() for f in functions[1:]] + [entry]
+    protos = callees_first([entry] + [f.to_function_proto() for f in functions[1:]])
     imports = {"": opts.opset, POSEXPORT.domain: POSEXPORT.version}
     for proto in protos:
         for imp in proto.opset_import:
@@ -138,6 +143,28 @@ def script_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         opset_imports=[oh.make_opsetid(d, v) for d, v in sorted(imports.items())],
         ir_version=10,
     )
+
+
+def callees_first(protos: list[onnx.FunctionProto]) -> list[onnx.FunctionProto]:
+    """Order functions so each follows those it calls: the reference evaluator resolves them in order."""
+    by_key = {(p.domain, p.name): p for p in protos}
+    ordered: list[onnx.FunctionProto] = []
+    seen: set[tuple[str, str]] = set()
+
+    def visit(proto: onnx.FunctionProto) -> None:
+        key = (proto.domain, proto.name)
+        if key in seen:
+            return
+        seen.add(key)
+        for node in proto.node:
+            callee = by_key.get((node.domain, node.op_type))
+            if callee is not None:
+                visit(callee)
+        ordered.append(proto)
+
+    for proto in protos:
+        visit(proto)
+    return ordered
 
 
 EXAMPLE_SIZES = (2, 5, 3, 7, 11, 13)

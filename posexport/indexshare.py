@@ -11,7 +11,7 @@ The block graph stands for the attention of an N-layer decoder, projections left
 Token t of the new chunk is key number past + t and attends to keys 0 … past + t (causal, KV cache); q and k
 turn by position_ids[b, t]; present_key holds rotated keys. Query head j reads kv head j // (heads/kv_heads).
 
-Fused (the IndexShare graph): posexport.RopeCosSin runs ONCE on position_ids (two-level tables, every
+Fused (the IndexShare graph): posexport.TwoLevelCosSin (or the scaling's own cos/sin function) runs ONCE on position_ids (two-level tables, every
 scaling), then each layer's com.microsoft.GroupQueryAttention rotates q and k inside the kernel
 (do_rotary=1), so rotated q/k are never written out between rotation and attention. GroupQueryAttention
 reads cos/sin as a cache indexed by position_ids and insists on at least past + seq rows, so it gets the
@@ -20,7 +20,7 @@ reshaped to [batch, seq] (row b·seq + t is token (b, t); the padding is never r
 table for positions [0, past + seq) instead would cost (past + seq)·n products per step rather than
 batch·seq·n, for the same answer.
 
-Unfused (the baseline it is measured against): the same single RopeCosSin, then per layer
+Unfused (the baseline it is measured against): the same single cos/sin function, then per layer
 com.microsoft.RotaryEmbedding on q and k (the fastest separate rotation, posexport.backends) and attention
 in standard ops (MatMul, Softmax), q grouped by kv head so keys and values are never repeated.
 

@@ -52,7 +52,7 @@ def test_block_matches_rotation_then_attention(fused, pair_layout, dtype):
 def test_fused_block_gathers_once_and_rotates_inside_attention():
     blk = indexshare.build_block(dict(head_dim=16, heads=4), layers=3, kv_heads=1)
     ops = [(n.domain, n.op_type) for n in blk.model.graph.node]
-    assert ops.count(("posexport", "RopeCosSin")) == 1
+    assert ops.count(("posexport", "TwoLevelCosSin")) == 1
     attention = [n for n in blk.model.graph.node if n.op_type == "GroupQueryAttention"]
     assert len(attention) == 3
     assert all({a.name: a.i for a in n.attribute}["do_rotary"] == 1 for n in attention)

@@ -31,6 +31,7 @@ from ..dtypes import COMPUTE, DType
 from ..params import check, check_choices, param
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
 from .inputs import positions, random_normal, sequence_cases
+from .two_level import TwoLevelCosSin, cos_sin_function
 
 PAIR_LAYOUTS = ("half", "interleaved")
 LAYOUTS = ("bshd", "bhsd")
@@ -157,25 +158,14 @@ class TableCosSin(torch.nn.Module):
 
     def __init__(self, p: RopeParams):
         super().__init__()
-        t = build_rope_tables(p)
-        for name, value in t.as_dict(COMPUTE.numpy).items():
-            self.register_buffer(name, torch.from_numpy(value), persistent=False)
-        self.fine_rows, self.coarse_rows, self.limit, self.regimes = t.fine_rows, t.coarse_rows, t.limit, t.regimes
+        self.lookup = TwoLevelCosSin(build_rope_tables(p))
         self.original = scaling.longrope_original(p) if p.scaling == "longrope" else None
 
     def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # A position outside [0, limit) is sent past every regime's coarse rows: the lookup fails.
-        outside = (position_ids < 0) | (position_ids >= self.limit)
-        safe = torch.where(outside, self.regimes * self.limit, position_ids)
-        coarse, fine = safe // self.fine_rows, safe % self.fine_rows
-        if self.original is not None:
-            # longrope: regime 1 (long factors) once seq_len = max(position_ids) + 1 exceeds L0, per call.
-            long = (position_ids.max() + 1 > self.original).to(torch.int64)
-            coarse, fine = coarse + long * self.coarse_rows, fine + long * self.fine_rows
-        embed = torch.nn.functional.embedding
-        cf, sf = embed(fine, self.fine_cos), embed(fine, self.fine_sin)
-        cc, sc = embed(coarse, self.coarse_cos), embed(coarse, self.coarse_sin)
-        return cc * cf - sc * sf, sc * cf + cc * sf
+        if self.original is None:
+            return self.lookup(position_ids)
+        # longrope: regime 1 (long factors) once seq_len = max(position_ids) + 1 exceeds L0, per call.
+        return self.lookup(position_ids, (position_ids.max() + 1 > self.original).to(torch.int64))
 
 
 class DynamicCosSin(torch.nn.Module):
@@ -233,29 +223,10 @@ class RotaryEmbedding(torch.nn.Module):
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def cos_sin_function(t: tables.TwoLevelTables, p: RopeParams, op: Any) -> Any:
-    """posexport.RopeCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin [b, s, n]."""
+def longrope_cos_sin_function(t: tables.TwoLevelTables, p: RopeParams, op: Any) -> Any:
+    """posexport.RopeCosSinLongrope(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin:
+    the two-level lookup of two_level.py with the regime decided per call."""
     fine_rows, coarse_rows, limit, past_every_regime = t.fine_rows, t.coarse_rows, t.limit, t.regimes * t.limit
-
-    if p.scaling != "longrope":
-
-        @script(POSEXPORT, default_opset=op)
-        def RopeCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
-            # Positions outside [0, limit) go past the coarse table: Gather then raises instead of wrapping.
-            outside = op.Or(op.Less(position_ids, op.Constant(value_int=0)), op.GreaterOrEqual(position_ids, op.Constant(value_int=limit)))
-            safe = op.Where(outside, op.Constant(value_int=past_every_regime), position_ids)
-            coarse = op.Div(safe, op.Constant(value_int=fine_rows))
-            fine = op.Mod(safe, op.Constant(value_int=fine_rows))
-            cf = op.Gather(fine_cos, fine)
-            sf = op.Gather(fine_sin, fine)
-            cc = op.Gather(coarse_cos, coarse)
-            sc = op.Gather(coarse_sin, coarse)
-            cos = op.Sub(op.Mul(cc, cf), op.Mul(sc, sf))
-            sin = op.Add(op.Mul(sc, cf), op.Mul(cc, sf))
-            return cos, sin
-
-        return RopeCosSin
-
     original = scaling.longrope_original(p)
 
     @script(POSEXPORT, default_opset=op)
@@ -308,7 +279,9 @@ def cos_sin_source(p: RopeParams, op: Any) -> Any:
     """The scaling's function from position_ids and four tables to per-token cos/sin [b, s, n]."""
     if p.scaling == "dynamic":
         return dynamic_cos_sin_function(p, op)
-    return cos_sin_function(build_rope_tables(p), p, op)
+    if p.scaling == "longrope":
+        return longrope_cos_sin_function(build_rope_tables(p), p, op)
+    return cos_sin_function(build_rope_tables(p), op)
 
 
 def rope_functions(p: RopeParams, io: DType, op: Any, backend: str) -> list[Any]:

@@ -31,7 +31,7 @@ from ..params import check, check_choices, param
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
 from .inputs import grid_cases, random_normal
 from .rope import PAIR_LAYOUTS, apply_rope
-from .sincos2d import AxisCosSin, axis_cos_sin_function, typical_grid
+from .sincos2d import AxisCosSin, axis_cos_sin_functions, typical_grid
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def rotate_function(p: Rope2dParams, op: Any) -> Any:
 
 
 def rope2d_functions(p: Rope2dParams, t: tables.TwoLevelTables, io: DType, op: Any) -> list[Any]:
-    axis = axis_cos_sin_function(t.fine_rows, op)
+    axis, lookup = axis_cos_sin_functions(t, op)
     rotate = rotate_function(p, op)
     half = p.head_dim // 2
     float32, out_type = onnx.TensorProto.FLOAT, io.onnx
@@ -153,7 +153,7 @@ def rope2d_functions(p: Rope2dParams, t: tables.TwoLevelTables, io: DType, op: A
         by_col = rotate(x_col, op.Unsqueeze(cos_w, col_axes), op.Unsqueeze(sin_w, col_axes))
         return op.Cast(op.Concat(by_row, by_col, axis=-1), to=out_type)
 
-    return [Rope2d, axis, rotate]
+    return [Rope2d, axis, lookup, rotate]
 
 
 # --- properties (on runtime outputs) ----------------------------------------------------------------

@@ -26,6 +26,7 @@ from ..dtypes import COMPUTE, DType
 from ..params import check, param
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
 from .inputs import grid_cases, random_normal
+from .two_level import TwoLevelCosSin, cos_sin_function
 
 TYPICAL_GRID = (14, 14)  # ViT-B/16 at 224 px: the grid the sweep starts from
 
@@ -88,17 +89,10 @@ class AxisCosSin(torch.nn.Module):
 
     def __init__(self, t: tables.TwoLevelTables):
         super().__init__()
-        for name, value in t.as_dict(COMPUTE.numpy).items():
-            self.register_buffer(name, torch.from_numpy(value), persistent=False)
-        self.fine_rows = t.fine_rows
+        self.lookup = TwoLevelCosSin(t)
 
     def forward(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        positions = torch.arange(n)
-        coarse, fine = positions // self.fine_rows, positions % self.fine_rows
-        emb = torch.nn.functional.embedding
-        cf, sf = emb(fine, self.fine_cos), emb(fine, self.fine_sin)
-        cc, sc = emb(coarse, self.coarse_cos), emb(coarse, self.coarse_sin)
-        return cc * cf - sc * sf, sc * cf + cc * sf
+        return self.lookup(torch.arange(n))
 
 
 class Sincos2dEmbedding(torch.nn.Module):
@@ -119,29 +113,22 @@ class Sincos2dEmbedding(torch.nn.Module):
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def axis_cos_sin_function(fine_rows: int, op: Any) -> Any:
+def axis_cos_sin_functions(t: tables.TwoLevelTables, op: Any) -> list[Any]:
     """posexport.GridAxisCosSin(n, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin [n, freqs]
-    for positions 0 … n−1 (n a scalar); Gather raises past the coarse table."""
+    for positions 0 … n−1 (n a scalar), and the lookup it calls; n past the tables raises."""
+    lookup = cos_sin_function(t, op)
 
     @script(POSEXPORT, default_opset=op)
     def GridAxisCosSin(n, fine_cos, fine_sin, coarse_cos, coarse_sin):
         positions = op.Range(op.Constant(value_int=0), n, op.Constant(value_int=1))
-        rows = op.Constant(value_int=fine_rows)
-        coarse = op.Div(positions, rows)
-        fine = op.Mod(positions, rows)
-        cf = op.Gather(fine_cos, fine)
-        sf = op.Gather(fine_sin, fine)
-        cc = op.Gather(coarse_cos, coarse)
-        sc = op.Gather(coarse_sin, coarse)
-        cos = op.Sub(op.Mul(cc, cf), op.Mul(sc, sf))
-        sin = op.Add(op.Mul(sc, cf), op.Mul(cc, sf))
+        cos, sin = lookup(positions, fine_cos, fine_sin, coarse_cos, coarse_sin)
         return cos, sin
 
-    return GridAxisCosSin
+    return [GridAxisCosSin, lookup]
 
 
 def sincos2d_functions(p: Sincos2dParams, t: tables.TwoLevelTables, io: DType, op: Any) -> list[Any]:
-    axis = axis_cos_sin_function(t.fine_rows, op)
+    axis, lookup = axis_cos_sin_functions(t, op)
     half = p.dim // 2
     float32, out_type = onnx.TensorProto.FLOAT, io.onnx
 
@@ -159,7 +146,7 @@ def sincos2d_functions(p: Sincos2dParams, t: tables.TwoLevelTables, io: DType, o
         pe = op.Concat(cols, rows, axis=-1)
         return op.Cast(op.Add(op.Cast(x, to=float32), pe), to=out_type)
 
-    return [Sincos2d, axis]
+    return [Sincos2d, axis, lookup]
 
 
 # --- properties -------------------------------------------------------------------------------------

@@ -28,8 +28,7 @@ from ..params import check, check_choices, param
 from ..scaling import plain_inv_freq
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
 from .inputs import positions, random_normal, sequence_cases
-# Two-level lookup, the same function rope uses: posexport.RopeCosSin.
-from .rope import cos_sin_function
+from .two_level import TwoLevelCosSin, cos_sin_function
 
 PAIR_LAYOUTS = ("interleaved", "concat")
 DEFAULT_LIMIT = 1 << 17
@@ -89,20 +88,10 @@ class SinusoidalEmbedding(torch.nn.Module):
     def __init__(self, p: SinusoidalParams):
         super().__init__()
         self.p = p
-        t = build_sinusoidal_tables(p)
-        for name, value in t.as_dict(COMPUTE.numpy).items():
-            self.register_buffer(name, torch.from_numpy(value), persistent=False)
-        self.fine_rows = t.fine_rows
-        self.limit = t.limit
+        self.cos_sin = TwoLevelCosSin(build_sinusoidal_tables(p))
 
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        embed = torch.nn.functional.embedding
-        # A negative position is sent past the coarse table, so the lookup fails instead of wrapping.
-        safe = torch.where(position_ids < 0, self.limit, position_ids)
-        coarse, fine = safe // self.fine_rows, safe % self.fine_rows
-        cf, sf = embed(fine, self.fine_cos), embed(fine, self.fine_sin)
-        cc, sc = embed(coarse, self.coarse_cos), embed(coarse, self.coarse_sin)
-        cos, sin = cc * cf - sc * sf, sc * cf + cc * sf
+        cos, sin = self.cos_sin(position_ids)
         if self.p.pair_layout == "concat":
             pe = torch.cat([sin, cos], dim=-1)
         else:
@@ -116,7 +105,7 @@ class SinusoidalEmbedding(torch.nn.Module):
 def sinusoidal_functions(p: SinusoidalParams, t: tables.TwoLevelTables, io: DType, op: Any) -> list[Any]:
     """posexport.Sinusoidal(x, position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin) -> y, and the
     functions it calls."""
-    cos_sin = cos_sin_function(t.fine_rows, t.limit, op)
+    cos_sin = cos_sin_function(t, op)
     float32 = onnx.TensorProto.FLOAT
     out_type = io.onnx
     d_model = p.d_model
