@@ -30,3 +30,5 @@ bench: install
 	$(VENV)/bin/posexport bench --seqs 256,1024,2048,4096 --threads 2 --warmup 5 --repeats 30 --profile \
 		--indexshare-layers 4 --indexshare-seqs 256,1024 \
 		--json benchmarks/rope-ort-cpu.json --markdown benchmarks/rope-ort-cpu.md --plot benchmarks/rope-ort-cpu.png
+	$(VENV)/bin/posexport bench --encodings alibi,t5 --seqs 512,1024,2048 --threads 2 --warmup 5 --repeats 30 --profile \
+		--json benchmarks/bias-ort-cpu.json --markdown benchmarks/bias-ort-cpu.md --plot benchmarks/bias-ort-cpu.png
