@@ -74,12 +74,13 @@ def file_digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def verified_digest(path: str, recorded: str | None) -> str:
-    """The sha256 of a --weights file, for a params field: when a digest was recorded at build time (a
-    manifest being loaded), the file must still have it."""
+def pin(path: str, recorded: str | None) -> tuple[str, str]:
+    """(absolute path, sha256) of a --weights file, for a params object: absolute so that a manifest finds
+    the file from any folder; when a digest was recorded at build time (a manifest being loaded), the file
+    must still have it."""
     from .params import check
 
     check(Path(path).is_file(), "weights", path, "no such file")
     digest = file_digest(path)
     check(recorded in (None, digest), "weights", path, f"changed since the build (sha256 {digest}, manifest says {recorded})")
-    return digest
+    return str(Path(path).resolve()), digest

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ from ..dtypes import COMPUTE, DType
 from ..errors import PosexportError
 from ..extend import STRATEGIES, extend_table
 from ..params import check, check_choices, param
-from ..weights import file_digest, load_table
+from ..weights import load_table, pin
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
 from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS, positions, random_normal
 
@@ -54,14 +53,10 @@ class LearnedParams:
                 if getattr(self, name) is None:
                     object.__setattr__(self, name, default)
         else:
-            check(Path(self.weights).is_file(), "weights", self.weights, "no such file")
-            digest = file_digest(self.weights)
-            rows, cols = trained_table(self.weights, self.key, digest, self.max_positions, self.d_model).shape
-            check(self.weights_sha256 in (None, digest), "weights_sha256", self.weights_sha256,
-                  f"--weights {self.weights} now has sha256 {digest}; restore the file it was built from, or rebuild")
+            path, digest = pin(self.weights, self.weights_sha256)
+            rows, cols = trained_table(path, self.key, digest, self.max_positions, self.d_model).shape
+            object.__setattr__(self, "weights", path)
             object.__setattr__(self, "weights_sha256", digest)
-            # Absolute, so that a graph's manifest finds its table from any working folder.
-            object.__setattr__(self, "weights", str(Path(self.weights).resolve()))
             object.__setattr__(self, "max_positions", rows)
             object.__setattr__(self, "d_model", cols)
         check(isinstance(self.d_model, int) and self.d_model >= 1, "d_model", self.d_model, "must be ≥ 1")

@@ -16,7 +16,6 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ from onnxscript import script
 
 from ..dtypes import COMPUTE, DType
 from ..params import check, param
-from ..weights import file_digest, load_table
+from ..weights import load_table, pin
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
 from .inputs import attention_cases, random_normal
 
@@ -55,14 +54,10 @@ class T5Params:
                     object.__setattr__(self, name, default)
         self._check_shape()
         if self.weights is not None:
-            check(Path(self.weights).is_file(), "weights", self.weights, "no such file")
-            digest = file_digest(self.weights)
-            rows, cols = trained_table(self.weights, self.key, digest, self.num_buckets, self.heads).shape
-            check(self.weights_sha256 in (None, digest), "weights_sha256", self.weights_sha256,
-                  f"--weights {self.weights} now has sha256 {digest}; restore the file it was built from, or rebuild")
+            path, digest = pin(self.weights, self.weights_sha256)
+            rows, cols = trained_table(path, self.key, digest, self.num_buckets, self.heads).shape
+            object.__setattr__(self, "weights", path)
             object.__setattr__(self, "weights_sha256", digest)
-            # Absolute, so that a graph's manifest finds its table from any working folder.
-            object.__setattr__(self, "weights", str(Path(self.weights).resolve()))
             object.__setattr__(self, "num_buckets", rows)
             object.__setattr__(self, "heads", cols)
             self._check_shape()  # the shape read from the file must pass the same checks

@@ -71,7 +71,9 @@ class VitLearnedParams:
         if self.weights is None:
             check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only means something with --weights")
             return
-        object.__setattr__(self, "weights_sha256", weights_mod.verified_digest(self.weights, self.weights_sha256))
+        path, digest = weights_mod.pin(self.weights, self.weights_sha256)
+        object.__setattr__(self, "weights", path)
+        object.__setattr__(self, "weights_sha256", digest)
         trained_table(self)  # shape errors surface here, naming --weights
 
     @property
