@@ -13,7 +13,7 @@ from posexport.errors import PosexportError
 from posexport.params import parse_options
 from posexport.registry import list_encodings
 
-from .common import EXTRA_OPTIONS, build_from_cli, console, graph_options
+from .common import EXTRA_OPTIONS, console, graph_options
 
 DEFAULT_OUT = Path("graphs/build")
 _opts = graph_options()

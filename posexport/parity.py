@@ -338,7 +338,7 @@ def run_parity(
             largest = enc.largest_position(p, feeds)
             here: dict[str, np.ndarray] = {}
             info = dict(axes=dict(case.axes), largest_position=largest)
-            for name, (runtime, session) in sessions.items():
+            for name, (_, session) in sessions.items():
                 result, out = judge(session.run, feeds, ref, bound)
                 report.results.append(CaseResult(label, case.label, name, **result, **info))
                 if out is not None:
