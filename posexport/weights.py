@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,3 +85,18 @@ def pin(path: str, recorded: str | None) -> tuple[str, str]:
     digest = file_digest(path)
     check(recorded in (None, digest), "weights", path, f"changed since the build (sha256 {digest}, manifest says {recorded})")
     return str(Path(path).resolve()), digest
+
+
+def pin_params(p: Any) -> bool:
+    """Check a params object's ``weights``/``key``/``weights_sha256`` fields and pin its --weights file in
+    place (absolute path and sha256, see :func:`pin`). True when a weights file is given."""
+    from .params import check
+
+    check(p.key is None or p.weights is not None, "key", p.key, "names a tensor inside --weights; give --weights too")
+    if p.weights is None:
+        check(p.weights_sha256 is None, "weights_sha256", p.weights_sha256, "only means something with --weights")
+        return False
+    path, digest = pin(p.weights, p.weights_sha256)
+    object.__setattr__(p, "weights", path)
+    object.__setattr__(p, "weights_sha256", digest)
+    return True

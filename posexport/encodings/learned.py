@@ -24,7 +24,7 @@ from ..dtypes import COMPUTE, DType
 from ..errors import PosexportError
 from ..extend import STRATEGIES, extend_table
 from ..params import check, check_choices, param
-from ..weights import load_table, pin
+from ..weights import load_table, pin_params
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
 from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS, positions, random_normal
 
@@ -46,19 +46,14 @@ class LearnedParams:
 
     def __post_init__(self) -> None:
         check_choices(self)
-        if self.weights is None:
-            check(self.key is None, "key", self.key, "names a tensor inside --weights; give --weights too")
-            check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only with --weights")
+        if pin_params(self):
+            rows, cols = trained_table(self.weights, self.key, self.weights_sha256, self.max_positions, self.d_model).shape
+            object.__setattr__(self, "max_positions", rows)
+            object.__setattr__(self, "d_model", cols)
+        else:
             for name, default in (("d_model", DEFAULT_D_MODEL), ("max_positions", DEFAULT_MAX_POSITIONS)):
                 if getattr(self, name) is None:
                     object.__setattr__(self, name, default)
-        else:
-            path, digest = pin(self.weights, self.weights_sha256)
-            rows, cols = trained_table(path, self.key, digest, self.max_positions, self.d_model).shape
-            object.__setattr__(self, "weights", path)
-            object.__setattr__(self, "weights_sha256", digest)
-            object.__setattr__(self, "max_positions", rows)
-            object.__setattr__(self, "d_model", cols)
         check(isinstance(self.d_model, int) and self.d_model >= 1, "d_model", self.d_model, "must be ≥ 1")
         check(isinstance(self.max_positions, int) and self.max_positions >= 1, "max_positions", self.max_positions, "must be ≥ 1")
         if self.extend_to is not None:

@@ -47,14 +47,8 @@ class SwinParams:
         check(1 <= self.window_w <= MAX_WINDOW, "window_w", self.window_w, f"must be in [1, {MAX_WINDOW}]")
         check(self.heads >= 1, "heads", self.heads, "needs at least 1 head")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
-        check(self.key is None or self.weights is not None, "key", self.key, "only means something with --weights")
-        if self.weights is None:
-            check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only means something with --weights")
-            return
-        path, digest = weights_mod.pin(self.weights, self.weights_sha256)
-        object.__setattr__(self, "weights", path)
-        object.__setattr__(self, "weights_sha256", digest)
-        bias_table(self)  # shape errors surface here, naming --weights
+        if weights_mod.pin_params(self):
+            bias_table(self)  # shape errors surface here, naming --weights
 
     @property
     def tokens(self) -> int:

@@ -25,7 +25,7 @@ from onnxscript import script
 
 from ..dtypes import COMPUTE, DType
 from ..params import check, param
-from ..weights import load_table, pin
+from ..weights import load_table, pin_params
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
 from .inputs import attention_cases, random_normal
 
@@ -46,18 +46,14 @@ class T5Params:
     seed: int = param(0, f"seed of the N(0, {INIT_STD:g}) table used without --weights")
 
     def __post_init__(self) -> None:
-        if self.weights is None:
-            check(self.key is None, "key", self.key, "names a tensor inside --weights; give --weights too")
-            check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only with --weights")
+        weighted = pin_params(self)
+        if not weighted:
             for name, default in (("heads", DEFAULT_HEADS), ("num_buckets", DEFAULT_BUCKETS)):
                 if getattr(self, name) is None:
                     object.__setattr__(self, name, default)
         self._check_shape()
-        if self.weights is not None:
-            path, digest = pin(self.weights, self.weights_sha256)
-            rows, cols = trained_table(path, self.key, digest, self.num_buckets, self.heads).shape
-            object.__setattr__(self, "weights", path)
-            object.__setattr__(self, "weights_sha256", digest)
+        if weighted:
+            rows, cols = trained_table(self.weights, self.key, self.weights_sha256, self.num_buckets, self.heads).shape
             object.__setattr__(self, "num_buckets", rows)
             object.__setattr__(self, "heads", cols)
             self._check_shape()  # the shape read from the file must pass the same checks

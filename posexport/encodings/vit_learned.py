@@ -67,14 +67,8 @@ class VitLearnedParams:
         check(math.isfinite(self.cubic_coefficient) and -1.0 <= self.cubic_coefficient < 0.0,
               "cubic_coefficient", self.cubic_coefficient, "must be in [−1, 0), e.g. −0.5 (torch antialias) or −0.75")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
-        check(self.key is None or self.weights is not None, "key", self.key, "only means something with --weights")
-        if self.weights is None:
-            check(self.weights_sha256 is None, "weights_sha256", self.weights_sha256, "only means something with --weights")
-            return
-        path, digest = weights_mod.pin(self.weights, self.weights_sha256)
-        object.__setattr__(self, "weights", path)
-        object.__setattr__(self, "weights_sha256", digest)
-        trained_table(self)  # shape errors surface here, naming --weights
+        if weights_mod.pin_params(self):
+            trained_table(self)  # shape errors surface here, naming --weights
 
     @property
     def table_rows(self) -> int:
