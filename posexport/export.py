@@ -132,7 +132,7 @@ def script_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         [value_info(s, opts.dtype) for s in outputs],
         initializer=[onh.from_array(array, name) for name, array in tables.items()],
     )
-    protos = callees_first([entry] + [f.to_function_proto() for f in functions[1:]])
+    protos = callees_first([entry] + [f.to_function_proto() for f in called_functions(functions)])
     imports = {"": opts.opset, POSEXPORT.domain: POSEXPORT.version}
     for proto in protos:
         for imp in proto.opset_import:
@@ -143,6 +143,15 @@ def script_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         opset_imports=[oh.make_opsetid(d, v) for d, v in sorted(imports.items())],
         ir_version=10,
     )
+
+
+def called_functions(functions: list[Any]) -> list[Any]:
+    """The functions listed after the entry point, and every function any of them calls, once each."""
+    found: dict[str, Any] = {}
+    for function in functions:
+        for callee in [function, *function.function_ir.get_called_functions().values()]:
+            found.setdefault(callee.name, callee)
+    return [f for name, f in found.items() if name != functions[0].name]
 
 
 def callees_first(protos: list[onnx.FunctionProto]) -> list[onnx.FunctionProto]:

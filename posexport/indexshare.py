@@ -131,7 +131,8 @@ def build_block(
     graph = oh.make_graph(g.nodes, f"posexport_{kind.replace('-', '_')}", inputs, outputs,
                           initializer=[onh.from_array(a, n) for n, a in table_arrays.items()] + g.initializers)
     imports = {"": opset, POSEXPORT.domain: POSEXPORT.version, MSFT: 1}
-    model = oh.make_model(graph, functions=[f.to_function_proto() for f in functions[1:]], ir_version=10,
+    carried = export.callees_first([f.to_function_proto() for f in export.called_functions(functions)])
+    model = oh.make_model(graph, functions=carried, ir_version=10,
                           opset_imports=[oh.make_opsetid(dom, ver) for dom, ver in sorted(imports.items())])
     model.producer_name = "posexport"
     model.doc_string = f"posexport rope {kind} attention block, {layers} layers"

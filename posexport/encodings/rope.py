@@ -31,7 +31,7 @@ from ..dtypes import COMPUTE, DType
 from ..params import check, check_choices, param
 from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
 from .inputs import positions, random_normal, sequence_cases
-from .two_level import TwoLevelCosSin, cos_sin_function
+from .two_level import TwoLevelCosSin, cos_sin_function, gather_function
 
 PAIR_LAYOUTS = ("half", "interleaved")
 LAYOUTS = ("bshd", "bhsd")
@@ -228,6 +228,7 @@ def longrope_cos_sin_function(t: tables.TwoLevelTables, p: RopeParams, op: Any) 
     the two-level lookup of two_level.py with the regime decided per call."""
     fine_rows, coarse_rows, limit, past_every_regime = t.fine_rows, t.coarse_rows, t.limit, t.regimes * t.limit
     original = scaling.longrope_original(p)
+    gather = gather_function(op)
 
     @script(POSEXPORT, default_opset=op)
     def RopeCosSinLongrope(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
@@ -239,12 +240,7 @@ def longrope_cos_sin_function(t: tables.TwoLevelTables, p: RopeParams, op: Any) 
         long = op.Cast(op.Greater(seq_len, op.Constant(value_int=original)), to=onnx.TensorProto.INT64)
         coarse = op.Add(op.Div(safe, op.Constant(value_int=fine_rows)), op.Mul(long, op.Constant(value_int=coarse_rows)))
         fine = op.Add(op.Mod(safe, op.Constant(value_int=fine_rows)), op.Mul(long, op.Constant(value_int=fine_rows)))
-        cf = op.Gather(fine_cos, fine)
-        sf = op.Gather(fine_sin, fine)
-        cc = op.Gather(coarse_cos, coarse)
-        sc = op.Gather(coarse_sin, coarse)
-        cos = op.Sub(op.Mul(cc, cf), op.Mul(sc, sf))
-        sin = op.Add(op.Mul(sc, cf), op.Mul(cc, sf))
+        cos, sin = gather(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin)
         return cos, sin
 
     return RopeCosSinLongrope

@@ -41,9 +41,27 @@ class TwoLevelCosSin(torch.nn.Module):
         return cc * cf - sc * sf, sc * cf + cc * sf
 
 
+def gather_function(op: Any) -> Any:
+    """posexport.TwoLevelGather(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin:
+    the angle-addition formula over rows ``fine`` and ``coarse`` of the tables."""
+
+    @script(POSEXPORT, default_opset=op)
+    def TwoLevelGather(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        cf = op.Gather(fine_cos, fine)
+        sf = op.Gather(fine_sin, fine)
+        cc = op.Gather(coarse_cos, coarse)
+        sc = op.Gather(coarse_sin, coarse)
+        cos = op.Sub(op.Mul(cc, cf), op.Mul(sc, sf))
+        sin = op.Add(op.Mul(sc, cf), op.Mul(cc, sf))
+        return cos, sin
+
+    return TwoLevelGather
+
+
 def cos_sin_function(t: tables.TwoLevelTables, op: Any) -> Any:
     """posexport.TwoLevelCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin."""
     fine_rows, limit, past_every_regime = t.fine_rows, t.limit, t.regimes * t.limit
+    gather = gather_function(op)
 
     @script(POSEXPORT, default_opset=op)
     def TwoLevelCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
@@ -51,12 +69,7 @@ def cos_sin_function(t: tables.TwoLevelTables, op: Any) -> Any:
         safe = op.Where(outside, op.Constant(value_int=past_every_regime), position_ids)
         coarse = op.Div(safe, op.Constant(value_int=fine_rows))
         fine = op.Mod(safe, op.Constant(value_int=fine_rows))
-        cf = op.Gather(fine_cos, fine)
-        sf = op.Gather(fine_sin, fine)
-        cc = op.Gather(coarse_cos, coarse)
-        sc = op.Gather(coarse_sin, coarse)
-        cos = op.Sub(op.Mul(cc, cf), op.Mul(sc, sf))
-        sin = op.Add(op.Mul(sc, cf), op.Mul(cc, sf))
+        cos, sin = gather(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin)
         return cos, sin
 
     return TwoLevelCosSin
