@@ -1,4 +1,4 @@
-"""Helpers shared by the sinusoidal, learned, T5 and ALiBi tests: run a built graph on a runtime and
+"""Helpers shared by the encoding tests: run a built graph on a runtime and
 judge it against the float64 oracle (DESIGN 4.2), with −inf masks matched exactly."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from onnx.reference import ReferenceEvaluator
 
 from posexport import export
 
-from .conftest import posexport_cli, session
+from .conftest import normalised_error, posexport_cli, session
 
 DTYPES = ["float32", "float16", "bfloat16"]
 RUNTIMES = ["ort-cpu", "reference"]
@@ -38,6 +38,22 @@ def check_feeds(art, runtime: str, feeds: dict[str, np.ndarray], bound: float | 
         bound = art.options.dtype.bound(largest)
     assert err <= bound, f"{runtime}: error {err:.3e} > bound {bound:.1e}"
     return err
+
+
+def check_every_case(art, runtime: str) -> float:
+    """Every case of the encoding's own sweep on one runtime, each within DESIGN 4.2's bound for the
+    build's dtype; returns the worst error."""
+    enc, p = art.encoding, art.params
+    worst = 0.0
+    for index, case in enumerate(enc.cases(p)):
+        feeds = enc.feeds(p, case, art.options.dtype, np.random.default_rng(index))
+        ref = enc.reference(p, feeds)
+        out = session(art, runtime).run(feeds)
+        assert out.dtype == art.options.dtype.numpy and out.shape == ref.shape, case.label
+        err = normalised_error(out, ref)
+        assert err <= art.options.dtype.bound(), f"{case.label} on {runtime}: {err:.3e}"
+        worst = max(worst, err)
+    return worst
 
 
 def largest_intermediate(art, feeds: dict[str, np.ndarray]) -> int:

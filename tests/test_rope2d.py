@@ -13,7 +13,8 @@ from posexport.encodings.rope2d import reference
 from posexport.errors import PosexportError
 from posexport.registry import get_encoding
 
-from .conftest import artifact, normalised_error, posexport_cli, session
+from .conftest import artifact, posexport_cli, session
+from .encoding_checks import check_every_case
 
 HALF = dict(head_dim=16, heads=2, max_grid=64)
 INTERLEAVED = dict(head_dim=24, heads=3, pair_layout="interleaved", base=100.0, max_grid=64)
@@ -52,13 +53,7 @@ def test_reference_is_complex_rotation(config, rng):
 
 def check_parity_and_properties(art, runtime: str) -> None:
     enc, p = art.encoding, art.params
-    for index, case in enumerate(enc.cases(p)):
-        feeds = enc.feeds(p, case, art.options.dtype, np.random.default_rng(index))
-        ref = reference(p, feeds)
-        out = session(art, runtime).run(feeds)
-        assert out.dtype == art.options.dtype.numpy and out.shape == ref.shape, case.label
-        err = normalised_error(out, ref)
-        assert err <= art.options.dtype.bound(), f"{case.label} on {runtime}: {err:.3e}"
+    check_every_case(art, runtime)
     for prop in enc.properties(p):
         result = prop.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
         assert result.ok, f"{prop.name}: {result.detail} (error {result.error:.3e})"

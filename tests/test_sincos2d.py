@@ -9,11 +9,12 @@ import json
 import numpy as np
 import pytest
 
-from posexport.encodings.sincos2d import build_sincos2d, reference
+from posexport.encodings.sincos2d import build_sincos2d
 from posexport.errors import PosexportError
 from posexport.registry import get_encoding
 
-from .conftest import artifact, normalised_error, posexport_cli, session
+from .conftest import artifact, posexport_cli, session
+from .encoding_checks import check_every_case
 
 CONFIG = dict(dim=32, max_grid=64)
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -46,13 +47,7 @@ def test_layout_matches_mae(h, w):
 def test_parity_every_grid(dtype, source, runtime):
     art = artifact("sincos-2d", dtype=dtype, source=source, **CONFIG)
     enc, p = art.encoding, art.params
-    for index, case in enumerate(enc.cases(p)):
-        feeds = enc.feeds(p, case, art.options.dtype, np.random.default_rng(index))
-        ref = reference(p, feeds)
-        out = session(art, runtime).run(feeds)
-        assert out.dtype == art.options.dtype.numpy and out.shape == ref.shape, case.label
-        err = normalised_error(out, ref)
-        assert err <= art.options.dtype.bound(), f"{case.label} on {runtime}: {err:.3e}"
+    check_every_case(art, runtime)
     (bounded,) = enc.properties(p)
     result = bounded.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
     assert result.ok, result.detail

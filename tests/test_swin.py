@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from posexport.encodings.swin import bias_table, build_bias, reference, relative_index
+from posexport.encodings.swin import bias_table, build_bias, relative_index
 from posexport.errors import PosexportError
 from posexport.registry import get_encoding
 
-from .conftest import artifact, normalised_error, posexport_cli, session
+from .conftest import artifact, posexport_cli, session
+from .encoding_checks import check_every_case
 
 CONFIG = dict(window_h=4, window_w=3, heads=2)
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -43,13 +44,7 @@ def test_index_matches_swin(wh, ww):
 def test_parity_and_offset_property(dtype, source, runtime):
     art = artifact("swin", dtype=dtype, source=source, **CONFIG)
     enc, p = art.encoding, art.params
-    for index, case in enumerate(enc.cases(p)):
-        feeds = enc.feeds(p, case, art.options.dtype, np.random.default_rng(index))
-        ref = reference(p, feeds)
-        out = session(art, runtime).run(feeds)
-        assert out.dtype == art.options.dtype.numpy and out.shape == ref.shape, case.label
-        err = normalised_error(out, ref)
-        assert err <= art.options.dtype.bound(), f"{case.label} on {runtime}: {err:.3e}"
+    check_every_case(art, runtime)
     (relative,) = enc.properties(p)
     result = relative.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
     assert result.ok, result.detail

@@ -19,6 +19,7 @@ from posexport.errors import ParamError, PosexportError
 from posexport.registry import get_encoding
 
 from .conftest import artifact, normalised_error, posexport_cli, session
+from .encoding_checks import check_every_case
 
 PLAIN = dict(dim=32, trained_h=6, trained_w=5, max_grid=16)
 WITH_CLS = dict(dim=24, trained_h=4, trained_w=4, max_grid=12, class_token=True)
@@ -72,20 +73,6 @@ def test_weights_are_normalised_and_the_trained_size_is_the_identity():
     assert np.array_equal(aa_bicubic_weights(14, 14, -0.5), np.eye(14))
 
 
-def check_cases(art, runtime: str) -> float:
-    enc, p = art.encoding, art.params
-    worst = 0.0
-    for index, case in enumerate(enc.cases(p)):
-        feeds = enc.feeds(p, case, art.options.dtype, np.random.default_rng(index))
-        ref = reference(p, feeds)
-        out = session(art, runtime).run(feeds)
-        assert out.dtype == art.options.dtype.numpy and out.shape == ref.shape, case.label
-        err = normalised_error(out, ref)
-        assert err <= art.options.dtype.bound(), f"{case.label} on {runtime}: {err:.3e}"
-        worst = max(worst, err)
-    return worst
-
-
 # torch exports cost seconds each: float16/bfloat16 torch artifacts run in the slow (CI) sweep.
 BUILDS = [(d, "script") for d in DTYPES] + [("float32", "torch")] + [pytest.param(d, "torch", marks=pytest.mark.slow) for d in DTYPES[1:]]
 
@@ -94,7 +81,7 @@ BUILDS = [(d, "script") for d in DTYPES] + [("float32", "torch")] + [pytest.para
 @pytest.mark.parametrize("dtype, source", BUILDS)
 def test_parity_every_grid(dtype, source, runtime):
     art = artifact("vit-learned", dtype=dtype, source=source, **PLAIN)
-    check_cases(art, runtime)
+    check_every_case(art, runtime)
     (prop,) = art.encoding.properties(art.params)
     result = prop.check(session(art, runtime).run, art.params, art.options.dtype, np.random.default_rng(7))
     assert result.ok, result.detail
@@ -107,7 +94,7 @@ def test_class_token_gives_the_token_sequence(source):
     dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in art.model.graph.output}
     assert dims == {"y": ["batch", "tokens", 24]}
     for runtime in RUNTIMES:
-        check_cases(art, runtime)
+        check_every_case(art, runtime)
         (prop,) = art.encoding.properties(art.params)
         assert prop.check(session(art, runtime).run, art.params, art.options.dtype, np.random.default_rng(3)).ok
 
