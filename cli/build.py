@@ -8,10 +8,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from posexport import config, export, indexshare
+from posexport import export
+from posexport.rope import config, indexshare
 from posexport.errors import PosexportError
 from posexport.params import parse_options
-from posexport.registry import list_encodings
+from posexport.registry import list_encodings, summary
 
 from .common import EXTRA_OPTIONS, console, graph_options
 
@@ -22,7 +23,7 @@ _opts = graph_options()
 def list_command() -> None:
     """Show every encoding with its parameters and defaults."""
     for enc in list_encodings():
-        table = Table(title=f"{enc.name} — {enc.summary}", title_justify="left", show_lines=False)
+        table = Table(title=f"{enc.name} — {summary(enc.name)}", title_justify="left", show_lines=False)
         table.add_column("option")
         table.add_column("default")
         table.add_column("meaning")

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from posexport import export
-from posexport.backends import DEFAULT_TARGET
+from posexport.contract import DEFAULT_TARGET
 from posexport.params import parse_options
 
 console = Console(soft_wrap=True)

@@ -39,9 +39,12 @@ import onnx
 import onnx.helper as oh
 import torch
 
-from . import backends as rope_backends, export, indexshare
+from . import export
+from .files import atomic_write
+from .rope import backends as rope_backends, indexshare
 from .dtypes import DType, get_dtype
-from .encodings.base import Case, Encoding
+from .contract import Case
+from .encodings.base import Encoding
 from .errors import PosexportError
 from .registry import get_encoding
 
@@ -532,7 +535,7 @@ def markdown(result: BenchResult, single_table_note: str | None = None) -> str:
 
 def graph_size_note() -> str:
     """DESIGN 4.3: bytes of the 131072-position LLaMA-3.1 rope graph against one cos/sin table."""
-    from . import scaling
+    from .rope import scaling
 
     params: dict[str, Any] = {"head_dim": 128, "heads": 32, "base": 500000.0, "max_positions": 131072, "position_limit": 131072}
     if "llama3" in scaling.SCALINGS:  # LLaMA-3.1's own scaling, where this build has it
@@ -590,6 +593,6 @@ def write(path: str | Path, data: bytes) -> None:
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        export.atomic_write(target, data)
+        atomic_write(target, data)
     except OSError as e:
         raise PosexportError(f"{target}: cannot write there ({e.strerror}); choose a writable path") from None

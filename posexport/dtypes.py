@@ -1,26 +1,40 @@
-"""Floating-point I/O types of built graphs and their DESIGN 4.2 tolerances."""
+"""Floating-point I/O types of built graphs, their parity tolerances, and the one bridge between numpy
+and the types numpy lacks (bfloat16).
+
+Light on purpose: the torch and ml_dtypes types are looked up when first asked for, so the CLI's
+`--help` and `list` need neither.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from dataclasses import dataclass
+from typing import Any
 
-import ml_dtypes
 import numpy as np
-import onnx
-import torch
 
 from .errors import ParamError
+
+# ONNX TensorProto.DataType values (fixed by the ONNX standard).
+ONNX_FLOAT, ONNX_FLOAT16, ONNX_BFLOAT16, ONNX_INT64 = 1, 10, 16, 7
 
 
 @dataclass(frozen=True)
 class DType:
     name: str
-    numpy: np.dtype
-    torch: torch.dtype
     onnx: int
-    # Upper bound on max|out - ref| / max(1, max|ref|) against the float64 oracle (DESIGN 4.2).
+    # Upper bound on max|out − ref| / max(1, max|ref|) against the float64 oracle.
     tolerance: float
+
+    @property
+    def numpy(self) -> np.dtype:
+        return numpy_dtype(self.name)
+
+    @property
+    def torch(self) -> Any:
+        return getattr(importlib.import_module("torch"), self.name)
 
     def bound(self, largest_position: int | None = None) -> float:
         """The tolerance, grown by log2 of the largest position for float32 rope/sinusoidal outputs."""
@@ -29,10 +43,17 @@ class DType:
         return self.tolerance
 
 
+@functools.cache
+def numpy_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":  # numpy has no bfloat16; ml_dtypes provides the one onnx and onnxruntime use
+        return np.dtype(importlib.import_module("ml_dtypes").bfloat16)
+    return np.dtype(name)
+
+
 DTYPES: dict[str, DType] = {
-    "float32": DType("float32", np.dtype(np.float32), torch.float32, onnx.TensorProto.FLOAT, 1e-6),
-    "float16": DType("float16", np.dtype(np.float16), torch.float16, onnx.TensorProto.FLOAT16, 4e-3),
-    "bfloat16": DType("bfloat16", np.dtype(ml_dtypes.bfloat16), torch.bfloat16, onnx.TensorProto.BFLOAT16, 3e-2),
+    "float32": DType("float32", ONNX_FLOAT, 1e-6),
+    "float16": DType("float16", ONNX_FLOAT16, 4e-3),
+    "bfloat16": DType("bfloat16", ONNX_BFLOAT16, 3e-2),
 }
 
 # Tables and arithmetic inside graphs run in float32 whatever the I/O type: onnxruntime's CPU provider
@@ -47,8 +68,25 @@ def get_dtype(name: str) -> DType:
         raise ParamError("dtype", name, f"choose one of {', '.join(DTYPES)}") from None
 
 
-def from_onnx(elem_type: int) -> DType:
-    for dtype in DTYPES.values():
-        if dtype.onnx == elem_type:
-            return dtype
-    raise KeyError(onnx.TensorProto.DataType.Name(elem_type))
+def is_bfloat16(array: np.ndarray) -> bool:
+    return array.dtype == numpy_dtype("bfloat16")
+
+
+def to_float32_if_bfloat16(array: np.ndarray) -> np.ndarray:
+    """Runtimes and libraries without bfloat16 (torch.from_numpy, OpenVINO tensors) take float32."""
+    return array.astype(np.float32) if is_bfloat16(array) else array
+
+
+def to_torch(array: np.ndarray) -> Any:
+    """A torch tensor of the array's dtype; bfloat16 travels through float32, exactly."""
+    torch = importlib.import_module("torch")
+    tensor = torch.from_numpy(np.ascontiguousarray(to_float32_if_bfloat16(array)))
+    return tensor.to(torch.bfloat16) if is_bfloat16(array) else tensor
+
+
+def from_torch(tensor: Any) -> np.ndarray:
+    """A numpy array of the tensor's dtype; bfloat16 travels through float32, exactly."""
+    torch = importlib.import_module("torch")
+    if tensor.dtype == torch.bfloat16:
+        return tensor.detach().to(torch.float32).cpu().numpy().astype(numpy_dtype("bfloat16"))
+    return tensor.detach().cpu().numpy()

@@ -12,66 +12,30 @@ import importlib.metadata
 import io
 import json
 import logging
-import os
-import tempfile
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import onnx
 import onnx.helper as oh
 import onnx.numpy_helper as onh
-import onnxscript.onnx_opset
 import torch
 
 from . import __version__, params as params_mod
-from .backends import AUTO, DEFAULT_TARGET, PORTABLE, resolve_backend
+from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSION, PORTABLE, SOURCES, Artifact, BuildOptions, TensorSpec
 from .dtypes import DType, get_dtype
-from .encodings.base import POSEXPORT, BuildOptions, Encoding, TensorSpec
+from .encodings.base import Encoding
 from .errors import PosexportError
+from .files import atomic_write
 from .registry import get_encoding
+from .rope.backends import resolve_backend
+from .script import callees_first, called_functions, check_opset, standard_opset
 
-SOURCES = ("script", "torch")
-DEFAULT_OPSET = 18
-MIN_OPSET = 17
 PACKAGES = ("onnx", "onnxruntime", "onnxscript", "torch", "numpy")
-
-
-@dataclass
-class Artifact:
-    """A built graph and its manifest (DESIGN 2)."""
-
-    model: onnx.ModelProto
-    manifest: dict[str, Any]
-    encoding: Encoding
-    params: Any
-    options: BuildOptions
-
-    @property
-    def model_bytes(self) -> bytes:
-        return serialize(self.model)
 
 
 def serialize(model: onnx.ModelProto) -> bytes:
     return model.SerializeToString(deterministic=True)
-
-
-def newest_opset() -> int:
-    """The newest opset both onnx and onnxscript know."""
-    scripted = max(int(n[len("opset"):]) for n in dir(onnxscript.onnx_opset) if n.startswith("opset") and n[len("opset"):].isdigit())
-    return min(onnx.defs.onnx_opset_version(), scripted)
-
-
-def check_opset(opset: int) -> int:
-    newest = newest_opset()
-    if not MIN_OPSET <= opset <= newest:
-        raise PosexportError(f"--opset {opset}: choose an opset from {MIN_OPSET} to {newest}")
-    return opset
-
-
-def standard_opset(opset: int) -> Any:
-    return getattr(onnxscript.onnx_opset, f"opset{opset}")
 
 
 def value_info(spec: TensorSpec, dtype: DType) -> onnx.ValueInfoProto:
@@ -122,7 +86,7 @@ def script_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         entry.name,
         [s.name for s in inputs] + list(tables),
         [s.name for s in outputs],
-        domain=POSEXPORT.domain,
+        domain=DOMAIN,
         name=entry.name,
     )
     graph = oh.make_graph(
@@ -133,7 +97,7 @@ def script_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         initializer=[onh.from_array(array, name) for name, array in tables.items()],
     )
     protos = callees_first([entry] + [f.to_function_proto() for f in called_functions(functions)])
-    imports = {"": opts.opset, POSEXPORT.domain: POSEXPORT.version}
+    imports = {"": opts.opset, DOMAIN: DOMAIN_VERSION}
     for proto in protos:
         for imp in proto.opset_import:
             imports.setdefault(imp.domain, imp.version)
@@ -143,37 +107,6 @@ def script_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         opset_imports=[oh.make_opsetid(d, v) for d, v in sorted(imports.items())],
         ir_version=10,
     )
-
-
-def called_functions(functions: list[Any]) -> list[Any]:
-    """The functions listed after the entry point, and every function any of them calls, once each."""
-    found: dict[str, Any] = {}
-    for function in functions:
-        for callee in [function, *function.function_ir.get_called_functions().values()]:
-            found.setdefault(callee.name, callee)
-    return [f for name, f in found.items() if name != functions[0].name]
-
-
-def callees_first(protos: list[onnx.FunctionProto]) -> list[onnx.FunctionProto]:
-    """Order functions so each follows those it calls: the reference evaluator resolves them in order."""
-    by_key = {(p.domain, p.name): p for p in protos}
-    ordered: list[onnx.FunctionProto] = []
-    seen: set[tuple[str, str]] = set()
-
-    def visit(proto: onnx.FunctionProto) -> None:
-        key = (proto.domain, proto.name)
-        if key in seen:
-            return
-        seen.add(key)
-        for node in proto.node:
-            callee = by_key.get((node.domain, node.op_type))
-            if callee is not None:
-                visit(callee)
-        ordered.append(proto)
-
-    for proto in protos:
-        visit(proto)
-    return ordered
 
 
 EXAMPLE_SIZES = (2, 5, 3, 7, 11, 13)
@@ -279,27 +212,6 @@ def make_manifest(enc: Encoding, p: Any, opts: BuildOptions, source: str, model:
         "bytes": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
     }
-
-
-def current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write to a temporary name beside the target, then rename: a failure leaves nothing half-written."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        # mkstemp creates 0600; give the file the permissions a plain open() would have.
-        os.chmod(tmp, 0o666 & ~current_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def save(artifact: Artifact, out_dir: str | Path, name: str | None = None) -> tuple[Path, Path]:

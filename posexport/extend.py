@@ -26,37 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
+from . import export
+from .encodings.learned import STRATEGIES, check_rows, extend_table
 from .errors import PosexportError
+from .files import atomic_write
 from .weights import SUFFIXES, load_table
-
-STRATEGIES = ("mean", "interpolate")
-
-
-def extend_table(table: np.ndarray, rows: int, strategy: str) -> np.ndarray:
-    """The table [M, D] extended to [rows, D] (rows > M) in float64, by ``strategy`` (see the module doc)."""
-    table = np.asarray(table, dtype=np.float64)
-    old = table.shape[0]
-    if strategy not in STRATEGIES:
-        raise PosexportError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
-    check_rows(rows, old)
-    if strategy == "mean":
-        return np.concatenate([table, np.broadcast_to(table.mean(axis=0), (rows - old, table.shape[1]))])
-    scaled = np.arange(rows, dtype=np.int64) * old  # x·N = j·M, exact
-    lo = scaled // rows
-    frac = ((scaled % rows) / rows)[:, None]
-    hi = np.minimum(lo + 1, old - 1)
-    return (1.0 - frac) * table[lo] + frac * table[hi]
-
-
-def check_rows(rows: int, current: int) -> None:
-    if rows <= current:
-        raise PosexportError(f"--to {rows}: must be more than the table's {current} rows")
-
 
 def extend_graph(path: str | Path, rows: int, strategy: str):
     """A learned graph rebuilt with its table extended to ``rows``; same dtype, opset, source and backend."""
-    from . import export  # export imports the encodings, which import this module
-
     art = export.load(path)
     if art.encoding.name != "learned":
         raise PosexportError(f"{path}: `extend` needs a learned graph; this one is {art.encoding.name}")
@@ -112,8 +89,6 @@ def extend_file(
 ) -> list[Path]:
     """`posexport extend`: a learned graph (.onnx with its manifest) or a weights file, extended to ``rows``
     and written as new files (default: beside the source, named STEM-ROWS). Returns the written paths."""
-    from . import export
-
     source = Path(source)
     if strategy not in STRATEGIES:
         raise PosexportError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
@@ -133,7 +108,7 @@ def extend_file(
         raise PosexportError(f"--name {stem}: would overwrite the source {source}; choose another name or --out")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        export.atomic_write(target, data)
+        atomic_write(target, data)
     except OSError as e:
         raise PosexportError(f"--out {out_dir}: cannot write there ({e.strerror}); choose a writable folder") from None
     return [target]

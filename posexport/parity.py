@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from .errors import PosexportError
-from .export import Artifact, atomic_write
+from .contract import Artifact
+from .files import atomic_write
 from .runtimes import RUNTIMES, Runtime, get_runtime
 
 # Two runtimes each within the bound of the truth can differ by twice the bound from each other.

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import DType
-from .encodings.base import Property, PropertyResult, Runner
+from .contract import Property, PropertyResult, Runner
 
 # Property names a runtime may list among its known limitations (runtimes/base.py).
 RAISES_PAST_LIMIT = "raises-past-limit"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PosexportError
-from .export import atomic_write
+from .files import atomic_write
 from .parity import CaseResult, Report
 
 

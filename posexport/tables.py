@@ -24,6 +24,11 @@ def split_rows(limit: int) -> tuple[int, int]:
     return fine, coarse
 
 
+def plain_inv_freq(dim: int, base: float) -> np.ndarray:
+    """θ_i = base^(−2i/d), i = 0 … d/2−1, in float64."""
+    return base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+
+
 def angles(positions: np.ndarray, inv_freq: np.ndarray) -> np.ndarray:
     """positions [...] × inv_freq [n] -> angles [..., n] in float64."""
     return np.asarray(positions, dtype=np.float64)[..., None] * np.asarray(inv_freq, dtype=np.float64)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from posexport.encodings.alibi import AlibiParams, alibi_slopes, check_linear, check_mask, reference
-from posexport.encodings.base import Case
+from posexport.contract import Case
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
 

@@ -7,9 +7,10 @@ import numpy as np
 import onnx
 import pytest
 
-from posexport import backends, export, parity, scaling
-from posexport.encodings.base import Case
-from posexport.encodings.rope import reference
+from posexport import export, parity
+from posexport.rope import backends, scaling
+from posexport.contract import Case
+from posexport.rope.encoding import reference
 from posexport.errors import PosexportError
 from posexport.runtimes import get_runtime
 

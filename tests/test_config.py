@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from posexport import config
-from posexport.encodings.rope import RopeEncoding
+from posexport.rope import config
+from posexport.rope.encoding import RopeEncoding
 from posexport.errors import PosexportError
-from posexport.scaling import frequencies
+from posexport.rope.scaling import frequencies
 
 
 
@@ -114,7 +114,7 @@ def test_cli_builds_a_preset_and_a_config_file(tmp_path: Path, monkeypatch, caps
     assert run_cli(monkeypatch, capsys, "build", "--from-config", str(cfg), "--out", str(tmp_path), "--name", "mine")[0] == 0
     import onnxruntime as ort
 
-    from posexport.encodings.rope import reference
+    from posexport.rope.encoding import reference
 
     mine = json.loads((tmp_path / "mine.json").read_text())
     p = RopeEncoding().params(**mine["params"])

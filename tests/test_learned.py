@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from posexport import export
-from posexport.encodings.base import Case
+from posexport.contract import Case
 from posexport.encodings.learned import LearnedParams, build_learned_table
 from posexport.errors import PosexportError
 from posexport.registry import get_encoding

@@ -10,7 +10,7 @@ import pytest
 
 from posexport import export, parity, properties, reports
 from posexport.dtypes import DTYPES
-from posexport.encodings import ENCODINGS
+from posexport.registry import ENCODINGS
 
 from .conftest import artifact
 

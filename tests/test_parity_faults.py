@@ -13,7 +13,7 @@ import onnx.numpy_helper as onh
 import pytest
 
 from posexport import export, parity, reports
-from posexport.encodings.rope import inv_freq_and_factor
+from posexport.rope.encoding import inv_freq_and_factor
 from posexport.runtimes import RUNTIMES
 from posexport.runtimes.openvino import OpenVino
 

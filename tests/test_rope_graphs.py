@@ -7,8 +7,8 @@ import numpy as np
 import onnx
 import pytest
 
-from posexport.encodings.base import Case
-from posexport.encodings.rope import reference
+from posexport.contract import Case
+from posexport.rope.encoding import reference
 
 from .conftest import artifact, normalised_error, session
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posexport.encodings.rope import RopeParams, reference
+from posexport.rope.encoding import RopeParams, reference
 from posexport.errors import ParamError
-from posexport.scaling import plain_inv_freq
+from posexport.tables import plain_inv_freq
 from posexport.tables import build_two_level, split_rows
 
 

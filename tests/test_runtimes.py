@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import pytest
 
-from posexport.encodings.base import Case
-from posexport.encodings.rope import reference
+from posexport.contract import Case
+from posexport.rope.encoding import reference
 from posexport.properties import RAISES_PAST_LIMIT
 from posexport.runtimes import RUNTIMES
 from posexport.runtimes.openvino import OpenVino, partial_contrib_rotary

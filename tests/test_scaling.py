@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from posexport.encodings.rope import RopeParams, reference
+from posexport.rope.encoding import RopeParams, reference
 from posexport.errors import ParamError
-from posexport.scaling import frequencies
+from posexport.rope.scaling import frequencies
 
 # d = 8, b = 10000: θ = 10000^(−2i/8) = [1, 0.1, 0.01, 0.001].
 THETA8 = np.array([1.0, 0.1, 0.01, 0.001])
@@ -190,7 +190,7 @@ def test_bad_scaling_parameters_name_the_parameter(kw, needle):
 
 
 def test_cli_style_values_parse_into_scaling_parameters():
-    from posexport.encodings.rope import RopeEncoding
+    from posexport.rope.encoding import RopeEncoding
 
     p = RopeEncoding().params(head_dim="8", scaling="longrope", max_positions="256", original_max_positions="64",
                               short_factor="1,2,3,4", long_factor="2,4,8,16")

@@ -9,9 +9,9 @@ import onnx
 import pytest
 
 from posexport import export
-from posexport.backends import BACKENDS
-from posexport.encodings.base import Case
-from posexport.encodings.rope import reference
+from posexport.rope.backends import BACKENDS
+from posexport.contract import Case
+from posexport.rope.encoding import reference
 from posexport.parity import run_parity
 from posexport.runtimes import get_runtime
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from posexport.encodings.base import Case
+from posexport.contract import Case
 from posexport.encodings.sinusoidal import SinusoidalParams, check_shift_is_linear, reference
 from posexport.errors import ParamError
 from posexport.registry import get_encoding

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from posexport import export
-from posexport.encodings.base import Case
+from posexport.contract import Case
 from posexport.encodings.t5 import T5Params, check_buckets_monotone, reference, relative_bucket
 from posexport.errors import ParamError, PosexportError
 from posexport.registry import get_encoding

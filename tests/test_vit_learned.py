@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from posexport import export
-from posexport.encodings.base import Case
+from posexport.contract import Case
 from posexport.encodings.vit_learned import aa_bicubic_weights, reference, resample_grid, trained_table
 from posexport.errors import ParamError, PosexportError
 from posexport.registry import get_encoding

@@ -27,7 +27,9 @@ from onnxscript import script
 
 from ..dtypes import COMPUTE, DType
 from ..params import check, param
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..script import POSEXPORT
+from .base import Encoding
 from .inputs import attention_cases, random_normal
 
 
@@ -207,7 +209,6 @@ PROPERTIES = [
 class AlibiEncoding(Encoding):
     name = "alibi"
     family = "attention-bias"
-    summary = "ALiBi linear attention bias (causal or symmetric), no learned parameters"
     Params = AlibiParams
 
     def inputs(self, p: AlibiParams) -> list[TensorSpec]:
@@ -238,3 +239,6 @@ class AlibiEncoding(Encoding):
 
     def properties(self, p: AlibiParams) -> list[Property]:
         return PROPERTIES
+
+
+ENCODING = AlibiEncoding()

@@ -9,80 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
-from onnxscript.values import Opset
 
 from .. import params as params_mod
+from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
 from ..dtypes import DType
 
-# Every function posexport writes lives in this domain, at this version.
-POSEXPORT = Opset("posexport", 1)
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """A graph input or output: str dims are named dynamic axes, ints are fixed."""
-
-    name: str
-    dims: tuple[int | str, ...]
-    is_float: bool = True  # True: the build's I/O dtype; False: int64
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    dtype: DType
-    opset: int
-    backend: str = "portable"
-
-
-@dataclass(frozen=True)
-class Case:
-    """One input configuration: sizes of the dynamic axes and the position the sequence starts at."""
-
-    label: str
-    axes: Mapping[str, int]
-    start: int = 0
-    # Random per-row offsets in [0, start] instead of one shared start (rope/sinusoidal).
-    ragged: bool = False
-
-
-@dataclass(frozen=True)
-class PropertyResult:
-    ok: bool
-    detail: str
-    # The measured violation (0 when the property holds exactly), normalised like DESIGN 4.2.
-    error: float = 0.0
-
-
-# A runner evaluates the graph (or module) under test on feeds and returns its single output.
-Runner = Callable[[dict[str, np.ndarray]], np.ndarray]
-
-
-@dataclass(frozen=True)
-class Property:
-    """A mathematical property checked on runtime outputs of a built graph, never on Python code."""
-
-    name: str
-    description: str
-    check: Callable[[Runner, Any, DType, np.random.Generator], PropertyResult]
-
-
-@dataclass(frozen=True)
-class Tables:
-    """Cached tables handed to the onnxscript function after the graph inputs, in this order."""
-
-    arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
-
+if TYPE_CHECKING:
+    import torch
 
 class Encoding(ABC):
     name: ClassVar[str]
     family: ClassVar[str]
-    summary: ClassVar[str]
     Params: ClassVar[type]
     # DESIGN 4.2: float32 rope/sinusoidal bounds grow with log2 of the largest position.
     position_scaled_tolerance: ClassVar[bool] = False

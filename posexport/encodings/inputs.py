@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import DType
-from .base import Case
+from ..contract import Case
 
 def random_normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
     """Standard normal values in the I/O dtype, with exact zeros nudged away so no input is 0."""

@@ -22,15 +22,42 @@ from onnxscript import script
 
 from ..dtypes import COMPUTE, DType
 from ..errors import PosexportError
-from ..extend import STRATEGIES, extend_table
 from ..params import check, check_choices, param
 from ..weights import load_table, pin_params
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
+from ..contract import BuildOptions, Case, Tables, TensorSpec
+from ..script import POSEXPORT
+from .base import Encoding
 from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS, positions, random_normal
 
 DEFAULT_D_MODEL = 768
 DEFAULT_MAX_POSITIONS = 1024
 INIT_STD = 0.02
+
+
+# --- extending a trained table to more rows (`posexport extend`) ------------------------------
+
+STRATEGIES = ("mean", "interpolate")
+
+
+def extend_table(table: np.ndarray, rows: int, strategy: str) -> np.ndarray:
+    """The table [M, D] extended to [rows, D] (rows > M) in float64, by ``strategy`` (see the module doc)."""
+    table = np.asarray(table, dtype=np.float64)
+    old = table.shape[0]
+    if strategy not in STRATEGIES:
+        raise PosexportError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    check_rows(rows, old)
+    if strategy == "mean":
+        return np.concatenate([table, np.broadcast_to(table.mean(axis=0), (rows - old, table.shape[1]))])
+    scaled = np.arange(rows, dtype=np.int64) * old  # x·N = j·M, exact
+    lo = scaled // rows
+    frac = ((scaled % rows) / rows)[:, None]
+    hi = np.minimum(lo + 1, old - 1)
+    return (1.0 - frac) * table[lo] + frac * table[hi]
+
+
+def check_rows(rows: int, current: int) -> None:
+    if rows <= current:
+        raise PosexportError(f"--to {rows}: must be more than the table's {current} rows")
 
 
 @dataclass(frozen=True)
@@ -169,7 +196,6 @@ def table_cases(rows: int, seqs: tuple[int, ...] | None, batches: tuple[int, ...
 class LearnedEncoding(Encoding):
     name = "learned"
     family = "absolute"
-    summary = "learned absolute position table (trained --weights or seeded N(0, 0.02)) added to x"
     Params = LearnedParams
 
     def inputs(self, p: LearnedParams) -> list[TensorSpec]:
@@ -196,3 +222,6 @@ class LearnedEncoding(Encoding):
 
     def largest_position(self, p: LearnedParams, feeds: Mapping[str, np.ndarray]) -> int | None:
         return int(np.max(feeds["position_ids"]))
+
+
+ENCODING = LearnedEncoding()

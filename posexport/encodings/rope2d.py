@@ -28,9 +28,11 @@ from onnxscript import script
 from .. import tables
 from ..dtypes import COMPUTE, DType
 from ..params import check, check_choices, param
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..script import POSEXPORT
+from .base import Encoding
 from .inputs import grid_cases, random_normal
-from .rope import PAIR_LAYOUTS, apply_rope
+from ..rope.encoding import PAIR_LAYOUTS, apply_rope
 from .sincos2d import AxisCosSin, axis_cos_sin_functions, typical_grid
 
 
@@ -206,7 +208,6 @@ def check_norms(run: Runner, p: Rope2dParams, dtype: DType, rng: np.random.Gener
 class Rope2dEncoding(Encoding):
     name = "rope-2d"
     family = "vision"
-    summary = "2-D axial RoPE on a patch grid: row half and column half rotated, any grid"
     Params = Rope2dParams
 
     def inputs(self, p: Rope2dParams) -> list[TensorSpec]:
@@ -241,3 +242,6 @@ class Rope2dEncoding(Encoding):
             Property("relative-2d", "scores ⟨R(a)q, R(b)k⟩ depend only on the 2-D offset b − a", check_relative),
             Property("norm-preserving", "rotation keeps every head vector's norm", check_norms),
         ]
+
+
+ENCODING = Rope2dEncoding()

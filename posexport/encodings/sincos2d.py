@@ -24,7 +24,9 @@ from onnxscript import script
 from .. import tables
 from ..dtypes import COMPUTE, DType
 from ..params import check, param
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..script import POSEXPORT
+from .base import Encoding
 from .inputs import grid_cases, random_normal
 from .two_level import TwoLevelCosSin, cos_sin_function
 
@@ -169,7 +171,6 @@ def check_bounded(run: Runner, p: Sincos2dParams, dtype: DType, rng: np.random.G
 class Sincos2dEncoding(Encoding):
     name = "sincos-2d"
     family = "vision"
-    summary = "2-D sine-cosine grid positions (MAE): column half then row half, any grid"
     Params = Sincos2dParams
 
     def inputs(self, p: Sincos2dParams) -> list[TensorSpec]:
@@ -201,3 +202,6 @@ class Sincos2dEncoding(Encoding):
 
     def properties(self, p: Sincos2dParams) -> list[Property]:
         return [Property("bounded", "every PE value lies in [−1, 1]", check_bounded)]
+
+
+ENCODING = Sincos2dEncoding()

@@ -25,8 +25,10 @@ from onnxscript import script
 from .. import tables
 from ..dtypes import COMPUTE, DType
 from ..params import check, check_choices, param
-from ..scaling import plain_inv_freq
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..tables import plain_inv_freq
+from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..script import POSEXPORT
+from .base import Encoding
 from .inputs import positions, random_normal, sequence_cases
 from .two_level import TwoLevelCosSin, cos_sin_function
 
@@ -208,7 +210,6 @@ PROPERTIES = [
 class SinusoidalEncoding(Encoding):
     name = "sinusoidal"
     family = "absolute"
-    summary = "sinusoidal absolute position encoding (Vaswani et al.) added to x"
     Params = SinusoidalParams
     position_scaled_tolerance = True
 
@@ -241,3 +242,6 @@ class SinusoidalEncoding(Encoding):
 
     def largest_position(self, p: SinusoidalParams, feeds: Mapping[str, np.ndarray]) -> int | None:
         return int(np.max(feeds["position_ids"]))
+
+
+ENCODING = SinusoidalEncoding()

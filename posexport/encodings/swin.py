@@ -25,7 +25,9 @@ from onnxscript import script
 from .. import weights as weights_mod
 from ..dtypes import COMPUTE, DType
 from ..params import check, param
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..script import POSEXPORT
+from .base import Encoding
 from .inputs import random_normal
 
 MAX_WINDOW = 64
@@ -143,7 +145,6 @@ def check_relative(run: Runner, p: SwinParams, dtype: DType, rng: np.random.Gene
 class SwinEncoding(Encoding):
     name = "swin"
     family = "vision"
-    summary = "Swin window relative position bias added to attention scores"
     Params = SwinParams
 
     def inputs(self, p: SwinParams) -> list[TensorSpec]:
@@ -175,3 +176,6 @@ class SwinEncoding(Encoding):
 
     def properties(self, p: SwinParams) -> list[Property]:
         return [Property("relative-2d", "the bias depends only on the 2-D offset between tokens", check_relative)]
+
+
+ENCODING = SwinEncoding()

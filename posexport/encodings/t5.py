@@ -26,7 +26,9 @@ from onnxscript import script
 from ..dtypes import COMPUTE, DType
 from ..params import check, param
 from ..weights import load_table, pin_params
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..script import POSEXPORT
+from .base import Encoding
 from .inputs import attention_cases, random_normal
 
 DEFAULT_HEADS = 8
@@ -232,7 +234,6 @@ PROPERTIES = [
 class T5Encoding(Encoding):
     name = "t5"
     family = "attention-bias"
-    summary = "T5 bucketed relative position bias added to attention scores (encoder or causal decoder)"
     Params = T5Params
 
     def inputs(self, p: T5Params) -> list[TensorSpec]:
@@ -263,3 +264,6 @@ class T5Encoding(Encoding):
 
     def properties(self, p: T5Params) -> list[Property]:
         return PROPERTIES
+
+
+ENCODING = T5Encoding()

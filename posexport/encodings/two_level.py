@@ -17,7 +17,7 @@ from onnxscript import script
 
 from .. import tables
 from ..dtypes import COMPUTE
-from .base import POSEXPORT
+from ..script import POSEXPORT
 
 
 class TwoLevelCosSin(torch.nn.Module):

@@ -33,7 +33,9 @@ from .. import weights as weights_mod
 from ..dtypes import COMPUTE, DType
 from ..errors import ParamError
 from ..params import check, param
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..script import POSEXPORT
+from .base import Encoding
 from .inputs import grid_cases, random_normal
 
 MAX_GRID_CAP = 1024  # the packed weights grow as max_grid²·(Gh + Gw)
@@ -287,7 +289,6 @@ def check_trained_grid_exact(run: Runner, p: VitLearnedParams, dtype: DType, rng
 class VitLearnedEncoding(Encoding):
     name = "vit-learned"
     family = "vision"
-    summary = "ViT learned grid positions, bicubic-antialias resampled in the graph to any grid"
     Params = VitLearnedParams
 
     def inputs(self, p: VitLearnedParams) -> list[TensorSpec]:
@@ -332,3 +333,6 @@ class VitLearnedEncoding(Encoding):
     def properties(self, p: VitLearnedParams) -> list[Property]:
         return [Property("trained-grid-exact", "at the trained grid y is x + table bit for bit (no resampling error)",
                          check_trained_grid_exact)]
+
+
+ENCODING = VitLearnedEncoding()

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 if TYPE_CHECKING:
-    from ..export import Artifact
+    from ..contract import Artifact
 
 
 class Session(Protocol):

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 import onnx.inliner
 
-from ..export import Artifact
+from ..contract import Artifact
 from ..properties import RAISES_PAST_LIMIT
 from .base import all_nodes
 

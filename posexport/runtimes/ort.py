@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 import onnx
 
-from ..export import Artifact
+from ..contract import Artifact
 from .base import output_shape
 
 

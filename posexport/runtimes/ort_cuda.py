@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from ..export import Artifact
+from ..contract import Artifact
 from .ort import OrtSession
 
 STRICT = {"session.disable_cpu_ep_fallback": "1"}

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..export import Artifact
+from ..contract import Artifact
 from .base import domains
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from ..export import Artifact
+from ..contract import Artifact
 
 
 class TorchSession:

@@ -44,13 +44,14 @@ import onnx
 import onnx.helper as oh
 import onnx.numpy_helper as onh
 
-from . import export, params as params_mod
-from .dtypes import DType, get_dtype
-from .encodings.base import POSEXPORT, BuildOptions
-from .encodings.inputs import random_normal
-from .encodings.rope import RopeParams, reference as rope_reference
-from .errors import ParamError, PosexportError
-from .registry import get_encoding
+from .. import export, params as params_mod
+from ..contract import DEFAULT_OPSET, BuildOptions
+from ..dtypes import DType, get_dtype
+from ..encodings.inputs import random_normal
+from ..errors import ParamError, PosexportError
+from ..files import atomic_write
+from ..script import POSEXPORT, callees_first, called_functions, check_opset, standard_opset
+from .encoding import ENCODING as ROPE, RopeParams, reference as rope_reference
 
 MSFT = "com.microsoft"
 INT64, INT32, FLOAT = onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.FLOAT
@@ -88,10 +89,10 @@ def build_block(
     kv_heads: int | None = None,
     dtype: str = "float32",
     fused: bool = True,
-    opset: int = export.DEFAULT_OPSET,
+    opset: int = DEFAULT_OPSET,
 ) -> Block:
     """The IndexShare attention block (``fused``) or its unfused baseline, for these rope parameters."""
-    enc = get_encoding("rope")
+    enc = ROPE
     p = params if isinstance(params, RopeParams) else enc.params(**(params or {}))
     kv = p.heads if kv_heads is None else kv_heads
     if not isinstance(layers, int) or layers < 1:
@@ -103,10 +104,10 @@ def build_block(
     io = get_dtype(dtype)
     if io.name == "bfloat16":
         raise ParamError("dtype", dtype, "--indexshare builds float32 or float16 (no bfloat16 attention on onnxruntime CPU)")
-    opts = BuildOptions(io, export.check_opset(opset), "ort")
+    opts = BuildOptions(io, check_opset(opset), "ort")
     # [Rope, its cos/sin function, …]: the block calls the cos/sin function (whatever the scaling makes it)
     # once; the model carries every callee, as a rope graph does.
-    functions = enc.script_functions(p, opts, export.standard_opset(opset))
+    functions = enc.script_functions(p, opts, standard_opset(opset))
     cos_sin = functions[1].name
     table_arrays = dict(enc.tables(p, opts).arrays)
 
@@ -131,7 +132,7 @@ def build_block(
     graph = oh.make_graph(g.nodes, f"posexport_{kind.replace('-', '_')}", inputs, outputs,
                           initializer=[onh.from_array(a, n) for n, a in table_arrays.items()] + g.initializers)
     imports = {"": opset, POSEXPORT.domain: POSEXPORT.version, MSFT: 1}
-    carried = export.callees_first([f.to_function_proto() for f in export.called_functions(functions)])
+    carried = callees_first([f.to_function_proto() for f in called_functions(functions)])
     model = oh.make_model(graph, functions=carried, ir_version=10,
                           opset_imports=[oh.make_opsetid(dom, ver) for dom, ver in sorted(imports.items())])
     model.producer_name = "posexport"
@@ -317,8 +318,8 @@ def save(block: Block, out_dir: str | Path, name: str | None = None) -> tuple[Pa
     try:
         out.mkdir(parents=True, exist_ok=True)
         onnx_path, json_path = out / f"{name}.onnx", out / f"{name}.json"
-        export.atomic_write(onnx_path, block.model_bytes)
-        export.atomic_write(json_path, (json.dumps(block.manifest, indent=2, sort_keys=True) + "\n").encode())
+        atomic_write(onnx_path, block.model_bytes)
+        atomic_write(json_path, (json.dumps(block.manifest, indent=2, sort_keys=True) + "\n").encode())
     except OSError as e:
         raise PosexportError(f"--out {out}: cannot write there ({e.strerror}); choose a writable folder") from None
     return onnx_path, json_path

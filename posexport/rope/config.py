@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import scaling
-from .errors import PosexportError
+from ..errors import PosexportError
 
 # config key -> rope parameter, for the scaling keys whose names differ.
 CONFIG_KEYS = {"original_max_position_embeddings": "original_max_positions"}

@@ -26,12 +26,15 @@ import onnx
 import torch
 from onnxscript import script
 
-from .. import backends, scaling, tables
+from .. import tables
+from ..contract import BuildOptions, Case, Tables, TensorSpec
 from ..dtypes import COMPUTE, DType
+from ..encodings.base import Encoding
+from ..encodings.inputs import positions, random_normal, sequence_cases
+from ..encodings.two_level import TwoLevelCosSin, cos_sin_function, gather_function
 from ..params import check, check_choices, param
-from .base import POSEXPORT, BuildOptions, Case, Encoding, Tables, TensorSpec
-from .inputs import positions, random_normal, sequence_cases
-from .two_level import TwoLevelCosSin, cos_sin_function, gather_function
+from ..script import POSEXPORT
+from . import backends, scaling
 
 PAIR_LAYOUTS = ("half", "interleaved")
 LAYOUTS = ("bshd", "bhsd")
@@ -318,7 +321,6 @@ def switch_cases(p: RopeParams, batches: tuple[int, ...] | None = None) -> list[
 class RopeEncoding(Encoding):
     name = "rope"
     family = "rope"
-    summary = "rotary position embedding (RoPE) of q/k, with partial rotary and scalings"
     Params = RopeParams
     position_scaled_tolerance = True
 
@@ -375,3 +377,6 @@ class RopeEncoding(Encoding):
             props.norm_preserved(rotate, p.heads, p.head_dim, p.rotary_dim, p.position_limit, factor, tolerance),
             props.raises_past_limit(feeds_at, p.position_limit),
         ]
+
+
+ENCODING = RopeEncoding()

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .params import check
+from ..params import check
+from ..tables import plain_inv_freq
 
 # Every rope parameter that belongs to some scaling; a scaling that does not use one rejects it.
 SCALING_PARAMS = (
@@ -38,11 +39,6 @@ SCALING_PARAMS = (
     "short_factor",
     "long_factor",
 )
-
-
-def plain_inv_freq(dim: int, base: float) -> np.ndarray:
-    """θ_i = base^(−2i/d), i = 0 … d/2−1, in float64."""
-    return base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
 
 
 def default(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:

@@ -28,22 +28,12 @@ from typing import Any
 
 import onnx
 from onnxscript import script
-from onnxscript.values import Opset
 
-from .errors import PosexportError
-
-# The posexport function domain (the same object as encodings.base.POSEXPORT, kept here without the import
-# cycle that importing the encodings package would make).
-POSEXPORT = Opset("posexport", 1)
-MSFT = Opset("com.microsoft", 1)
+from ..contract import AUTO, DEFAULT_TARGET, ONNX23, ORT, PORTABLE, TARGETS
+from ..errors import PosexportError
+from ..script import MSFT, POSEXPORT
 FLOAT = onnx.TensorProto.FLOAT
 
-PORTABLE, ONNX23, ORT = "portable", "onnx23", "ort"
-AUTO = "auto"
-# Who `auto` optimises for (--target): onnxruntime (contrib ops allowed), or any runtime that implements
-# the standard opset of the build.
-TARGETS = ("onnxruntime", "standard")
-DEFAULT_TARGET = "onnxruntime"
 
 
 @dataclass(frozen=True)
