@@ -7,7 +7,9 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from posexport import export, parity, reports
+from posexport import export, parity
+from posexport.files import write_output
+from posexport.reports import parity as reports
 from posexport.errors import PosexportError
 
 from posexport.params import parse_options
@@ -77,11 +79,11 @@ def parity_command(
         )
     reports.render_terminal(report, console, details=details)
     if json_out:
-        reports.write(json_out, reports.to_json(report), "--json")
+        write_output(json_out, reports.to_json(report), "--json")
     if junit_out:
-        reports.write(junit_out, reports.to_junit(report), "--junit")
+        write_output(junit_out, reports.to_junit(report), "--junit")
     if markdown_out:
-        reports.write(markdown_out, reports.to_markdown(report), "--markdown")
+        write_output(markdown_out, reports.to_markdown(report), "--markdown")
     if save_outputs:
         report.outputs.save(save_outputs)
     passed = report.strictly_passed() if strict else report.passed

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from posexport import export, parity, properties, reports
+from posexport import export, parity, properties
+from posexport.reports import parity as reports
 from posexport.dtypes import DTYPES
 from posexport.registry import ENCODINGS
 

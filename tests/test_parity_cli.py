@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from posexport import export, reports
+from posexport import export
+from posexport.reports import parity as reports
 from posexport.parity import Outputs
 
 from .conftest import artifact

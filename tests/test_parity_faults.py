@@ -12,7 +12,8 @@ import onnx.helper as oh
 import onnx.numpy_helper as onh
 import pytest
 
-from posexport import export, parity, reports
+from posexport import export, parity
+from posexport.reports import parity as reports
 from posexport.rope.encoding import inv_freq_and_factor
 from posexport.runtimes import RUNTIMES
 from posexport.runtimes.openvino import OpenVino

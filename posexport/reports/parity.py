@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PosexportError
-from .files import atomic_write
-from .parity import CaseResult, Report
+from ..errors import PosexportError
+from ..parity import CaseResult, Report
+from .markdown import md_cell, md_table
 
 
 @dataclass(frozen=True)
@@ -212,17 +211,6 @@ def to_junit(report: Report) -> str:
 # --- Markdown ---------------------------------------------------------------------------------------
 
 
-def md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def md_table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
-    header = list(header)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-    return lines + [""]
-
-
 def to_markdown(report: Report) -> str:
     lines = [f"# posexport parity: {'PASS' if report.passed else 'FAIL'}", "", verdict_line(report), ""]
     for label, m in report.graphs.items():
@@ -249,12 +237,3 @@ def to_markdown(report: Report) -> str:
         lines += ["## Unavailable runtimes", ""]
         lines += [f"- `{name}`: {md_cell(why)}" for name, why in report.unavailable.items()] + [""]
     return "\n".join(lines)
-
-
-def write(path: str | Path, text: str, option: str) -> Path:
-    path = Path(path)
-    try:
-        atomic_write(path, text.encode())
-    except OSError as e:
-        raise PosexportError(f"{option} {path}: cannot write there ({e.strerror})") from None
-    return path
