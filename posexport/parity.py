@@ -279,7 +279,9 @@ def graph_label(artifact: Artifact) -> str:
 
 def resolve_runtimes(runtimes: Sequence[str | Runtime] | None) -> list[Runtime]:
     """Runtime names (checked before anything runs) or Runtime objects; default: every registered one."""
-    chosen = [get_runtime(r) if isinstance(r, str) else r for r in (runtimes or list(RUNTIMES))]
+    # Opt-in runtimes (hf: the model's own code) run only when named or handed in.
+    default = [name for name, rt in RUNTIMES.items() if not getattr(rt, "opt_in", False)]
+    chosen = [get_runtime(r) if isinstance(r, str) else r for r in (runtimes or default)]
     names = [r.name for r in chosen]
     if len(set(names)) != len(names):
         raise PosexportError(f"--runtimes {','.join(names)}: a runtime is named twice")
@@ -339,8 +341,8 @@ def run_parity(
             largest = enc.largest_position(p, feeds)
             here: dict[str, np.ndarray] = {}
             info = dict(axes=dict(case.axes), largest_position=largest)
-            for name, (_, session) in sessions.items():
-                result, out = judge(session.run, feeds, ref, bound)
+            for name, (runtime, session) in sessions.items():
+                result, out = judge(session.run, feeds, ref, runtime_bound(runtime, art, feeds, bound))
                 report.results.append(CaseResult(label, case.label, name, **result, **info))
                 if out is not None:
                     here[name] = out
@@ -370,6 +372,12 @@ def run_parity(
     if keep_outputs:
         report.outputs = outputs
     return report
+
+
+def runtime_bound(runtime: Runtime, art: Artifact, feeds: Mapping[str, np.ndarray], bound: float) -> float:
+    """A runtime that is not a graph runtime (hf: the model's own code) may judge with its own bound."""
+    own = getattr(runtime, "bound", None)
+    return own(art, feeds, bound) if own else bound
 
 
 def load_sessions(art: Artifact, chosen: list[Runtime], report: Report) -> dict[str, tuple[Runtime, Any]]:

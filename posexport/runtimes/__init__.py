@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import PosexportError
 from .base import Runtime, Session
+from .hf import Hf
 from .openvino import OpenVino
 from .ort import OrtCpu
 from .ort_cuda import OrtCuda
@@ -19,6 +20,7 @@ RUNTIMES: dict[str, Runtime] = {
         OrtCpu("ort-cpu-noopt", optimize=False),
         OrtCuda(),
         OpenVino(),
+        Hf(),
     )
 }
 

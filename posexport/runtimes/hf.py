@@ -1,0 +1,208 @@
+"""`hf`: the model's own position code from transformers, run on a graph's feeds.
+
+A graph built with `posexport build --from-model DIR` records the model (folder, architecture, role and a
+recipe) in its manifest; `posexport parity --from-model DIR GRAPH.onnx` supplies it for any graph. The
+session builds the model's position module from transformers' own classes and its config (read by
+transformers from the folder; trained tables read from the checkpoint) and computes the graph's contract
+output with it: the rotary embedding class and the model's apply function for rope, T5Attention's
+compute_bias, the alibi builders, the embedding modules with their offsets.
+
+Its outputs are judged against the float64 oracle of the graph's parameters with the model-agreement
+bound (:func:`model_bound`): a graph within the float64 bound and the model's code within this one agree
+with each other, and a misread (a wrong rotary dim, base, scaling or offset) misses it by orders of
+magnitude. This runtime is opt-in: parity uses it when given a model, or when named (`--runtimes hf`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import checkpoint
+from ..contract import Artifact
+
+# transformers forms rope angles as float32 position × float32 inverse frequency: the angle of the fastest
+# pair (θ_0 = 1) is off by up to a few float32 ulps of the position, ~6e-3 at position 100000 in practice.
+# The bound allows 8 ulps (2^-21 · p) on top of the graph's own bound: 0.05 at 1e5, 8e-6 at 16, against
+# errors of order 1 from a misread.
+ANGLE_ULPS = 2.0**-21
+
+
+def model_bound(graph_bound: float, largest_position: int | None) -> float:
+    """max|hf − oracle| / max(1, max|oracle|) allowed: the graph's bound + 2^-21 · max(1, largest position)."""
+    return graph_bound + ANGLE_ULPS * max(1, largest_position or 0)
+
+
+def import_attr(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
+
+def auto_config(entry: Mapping[str, Any]) -> Any:
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(entry["folder"])
+    return cfg.get_text_config() if entry["hf"].get("text_config") else cfg
+
+
+def torch_float(array: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+
+
+class RopeSession:
+    """The model's rotary embedding class gives cos/sin (or DeepSeek-V2's complex freqs); its apply
+    function rotates x as q."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=auto_config(entry)).eval()
+        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.extra = (recipe["layer_type"],) if recipe.get("layer_type") else ()
+        self.bshd = artifact.params.layout == "bshd"
+        # StableLM's attention splits off the rotary channels itself; its apply function rotates all it gets.
+        self.split = bool(recipe.get("split"))
+        # DeepSeek-V3 with rope_interleave de-interleaves channels (2i, 2i+1) -> (i, i + n) before rotating.
+        self.deinterleaved = bool(recipe.get("deinterleaved"))
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        q = x.transpose(1, 2) if self.bshd else x  # transformers' [batch, heads, seq, dim]
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            emb = self.rotary(q, positions, *self.extra)
+            if self.split:  # the model's own rotary width: cos has one entry per rotated channel
+                rotated, rest = q[..., : emb[0].shape[-1]], q[..., emb[0].shape[-1] :]
+                out = torch.cat([self.apply(rotated, rotated, *emb)[0], rest], dim=-1)
+            else:
+                out, _ = self.apply(q, q, emb) if torch.is_tensor(emb) else self.apply(q, q, *emb)
+        if self.deinterleaved:
+            n = out.shape[-1] // 2
+            out = torch.stack([out[..., :n], out[..., n:]], dim=-1).flatten(-2)
+        out = out.transpose(1, 2) if self.bshd else out
+        return out.numpy()
+
+
+def trained(entry: Mapping[str, Any]) -> Any:
+    """The role's trained table, read from the model's checkpoint as a float32 torch tensor."""
+    return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (entry["hf"]["key"],))))
+
+
+class T5Session:
+    """T5Attention.compute_bias of a layer holding the model's trained table; queries sit at the end."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        from transformers.models.t5.modeling_t5 import T5Attention
+
+        cfg = auto_config(entry)
+        cfg.is_decoder = entry["hf"]["decoder"]
+        self.attention = T5Attention(cfg, has_relative_attention_bias=True).eval()
+        self.attention.relative_attention_bias.weight.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        scores = torch_float(feeds["scores"])
+        q_len, k_len = scores.shape[-2:]
+        with torch.no_grad():
+            bias = self.attention.compute_bias(q_len, k_len, past_seen_tokens=k_len - q_len)
+        return (scores + bias).numpy()
+
+
+class AlibiSession:
+    """BLOOM's build_alibi_tensor or MPT's build_mpt_alibi_tensor (sliced to k_len as MPT's attention does),
+    shifted per query row by the bias at the query's own position, with the causal mask: the graph's form
+    of the same attention (softmax removes the per-row constant)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        self.recipe, self.heads = entry["hf"], artifact.params.heads
+
+    def model_bias(self, k_len: int) -> Any:
+        import torch
+
+        if self.recipe["model"] == "bloom":
+            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+            return build_alibi_tensor(torch.ones(1, k_len), self.heads, torch.float32)  # [heads, 1, k_len]
+        from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+        # MPT builds max_seq_len columns and keeps the last k_len; past it, the same function made longer.
+        full = max(self.recipe["max_seq_len"], k_len)
+        return build_mpt_alibi_tensor(self.heads, full)[:, :, full - k_len :].float()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        scores = torch_float(feeds["scores"])
+        q_len, k_len = scores.shape[-2:]
+        with torch.no_grad():
+            bias = self.model_bias(k_len)  # [heads, 1, k_len]
+            queries = torch.arange(k_len - q_len, k_len)
+            shifted = bias - bias[:, 0, queries].unsqueeze(-1)  # [heads, q_len, k_len]
+            future = torch.arange(k_len)[None, :] > queries[:, None]
+            shifted = shifted.masked_fill(future, float("-inf"))
+        return (scores + shifted).numpy()
+
+
+class LearnedSession:
+    """x + the model's trained position table at position_ids (an nn.Embedding, as the models hold it)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        self.embedding = torch.nn.Embedding.from_pretrained(trained(entry))
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            rows = self.embedding(torch.from_numpy(np.ascontiguousarray(feeds["position_ids"])))
+        return (torch_float(feeds["x"]) + rows).numpy()
+
+
+SESSIONS = {"rope": RopeSession, "t5": T5Session, "alibi": AlibiSession, "learned": LearnedSession}
+
+
+class Hf:
+    name = "hf"
+    description = "transformers: the model's own position code (judged with the model-agreement bound)"
+    limitations: dict[str, str] = {}
+    # Not in a default run: it needs a model (parity --from-model, or a graph built with --from-model).
+    opt_in = True
+
+    def __init__(self, model: Mapping[str, Any] | None = None):
+        self.model = model
+
+    def entry(self, artifact: Artifact) -> Mapping[str, Any] | None:
+        return self.model or artifact.manifest.get("model")
+
+    def available(self) -> tuple[bool, str]:
+        if importlib.util.find_spec("transformers") is None:
+            return False, "transformers is not installed (pip install 'posexport[hf]')"
+        return True, ""
+
+    def supports(self, artifact: Artifact) -> tuple[bool, str]:
+        entry = self.entry(artifact)
+        if entry is None:
+            return False, "no model: build the graph with --from-model DIR, or run parity --from-model DIR"
+        kind = entry["hf"].get("kind")
+        if kind not in SESSIONS:
+            return False, f"no transformers code for {entry['architecture']} role {entry['role']} ({kind})"
+        return True, ""
+
+    def caveats(self, artifact: Artifact) -> str:
+        return "judged with the model-agreement bound (graph bound + 2^-21 · largest position)"
+
+    def bound(self, artifact: Artifact, feeds: Mapping[str, np.ndarray], graph_bound: float) -> float:
+        return model_bound(graph_bound, artifact.encoding.largest_position(artifact.params, feeds))
+
+    def load(self, artifact: Artifact) -> Any:
+        entry = self.entry(artifact)
+        return SESSIONS[entry["hf"]["kind"]](artifact, entry)
