@@ -50,6 +50,7 @@ def build_command(
     name: str = typer.Option("", help="file name stem; default: the preset's or the encoding's name"),
     preset: str = typer.Option("", help="rope of a well-known model (see `posexport list`)"),
     from_config: Path = typer.Option(None, "--from-config", help="rope of a model's config.json"),
+    from_model: Path = typer.Option(None, "--from-model", help="every positional encoding of a model folder (config.json + weights), read as transformers reads it; see docs/models.md"),
     indexshare_block: bool = typer.Option(False, "--indexshare", help="rope: an N-layer attention block sharing one cos/sin gather, rotation fused into GroupQueryAttention"),
     layers: int = typer.Option(2, help="--indexshare: layers in the block"),
     kv_heads: int = typer.Option(0, help="--indexshare: key/value heads (0: as many as --heads)"),
@@ -58,6 +59,15 @@ def build_command(
     """Build NAME.onnx and its manifest NAME.json. Encoding parameters are options too (--head-dim 64);
     with --preset or --from-config they override the config's values."""
     values = parse_options(list(ctx.args))
+    if from_model:
+        from posexport.models import cli as model_cli
+
+        explicit = ctx.get_parameter_source("encoding").name != "DEFAULT"
+        for line in model_cli.build(from_model, encoding if explicit else None, values, out, name or None,
+                                    conflicts={"--preset": preset, "--from-config": from_config, "--indexshare": indexshare_block},
+                                    dtype=dtype, opset=opset, source=source, backend=backend, target=target):
+            console.print(line, highlight=False, markup=False)
+        return
     if preset or from_config:
         values = {**(config.from_preset(preset) if preset else config.from_config_file(from_config)), **values}
         encoding, name = "rope", name or preset

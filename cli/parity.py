@@ -40,13 +40,19 @@ def parity_command(
     save_outputs: Path = typer.Option(None, "--save-outputs", help="write every runtime's outputs to this .npz"),
     load_outputs: Path = typer.Option(None, "--load-outputs", help="judge outputs saved by another run (e.g. a GPU machine) too"),
     strict: bool = typer.Option(False, help="also fail on an unavailable runtime or a known runtime limitation"),
+    from_model: Path = typer.Option(None, "--from-model", help="also judge the graph (GRAPH, or every graph of the model) against the model's own code from transformers (runtime hf); see docs/models.md"),
 ) -> None:
     """Check GRAPH.onnx (built by `posexport build`, its manifest beside it), or graphs built from --encoding
     and its options, on every runtime. Exit 0 only when every case passed."""
     # GRAPH is read from the free arguments: a declared positional would swallow the value of an
     # encoding option (`--head-dim 8`), which click cannot tell apart from a path.
     graph, options = graph_and_options(list(ctx.args))
-    if graph is not None:
+    if from_model is not None:
+        if options or save_outputs or load_outputs:
+            raise PosexportError("--from-model: the model gives the graphs' parameters; drop encoding options, "
+                                 "--save-outputs and --load-outputs")
+        artifacts = None
+    elif graph is not None:
         if options:
             raise PosexportError(f"{options[0]}: encoding options go with --encoding, not with a built GRAPH")
         if dtype != "float32":
@@ -64,9 +70,7 @@ def parity_command(
         def progress(done: int, total: int, what: str) -> None:
             bar.update(task, completed=done, total=total, description=f"parity: {what}")
 
-        report = parity.run_parity(
-            artifacts,
-            names,
+        settings = dict(
             seqs=parity.parse_ints(seqs, "--seqs"),
             batches=parity.parse_ints(batches, "--batches"),
             seed=seed,
@@ -74,9 +78,14 @@ def parity_command(
             pairwise=pairwise,
             properties=properties,
             progress=progress,
-            keep_outputs=save_outputs is not None,
-            saved=saved,
         )
+        if artifacts is None:
+            from posexport.models.check import run_model_parity
+
+            build = dict(opset=opset, source=source, backend=backend)
+            report = run_model_parity(from_model, graph, names, tuple(dtype.split(",")), build, **settings)
+        else:
+            report = parity.run_parity(artifacts, names, keep_outputs=save_outputs is not None, saved=saved, **settings)
     reports.render_terminal(report, console, details=details)
     if json_out:
         write_output(json_out, reports.to_json(report), "--json")

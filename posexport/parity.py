@@ -274,7 +274,9 @@ Progress = Callable[[int, int, str], None]
 
 
 def graph_label(artifact: Artifact) -> str:
-    return f"{artifact.encoding.name}-{artifact.options.dtype.name}"
+    """encoding-dtype; a graph built --from-model is named by its role (gemma3's rope-local, rope-global)."""
+    role = (artifact.manifest.get("model") or {}).get("role")
+    return f"{role or artifact.encoding.name}-{artifact.options.dtype.name}"
 
 
 def resolve_runtimes(runtimes: Sequence[str | Runtime] | None) -> list[Runtime]:

@@ -1,0 +1,93 @@
+"""`posexport parity --from-model DIR [GRAPH.onnx]`: every runtime against the float64 oracle as usual,
+and the graph against the model's own code (the `hf` runtime), with the model-agreement bound of
+posexport.runtimes.hf. Both numbers are in the report: `hf` (the model's code against the oracle of the
+graph's parameters) and `<runtime> vs hf` (the graph, as each runtime ran it, against the model's code).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import export, parity
+from ..contract import Artifact
+from ..errors import PosexportError
+from ..runtimes.hf import Hf
+from . import read_model
+from .build import build_model
+from .plan import ModelPlan, Role
+
+
+def matching_role(plan: ModelPlan, artifact: Artifact) -> Role:
+    """The model's role a built graph claims to be: its manifest's role, else the only role of its encoding."""
+    recorded = (artifact.manifest.get("model") or {}).get("role")
+    same = [r for r in plan.roles if r.encoding == artifact.encoding.name]
+    if recorded in {r.role for r in same}:
+        return plan.role(recorded)
+    if len(same) == 1:
+        return same[0]
+    uses = ", ".join(f"{r.role} ({r.encoding})" for r in plan.roles)
+    if not same:
+        raise PosexportError(f"--from-model {plan.folder}: the graph is {artifact.encoding.name}, the "
+                             f"{plan.architecture} model uses {uses}")
+    raise PosexportError(f"--from-model {plan.folder}: the graph's manifest names no role and the model has "
+                         f"several {artifact.encoding.name} roles ({uses}); rebuild it with --from-model")
+
+
+def model_artifacts(folder: str | Path, graph: str | Path | None, dtypes: list[str], **build: Any) -> list[tuple[Artifact, Hf]]:
+    """(graph, the hf runtime for it): the given graph judged against the model, or every role built."""
+    plan = read_model(folder)
+    if graph is not None:
+        art = export.load(graph)
+        return [(art, Hf(plan.manifest_entry(matching_role(plan, art))))]
+    return [(b.artifact, Hf(b.artifact.manifest["model"])) for d in dtypes for b in build_model(plan, dtype=d, **build)]
+
+
+def run_model_parity(folder: str | Path, graph: str | Path | None = None, runtimes: list[str] | None = None,
+                     dtypes: tuple[str, ...] = ("float32",), build: dict[str, Any] | None = None,
+                     **options: Any) -> parity.Report:
+    """parity.run_parity on the model's graphs (or GRAPH) with `hf` added, then each runtime vs hf."""
+    if importlib.util.find_spec("transformers") is None:
+        raise PosexportError("--from-model: judging a graph against the model's own code needs transformers "
+                             "(pip install 'posexport[hf]')")
+    pairs = model_artifacts(folder, graph, list(dtypes), **(build or {}))
+    names = [n for n in (runtimes or []) if n != "hf"] or None
+    chosen = parity.resolve_runtimes(names)
+    report = parity.Report()
+    for art, hf in pairs:  # one run per graph: each has its own hf session
+        part = parity.run_parity(art, [*chosen, hf], keep_outputs=True, **options)
+        agreement(part)
+        merge(report, part)
+    return report
+
+
+def agreement(report: parity.Report) -> None:
+    """`<runtime> vs hf` for every case both ran, within hf's model-agreement bound at that case."""
+    # The engine's own pairs with hf use the graphs' pairwise bound; these use the model-agreement bound.
+    report.pairwise = [r for r in report.pairwise if "hf" not in r.runtime.split(" vs ")]
+    outputs = report.outputs.arrays if report.outputs else {}
+    bounds = {(r.graph, r.case): r for r in report.results if r.runtime == "hf" and r.comparison}
+    for (graph, case, runtime), out in outputs.items():
+        model = outputs.get((graph, case, "hf"))
+        judged = bounds.get((graph, case))
+        if runtime == "hf" or model is None or judged is None:
+            continue
+        cmp = parity.compare(out, model.astype(np.float64), judged.comparison.bound)
+        status = "pass" if cmp.passed else "fail"
+        message = "" if cmp.passed else f"graph and model differ by {cmp.normalised:.2e} > {cmp.bound:.1e}"
+        report.pairwise.append(parity.CaseResult(graph, case, f"{runtime} vs hf", status, cmp, message,
+                                                 judged.axes, judged.largest_position))
+    report.outputs = None
+
+
+def merge(into: parity.Report, part: parity.Report) -> None:
+    into.graphs.update(part.graphs)
+    into.runtimes.update(part.runtimes)
+    into.unavailable.update(part.unavailable)
+    into.notes.update(part.notes)
+    into.settings.update(part.settings)
+    for name in ("results", "pairwise", "properties"):
+        getattr(into, name).extend(getattr(part, name))
