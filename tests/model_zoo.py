@@ -103,5 +103,7 @@ def trained_models(root: Path) -> dict[str, Path]:
                                num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                                max_position_embeddings=130, pad_token_id=1),
         "bloom": saved_config(root / "tiny-bloom", "BloomConfig", **small, hidden_size=48, n_layer=2, n_head=6),
+        "vit": saved_model(root / "tiny-vit", "ViTConfig", "ViTModel", hidden_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, intermediate_size=32, image_size=32, patch_size=8),
         "mpt": saved_config(root / "tiny-mpt", "MptConfig", **small, d_model=48, n_layers=2, n_heads=6, max_seq_len=4096),
     }

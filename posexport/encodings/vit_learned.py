@@ -54,6 +54,8 @@ class VitLearnedParams:
     cubic_coefficient: float = param(
         -0.5, "Keys cubic coefficient a; −0.5 is what torch's bicubic with antialias=True uses (PIL's), −0.75 OpenCV's"
     )
+    antialias: bool = param(True, "resample like F.interpolate(antialias=True) (timm); false: plain bicubic with clamped edges, "
+                                  "as transformers' ViT interpolate_pos_encoding (with --cubic-coefficient -0.75)")
     weights: str | None = param(None, "trained table (.npy, .safetensors, torch state dict), [1+]Gh·Gw × dim, e.g. timm pos_embed")
     key: str | None = param(None, "tensor name inside --weights (e.g. pos_embed)")
     seed: int = param(0, "seed of the N(0, 0.02) table used without --weights")
@@ -138,15 +140,31 @@ def aa_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
     return weights / weights.sum(axis=1, keepdims=True)
 
 
-def packed_weights(n_in: int, max_out: int, a: float) -> np.ndarray:
+def plain_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
+    """[n_out, n_in] weights of F.interpolate(mode="bicubic", align_corners=False, antialias=False): output i
+    samples input coordinate (i + ½)·n_in/n_out − ½ from its four neighbours, indices clamped to the edge."""
+    source = (np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5
+    first = np.floor(source).astype(np.int64)
+    weights = np.zeros((n_out, n_in))
+    for k in range(-1, 3):
+        taps = np.clip(first + k, 0, n_in - 1)
+        np.add.at(weights, (np.arange(n_out), taps), keys_cubic(source - (first + k), a))
+    return weights
+
+
+def axis_weights(n_in: int, n_out: int, a: float, antialias: bool = True) -> np.ndarray:
+    return aa_bicubic_weights(n_in, n_out, a) if antialias else plain_bicubic_weights(n_in, n_out, a)
+
+
+def packed_weights(n_in: int, max_out: int, a: float, antialias: bool = True) -> np.ndarray:
     """Weights for every output size n = 1 … max_out stacked: size n is rows n·(n−1)/2 … n·(n+1)/2 − 1."""
-    return np.concatenate([aa_bicubic_weights(n_in, n, a) for n in range(1, max_out + 1)], axis=0)
+    return np.concatenate([axis_weights(n_in, n, a, antialias) for n in range(1, max_out + 1)], axis=0)
 
 
-def resample_grid(grid: np.ndarray, h: int, w: int, a: float) -> np.ndarray:
-    """grid [Gh, Gw, dim] -> [h, w, dim], separable antialiased bicubic, float64."""
-    rows = aa_bicubic_weights(grid.shape[0], h, a)
-    cols = aa_bicubic_weights(grid.shape[1], w, a)
+def resample_grid(grid: np.ndarray, h: int, w: int, a: float, antialias: bool = True) -> np.ndarray:
+    """grid [Gh, Gw, dim] -> [h, w, dim], separable bicubic (antialiased unless asked not to), float64."""
+    rows = axis_weights(grid.shape[0], h, a, antialias)
+    cols = axis_weights(grid.shape[1], w, a, antialias)
     return np.einsum("hi,wj,ijd->hwd", rows, cols, grid)
 
 
@@ -154,7 +172,7 @@ def reference(p: VitLearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarra
     x = np.asarray(feeds["x"]).astype(np.float64)
     batch, h, w, dim = x.shape
     cls_row, grid = split_table(p)
-    y = x + resample_grid(grid, h, w, p.cubic_coefficient)[None]
+    y = x + resample_grid(grid, h, w, p.cubic_coefficient, p.antialias)[None]
     if not p.class_token:
         return y
     first = np.asarray(feeds["cls"]).astype(np.float64) + cls_row[None]
@@ -176,7 +194,7 @@ class VitLearnedEmbedding(torch.nn.Module):
         f32 = COMPUTE.numpy
         self.register_buffer("grid_table", torch.from_numpy(grid.reshape(p.trained_h, -1).astype(f32)), persistent=False)
         for name, n_in in (("row_weights", p.trained_h), ("col_weights", p.trained_w)):
-            packed = packed_weights(n_in, p.max_grid, p.cubic_coefficient).astype(f32)
+            packed = packed_weights(n_in, p.max_grid, p.cubic_coefficient, p.antialias).astype(f32)
             self.register_buffer(name, torch.from_numpy(packed), persistent=False)
         if cls_row is not None:
             self.register_buffer("cls_table", torch.from_numpy(cls_row.astype(f32)), persistent=False)
@@ -247,8 +265,8 @@ def build_tables(p: VitLearnedParams) -> dict[str, np.ndarray]:
     cls_row, grid = split_table(p)
     f32 = COMPUTE.numpy
     out = {
-        "row_weights": packed_weights(p.trained_h, p.max_grid, p.cubic_coefficient).astype(f32),
-        "col_weights": packed_weights(p.trained_w, p.max_grid, p.cubic_coefficient).astype(f32),
+        "row_weights": packed_weights(p.trained_h, p.max_grid, p.cubic_coefficient, p.antialias).astype(f32),
+        "col_weights": packed_weights(p.trained_w, p.max_grid, p.cubic_coefficient, p.antialias).astype(f32),
         "grid_table": grid.reshape(p.trained_h, -1).astype(f32),
     }
     if cls_row is not None:

@@ -47,6 +47,7 @@ READERS: dict[str, str] = {
     "roberta": "learned",
     "xlm-roberta": "learned",
     "camembert": "learned",
+    "vit": "vit",
 }
 
 

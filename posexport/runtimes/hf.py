@@ -167,7 +167,28 @@ class LearnedSession:
         return (torch_float(feeds["x"]) + rows).numpy()
 
 
-SESSIONS = {"rope": RopeSession, "t5": T5Session, "alibi": AlibiSession, "learned": LearnedSession}
+class VitSession:
+    """ViTEmbeddings' own interpolate_pos_encoding on the model's trained table, added to [cls | patches]."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        from transformers.models.vit.modeling_vit import ViTEmbeddings
+
+        self.embeddings = ViTEmbeddings(auto_config(entry)).eval()
+        self.embeddings.position_embeddings.data = trained(entry).reshape(self.embeddings.position_embeddings.shape)
+        self.patch = entry["hf"]["patch_size"]
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x, cls = torch_float(feeds["x"]), torch_float(feeds["cls"])
+        batch, h, w, dim = x.shape
+        tokens = torch.cat([cls, x.reshape(batch, h * w, dim)], dim=1)
+        with torch.no_grad():
+            positions = self.embeddings.interpolate_pos_encoding(tokens, h * self.patch, w * self.patch)
+            return (tokens + positions).numpy()
+
+
+SESSIONS = {"rope": RopeSession, "t5": T5Session, "alibi": AlibiSession, "learned": LearnedSession, "vit": VitSession}
 
 
 class Hf:
