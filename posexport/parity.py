@@ -281,9 +281,7 @@ def graph_label(artifact: Artifact) -> str:
 
 def resolve_runtimes(runtimes: Sequence[str | Runtime] | None) -> list[Runtime]:
     """Runtime names (checked before anything runs) or Runtime objects; default: every registered one."""
-    # Opt-in runtimes (hf: the model's own code) run only when named or handed in.
-    default = [name for name, rt in RUNTIMES.items() if not getattr(rt, "opt_in", False)]
-    chosen = [get_runtime(r) if isinstance(r, str) else r for r in (runtimes or default)]
+    chosen = [get_runtime(r) if isinstance(r, str) else r for r in (runtimes or list(RUNTIMES))]
     names = [r.name for r in chosen]
     if len(set(names)) != len(names):
         raise PosexportError(f"--runtimes {','.join(names)}: a runtime is named twice")
@@ -342,9 +340,11 @@ def run_parity(
             bound = bound_for(art, feeds, tolerance)
             largest = enc.largest_position(p, feeds)
             here: dict[str, np.ndarray] = {}
+            bounds: dict[str, float] = {}
             info = dict(axes=dict(case.axes), largest_position=largest)
             for name, (runtime, session) in sessions.items():
-                result, out = judge(session.run, feeds, ref, runtime_bound(runtime, art, feeds, bound))
+                bounds[name] = runtime_bound(runtime, art, feeds, bound)
+                result, out = judge(session.run, feeds, ref, bounds[name])
                 report.results.append(CaseResult(label, case.label, name, **result, **info))
                 if out is not None:
                     here[name] = out
@@ -357,7 +357,8 @@ def run_parity(
                 here[name] = out
             if pairwise:
                 for a, b in itertools.combinations(sorted(here), 2):
-                    cmp = compare(here[a], here[b].astype(np.float64), PAIRWISE_FACTOR * bound)
+                    pair_bound = PAIRWISE_FACTOR * max(bounds.get(a, bound), bounds.get(b, bound))
+                    cmp = compare(here[a], here[b].astype(np.float64), pair_bound)
                     report.pairwise.append(CaseResult(label, case.label, f"{a} vs {b}", "pass" if cmp.passed else "fail", cmp, **info))
             if keep_outputs:
                 for name, out in here.items():

@@ -44,6 +44,11 @@ def saved_model(folder: Path, config_cls: str, model_cls: str, **kwargs: Any) ->
     return folder
 
 
+ROPE = ("llama31", "llama-raw", "mistral", "qwen2-yarn", "qwen3", "gemma2", "gemma3", "gemma3-raw", "phi3-su", "pythia",
+        "stablelm", "glm4", "deepseek-v2", "deepseek-v3", "falcon")
+TRAINED = ("t5", "gpt2", "opt", "bert", "roberta", "vit", "bloom", "mpt")
+
+
 # name -> how to make it: rope architectures need a config only.
 def rope_models(root: Path) -> dict[str, Path]:
     phi_factors = [1.0 + 0.1 * i for i in range(8)]
@@ -97,6 +102,8 @@ def trained_models(root: Path) -> dict[str, Path]:
                           num_heads=4, relative_attention_num_buckets=16, relative_attention_max_distance=32),
         "gpt2": saved_model(root / "tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", **small, n_embd=32, n_layer=1, n_head=2,
                             n_positions=256),
+        "opt": saved_model(root / "tiny-opt", "OPTConfig", "OPTModel", **small, hidden_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, ffn_dim=32, word_embed_proj_dim=32, max_position_embeddings=100),
         "bert": saved_model(root / "tiny-bert", "BertConfig", "BertModel", **small, hidden_size=32, num_hidden_layers=1,
                             num_attention_heads=2, intermediate_size=32, max_position_embeddings=128),
         "roberta": saved_model(root / "tiny-roberta", "RobertaConfig", "RobertaModel", **small, hidden_size=32,

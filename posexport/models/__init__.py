@@ -43,6 +43,7 @@ READERS: dict[str, str] = {
     "bloom": "alibi",
     "mpt": "alibi",
     "gpt2": "learned",
+    "opt": "learned",
     "bert": "learned",
     "roberta": "learned",
     "xlm-roberta": "learned",

@@ -54,8 +54,7 @@ def run_model_parity(folder: str | Path, graph: str | Path | None = None, runtim
         raise PosexportError("--from-model: judging a graph against the model's own code needs transformers "
                              "(pip install 'posexport[hf]')")
     pairs = model_artifacts(folder, graph, list(dtypes), **(build or {}))
-    names = [n for n in (runtimes or []) if n != "hf"] or None
-    chosen = parity.resolve_runtimes(names)
+    chosen = parity.resolve_runtimes([n for n in (runtimes or []) if n != "hf"] or None)
     report = parity.Report()
     for art, hf in pairs:  # one run per graph: each has its own hf session
         part = parity.run_parity(art, [*chosen, hf], keep_outputs=True, **options)
@@ -66,7 +65,7 @@ def run_model_parity(folder: str | Path, graph: str | Path | None = None, runtim
 
 def agreement(report: parity.Report) -> None:
     """`<runtime> vs hf` for every case both ran, within hf's model-agreement bound at that case."""
-    # The engine's own pairs with hf use the graphs' pairwise bound; these use the model-agreement bound.
+    # --pairwise already compared hf with every runtime (a vs b in name order): keep one row per pair.
     report.pairwise = [r for r in report.pairwise if "hf" not in r.runtime.split(" vs ")]
     outputs = report.outputs.arrays if report.outputs else {}
     bounds = {(r.graph, r.case): r for r in report.results if r.runtime == "hf" and r.comparison}

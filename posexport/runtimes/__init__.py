@@ -20,16 +20,18 @@ RUNTIMES: dict[str, Runtime] = {
         OrtCpu("ort-cpu-noopt", optimize=False),
         OrtCuda(),
         OpenVino(),
-        Hf(),
     )
 }
+# Runtimes that run the model's own code instead of the graph (parity --from-model, or named with --runtimes).
+MODEL_RUNTIMES: dict[str, Runtime] = {rt.name: rt for rt in (Hf(),)}
 
 
 def get_runtime(name: str) -> Runtime:
     try:
-        return RUNTIMES[name]
+        return {**RUNTIMES, **MODEL_RUNTIMES}[name]
     except KeyError:
-        raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {', '.join(RUNTIMES)}") from None
+        known = ", ".join([*RUNTIMES, *MODEL_RUNTIMES])
+        raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {known}") from None
 
 
-__all__ = ["RUNTIMES", "Runtime", "Session", "get_runtime"]
+__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "Runtime", "Session", "get_runtime"]

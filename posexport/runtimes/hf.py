@@ -10,7 +10,9 @@ compute_bias, the alibi builders, the embedding modules with their offsets.
 Its outputs are judged against the float64 oracle of the graph's parameters with the model-agreement
 bound (:func:`model_bound`): a graph within the float64 bound and the model's code within this one agree
 with each other, and a misread (a wrong rotary dim, base, scaling or offset) misses it by orders of
-magnitude. This runtime is opt-in: parity uses it when given a model, or when named (`--runtimes hf`).
+magnitude. It runs no graph, so it is not among the graph runtimes of a default parity run: `parity
+--from-model` adds it, `--runtimes hf` names it (for a graph built --from-model, whose manifest records
+the model); a graph without a model reports it unavailable, saying why.
 """
 
 from __future__ import annotations
@@ -152,18 +154,28 @@ class AlibiSession:
 
 
 class LearnedSession:
-    """x + the model's trained position table at position_ids (an nn.Embedding, as the models hold it)."""
+    """x + the model's trained position table at position_ids: an nn.Embedding as GPT-2, BERT and RoBERTa
+    hold it, or OPT's OPTLearnedPositionalEmbedding, which adds its offset of 2 itself."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         import torch
 
-        self.embedding = torch.nn.Embedding.from_pretrained(trained(entry))
+        table = trained(entry)
+        if entry["hf"].get("opt"):
+            from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
+
+            self.embedding = OPTLearnedPositionalEmbedding(table.shape[0] - 2, table.shape[1])
+            self.embedding.weight.data = table
+            self.call = lambda positions: self.embedding(None, 0, position_ids=positions)
+        else:
+            self.embedding = torch.nn.Embedding.from_pretrained(table)
+            self.call = self.embedding
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
 
         with torch.no_grad():
-            rows = self.embedding(torch.from_numpy(np.ascontiguousarray(feeds["position_ids"])))
+            rows = self.call(torch.from_numpy(np.ascontiguousarray(feeds["position_ids"])))
         return (torch_float(feeds["x"]) + rows).numpy()
 
 
@@ -195,8 +207,6 @@ class Hf:
     name = "hf"
     description = "transformers: the model's own position code (judged with the model-agreement bound)"
     limitations: dict[str, str] = {}
-    # Not in a default run: it needs a model (parity --from-model, or a graph built with --from-model).
-    opt_in = True
 
     def __init__(self, model: Mapping[str, Any] | None = None):
         self.model = model
