@@ -45,8 +45,8 @@ def saved_model(folder: Path, config_cls: str, model_cls: str, **kwargs: Any) ->
 
 
 ROPE = ("llama31", "llama-raw", "mistral", "qwen2-yarn", "qwen3", "gemma2", "gemma3", "gemma3-raw", "phi3-su", "pythia",
-        "stablelm", "glm4", "deepseek-v2", "deepseek-v3", "falcon")
-TRAINED = ("t5", "gpt2", "opt", "bert", "roberta", "vit", "bloom", "mpt")
+        "stablelm", "glm4", "deepseek-v2", "deepseek-v3", "qwen2-vl", "qwen2-vl-raw", "falcon")
+TRAINED = ("t5", "gpt2", "opt", "bert", "roberta", "vit", "whisper", "bloom", "mpt")
 
 
 # name -> how to make it: rope architectures need a config only.
@@ -91,6 +91,13 @@ def rope_models(root: Path) -> dict[str, Path]:
                                     max_position_embeddings=163840,
                                     rope_scaling={"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
                                                   "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}),
+        "qwen2-vl": saved_config(root / "tiny-qwen2-vl", "Qwen2VLConfig",
+                                 text_config={**SMALL, "num_key_value_heads": 2, "rope_parameters": {
+                                     "rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1000000.0}},
+                                 vision_config={"depth": 1, "embed_dim": 32, "num_heads": 2, "hidden_size": 64}),
+        "qwen2-vl-raw": raw(root / "tiny-qwen2-vl-raw", {"model_type": "qwen2_vl", **SMALL, "max_position_embeddings": 32768,
+                                                         "rope_theta": 1000000.0, "vision_config": {"depth": 1},
+                                                         "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}),
         "falcon": saved_config(root / "tiny-falcon", "FalconConfig", **SMALL, max_position_embeddings=2048),
     }
 
@@ -112,5 +119,9 @@ def trained_models(root: Path) -> dict[str, Path]:
         "bloom": saved_config(root / "tiny-bloom", "BloomConfig", **small, hidden_size=48, n_layer=2, n_head=6),
         "vit": saved_model(root / "tiny-vit", "ViTConfig", "ViTModel", hidden_size=32, num_hidden_layers=1,
                            num_attention_heads=2, intermediate_size=32, image_size=32, patch_size=8),
+        "whisper": saved_model(root / "tiny-whisper", "WhisperConfig", "WhisperModel", **small, d_model=32,
+                               encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                               encoder_ffn_dim=32, decoder_ffn_dim=32, max_source_positions=64, max_target_positions=48,
+                               num_mel_bins=8, pad_token_id=1, bos_token_id=2, eos_token_id=3, decoder_start_token_id=2),
         "mpt": saved_config(root / "tiny-mpt", "MptConfig", **small, d_model=48, n_layers=2, n_heads=6, max_seq_len=4096),
     }

@@ -48,7 +48,10 @@ READERS: dict[str, str] = {
     "roberta": "learned",
     "xlm-roberta": "learned",
     "camembert": "learned",
+    "qwen2_vl": "qwen_vl",
+    "qwen2_5_vl": "qwen_vl",
     "vit": "vit",
+    "whisper": "whisper",
 }
 
 

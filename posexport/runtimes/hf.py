@@ -200,7 +200,22 @@ class VitSession:
             return (tokens + positions).numpy()
 
 
-SESSIONS = {"rope": RopeSession, "t5": T5Session, "alibi": AlibiSession, "learned": LearnedSession, "vit": VitSession}
+class WhisperSinusoidSession:
+    """x + transformers' own whisper `sinusoids(length, d_model)` (what fills the encoder's position table)
+    at position_ids."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        self.channels = artifact.params.d_model
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        from transformers.models.whisper.modeling_whisper import sinusoids
+
+        positions = np.asarray(feeds["position_ids"])
+        table = sinusoids(int(positions.max()) + 1, self.channels).numpy()
+        return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
+
+
+SESSIONS = {"rope": RopeSession, "t5": T5Session, "alibi": AlibiSession, "learned": LearnedSession, "vit": VitSession, "whisper-sinusoid": WhisperSinusoidSession}
 
 
 class Hf:
@@ -232,7 +247,9 @@ class Hf:
         return "judged with the model-agreement bound (graph bound + 2^-21 · largest position)"
 
     def bound(self, artifact: Artifact, feeds: Mapping[str, np.ndarray], graph_bound: float) -> float:
-        return model_bound(graph_bound, artifact.encoding.largest_position(artifact.params, feeds))
+        # The angle term applies where the model forms angles (rope, sinusoid); tables and biases agree to rounding.
+        angles = artifact.encoding.position_scaled_tolerance
+        return model_bound(graph_bound, artifact.encoding.largest_position(artifact.params, feeds) if angles else None)
 
     def load(self, artifact: Artifact) -> Any:
         entry = self.entry(artifact)
