@@ -47,20 +47,10 @@ def parity_command(
     # GRAPH is read from the free arguments: a declared positional would swallow the value of an
     # encoding option (`--head-dim 8`), which click cannot tell apart from a path.
     graph, options = graph_and_options(list(ctx.args))
-    if from_model is not None:
-        if options or save_outputs or load_outputs:
-            raise PosexportError("--from-model: the model gives the graphs' parameters; drop encoding options, "
-                                 "--save-outputs and --load-outputs")
-        artifacts = None
-    elif graph is not None:
-        if options:
-            raise PosexportError(f"{options[0]}: encoding options go with --encoding, not with a built GRAPH")
-        if dtype != "float32":
-            raise PosexportError(f"--dtype {dtype}: a built GRAPH has its own dtype; --dtype goes with --encoding")
-        artifacts = [export.load(graph)]
-    else:
-        values = parse_options(options)
-        artifacts = [export.build(encoding, values, dtype=d, opset=opset, source=source, backend=backend) for d in dtype.split(",")]
+    if from_model is not None and (options or save_outputs or load_outputs):
+        raise PosexportError("--from-model: the model gives the graphs' parameters; drop encoding options, "
+                             "--save-outputs and --load-outputs")
+    artifacts = None if from_model is not None else chosen_artifacts(graph, options, encoding, dtype, opset, source, backend)
     names = [r for r in runtimes.split(",") if r] or None
     saved = parity.Outputs.load(load_outputs) if load_outputs else None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -97,6 +87,19 @@ def parity_command(
         report.outputs.save(save_outputs)
     passed = report.strictly_passed() if strict else report.passed
     raise typer.Exit(0 if passed else 1)
+
+
+def chosen_artifacts(graph: Path | None, options: list[str], encoding: str, dtype: str, opset: int, source: str,
+                     backend: str) -> list[export.Artifact]:
+    """The built GRAPH, or graphs built from --encoding and its options (one per --dtype)."""
+    if graph is not None:
+        if options:
+            raise PosexportError(f"{options[0]}: encoding options go with --encoding, not with a built GRAPH")
+        if dtype != "float32":
+            raise PosexportError(f"--dtype {dtype}: a built GRAPH has its own dtype; --dtype goes with --encoding")
+        return [export.load(graph)]
+    values = parse_options(options)
+    return [export.build(encoding, values, dtype=d, opset=opset, source=source, backend=backend) for d in dtype.split(",")]
 
 
 def graph_and_options(args: list[str]) -> tuple[Path | None, list[str]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PosexportError
+from ..rope.config import read_json
 
 # Key names that speak of positions. A key matching this that the architecture's reader did not take, or
 # did not declare harmless, stops the build.
@@ -65,15 +66,11 @@ def short(value: Any) -> str:
 
 
 def load(folder: Path) -> dict[str, Any]:
-    path = folder / "config.json"
     if not folder.is_dir():
         raise PosexportError(f"--from-model {folder}: not a folder; pass a model folder holding config.json")
-    if not path.is_file():
+    if not (folder / "config.json").is_file():
         raise PosexportError(f"--from-model {folder}: no config.json in it")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise PosexportError(f"{path}: not readable JSON ({e})") from None
+    data = read_json(folder / "config.json", "--from-model")
     if not isinstance(data, dict):
-        raise PosexportError(f"{path}: a model config is a JSON object")
+        raise PosexportError(f"{folder / 'config.json'}: a model config is a JSON object")
     return data

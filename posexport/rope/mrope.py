@@ -27,13 +27,12 @@ from onnxscript import script
 from .. import tables
 from ..contract import BuildOptions, Case, Tables, TensorSpec
 from ..dtypes import COMPUTE, DType
-from ..encodings.base import Encoding
-from ..encodings.inputs import positions, random_normal, sequence_cases
+from ..encodings.inputs import sequence_cases
 from ..encodings.two_level import TwoLevelCosSin, cos_sin_function
 from ..params import check, check_choices, param
 from ..script import POSEXPORT
 from . import backends
-from .encoding import LAYOUTS, MIN_LIMIT, RotaryEmbedding, apply_rope
+from .encoding import LAYOUTS, RopeEncoding, RotaryEmbedding, apply_rope, pin_position_limit
 
 ROWS = ("temporal", "height", "width")
 # Height and width of a vision token sit this far at most from its temporal position in the sweep.
@@ -60,12 +59,7 @@ class MRopeParams:
         check(len(sections) == 3 and all(isinstance(s, int) and s >= 1 for s in sections)
               and sum(sections) == self.head_dim // 2, "mrope_section", ",".join(map(str, sections)),
               f"needs three positive counts summing to head_dim/2 = {self.head_dim // 2}")
-        check(self.max_positions >= 1, "max_positions", self.max_positions, "must be ≥ 1")
-        if self.position_limit is None:
-            wanted = max(MIN_LIMIT, 2 * self.max_positions)
-            object.__setattr__(self, "position_limit", 1 << math.ceil(math.log2(wanted)))
-        check(self.max_positions <= self.position_limit <= 1 << 31, "position_limit", self.position_limit,
-              f"must be in [max_positions={self.max_positions}, 2^31]")
+        pin_position_limit(self)
 
     # What the rope backends' rotation reads: the whole head rotates, half-split pairs.
     @property
@@ -132,23 +126,22 @@ def mrope_functions(p: MRopeParams, io: DType, op: Any, backend: str) -> list[An
     return [MRope, cos_sin, *rotation]
 
 
-def grid_positions(rng: np.random.Generator, batch: int, seq: int, case: Case, limit: int) -> np.ndarray:
-    """[3, batch, seq]: the case's positions as the temporal row; height and width rows a few positions
-    behind it, as a vision token's grid coordinates are (kept in [0, limit))."""
-    temporal = positions(rng, batch, seq, case)
-    spread = rng.integers(0, GRID_SPREAD, size=(2, batch, seq))
+def grid_rows(rng: np.random.Generator, temporal: np.ndarray, limit: int) -> np.ndarray:
+    """[3, batch, seq]: the temporal row, then height and width rows a few positions behind it, as a
+    vision token's grid coordinates are (kept in [0, limit))."""
+    spread = rng.integers(0, GRID_SPREAD, size=(2, *temporal.shape))
     return np.concatenate([temporal[None], np.clip(temporal[None] - spread, 0, limit - 1)]).astype(np.int64)
 
 
-class MRopeEncoding(Encoding):
+class MRopeEncoding(RopeEncoding):
+    """Rope's contract (x, tolerance, largest position) with position_ids [3, batch, seq]."""
+
     name = "mrope"
-    family = "rope"
     Params = MRopeParams
-    position_scaled_tolerance = True
 
     def inputs(self, p: MRopeParams) -> list[TensorSpec]:
-        x_dims = ("batch", "seq", p.heads, p.head_dim) if p.layout == "bshd" else ("batch", p.heads, "seq", p.head_dim)
-        return [TensorSpec("x", x_dims), TensorSpec("position_ids", (3, "batch", "seq"), is_float=False)]
+        x, _ = super().inputs(p)  # rope's x; position_ids gain the three rows
+        return [x, TensorSpec("position_ids", (3, "batch", "seq"), is_float=False)]
 
     def reference(self, p: MRopeParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         return reference(p, feeds)
@@ -166,15 +159,11 @@ class MRopeEncoding(Encoding):
         return mrope_functions(p, opts.dtype, op, opts.backend)
 
     def feeds(self, p: MRopeParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        batch, seq = case.axes["batch"], case.axes["seq"]
-        shape = (batch, seq, p.heads, p.head_dim) if p.layout == "bshd" else (batch, p.heads, seq, p.head_dim)
-        return {"x": random_normal(rng, shape, dtype), "position_ids": grid_positions(rng, batch, seq, case, p.position_limit)}
+        feeds = super().feeds(p, case, dtype, rng)  # rope's x, and its positions as the temporal row
+        return feeds | {"position_ids": grid_rows(rng, feeds["position_ids"], p.position_limit)}
 
     def cases(self, p: MRopeParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
         return sequence_cases(p.max_positions, p.position_limit, seqs, batches)
-
-    def largest_position(self, p: MRopeParams, feeds: Mapping[str, np.ndarray]) -> int | None:
-        return int(np.max(feeds["position_ids"]))
 
     def properties(self, p: MRopeParams) -> list:
         """Rope's relative position, norms and limit, on text tokens (three equal position rows)."""
