@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -13,8 +14,6 @@ from posexport import bench
 from posexport.errors import PosexportError
 from posexport.reports import bench as reports
 from posexport.runtimes import get_runtime
-
-from .conftest import posexport_cli
 
 SMALL = dict(head_dim=16, heads=2)
 
@@ -80,11 +79,16 @@ def test_graph_size_note_compares_with_one_table():
     assert "131072" in note and "64 MiB" in note
 
 
-def test_cli_bench_writes_every_format(tmp_path):
-    proc = posexport_cli("bench", "--seqs", "8", "--heads", "2", "--head-dim", "16", "--backends", "auto,portable",
-                         "--warmup", "0", "--repeats", "3", "--json", str(tmp_path / "b.json"),
-                         "--markdown", str(tmp_path / "b.md"), "--plot", str(tmp_path / "b.png"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def test_cli_bench_writes_every_format(tmp_path, monkeypatch):
+    """The command run in this process as the console script runs it (its argv names `posexport`)."""
+    from posexport_cli import main
+
+    args = ["bench", "--seqs", "8", "--heads", "2", "--head-dim", "16", "--backends", "auto,portable", "--warmup", "0", "--repeats", "3",
+            "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"), "--plot", str(tmp_path / "b.png")]
+    monkeypatch.setattr(sys, "argv", ["posexport", *args])
+    with pytest.raises(SystemExit) as exited:
+        main.main()
+    assert exited.value.code == 0
     rows = json.loads((tmp_path / "b.json").read_text())["rows"]
     assert [r["subject"] for r in rows] == ["copy", "naive-export", "torch-eager", "auto (ort)", "portable"]
     assert all(np.isfinite(r["median_ms"]) for r in rows)
