@@ -122,6 +122,8 @@ def backend_row(group: Group, enc: Encoding, p: Any, name: str, artifacts: Artif
     """Time one backend (rope only has several; other encodings have auto and portable); its label."""
     if enc.family != "rope" and name not in (AUTO, PORTABLE):
         return f"{name} (rope only)"
+    if not group.runtime.runs_graphs:
+        return f"{name} ({group.runtime.name} runs the module: see torch-eager)"
     target = group.cfg.target
     try:
         resolved = rope_backends.resolve_backend(name, enc.family, backend_opset(name, target), target)

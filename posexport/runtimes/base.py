@@ -69,6 +69,9 @@ class Runtime(ABC):
     description: str
     # Where its sessions compute: baselines timed on the host (PyTorch eager) are timed in "cpu" groups.
     device: ClassVar[str] = "cpu"
+    # False for a runtime that runs the encoding's own module instead of the ONNX graph (torch): it takes
+    # no bare graph, and a bench does not time it once per backend (every backend is the same module).
+    runs_graphs: ClassVar[bool] = True
     # Property name -> why this runtime is known to break it: known traps are reported, never hidden.
     # A broken property listed here is reported as a known limitation instead of a failure.
     limitations: Mapping[str, str] = {}
@@ -88,6 +91,12 @@ class Runtime(ABC):
 
     @abstractmethod
     def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> Session: ...
+
+
+def bfloat16_bits(array: np.ndarray) -> np.ndarray:
+    """A bfloat16 array as its uint16 bits, contiguous (the bits of a strided view would be read as if
+    contiguous): how onnxruntime and OpenVINO take bfloat16, which numpy lacks."""
+    return np.ascontiguousarray(array).view(np.uint16)
 
 
 def output_shape(artifact: Artifact, feeds: Mapping[str, np.ndarray]) -> tuple[int, ...]:

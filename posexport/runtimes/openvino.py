@@ -23,7 +23,7 @@ import onnx.inliner
 from ..contract import Artifact
 from ..dtypes import is_bfloat16
 from ..properties import RAISES_PAST_LIMIT
-from .base import Bound, Runtime, Session, SessionOptions, all_nodes
+from .base import Bound, Runtime, Session, SessionOptions, all_nodes, bfloat16_bits
 
 GATHER_OUT_OF_RANGE = (
     "OpenVINO's Gather returns zeros for an out-of-range index instead of raising, so positions past the "
@@ -81,7 +81,7 @@ class OpenVinoSession(Session):
     def tensor(self, array: np.ndarray):
         """OpenVINO takes bfloat16 as its bits with its own bf16 type."""
         if is_bfloat16(array):
-            return self.ov.Tensor(np.ascontiguousarray(array).view(np.uint16), array.shape, self.ov.Type.bf16)
+            return self.ov.Tensor(bfloat16_bits(array), array.shape, self.ov.Type.bf16)
         return self.ov.Tensor(np.ascontiguousarray(array))
 
     def output(self) -> np.ndarray:

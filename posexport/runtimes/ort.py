@@ -16,7 +16,7 @@ import onnx
 
 from ..contract import Artifact
 from ..dtypes import is_bfloat16, numpy_dtype
-from .base import Bound, Runtime, Session, SessionOptions, output_shape
+from .base import Bound, Runtime, Session, SessionOptions, bfloat16_bits, output_shape
 
 
 class OrtSession(Session):
@@ -50,9 +50,7 @@ class OrtSession(Session):
         """numpy has no bfloat16 that onnxruntime reads directly: pass its bits with the ONNX type
         (on the host: onnxruntime copies them to the device)."""
         if is_bfloat16(array):
-            # The bits of a strided view would be read as if contiguous: copy first.
-            bits = np.ascontiguousarray(array).view(np.uint16)
-            return self.ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.TensorProto.BFLOAT16)
+            return self.ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bfloat16_bits(array), onnx.TensorProto.BFLOAT16)
         return self.ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), device, 0)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:

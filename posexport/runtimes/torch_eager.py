@@ -36,6 +36,7 @@ class TorchSession(Session):
 class TorchEager(Runtime):
     name = "torch"
     description = "PyTorch eager module (the same maths, before export; it does not run the ONNX graph)"
+    runs_graphs = False
 
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
         if artifact.encoding is None:
