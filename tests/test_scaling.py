@@ -1,5 +1,5 @@
-"""RoPE scalings (DESIGN 3.5) as float64 maths: golden inverse frequencies worked out by hand from DESIGN's
-formulas (or published values), relations between scalings, and parameter validation."""
+"""RoPE scalings as float64 maths: golden inverse frequencies worked out by hand from the formulas of
+docs/encodings.md (or published values), relations between scalings, and parameter validation."""
 
 from __future__ import annotations
 

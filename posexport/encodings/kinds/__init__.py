@@ -1,0 +1,1 @@
+"""Encoding kinds: one small base per contract family (docs/contract.md)."""
