@@ -30,6 +30,7 @@ import onnx
 from onnxscript import script
 
 from ..contract import AUTO, DEFAULT_TARGET, ONNX23, ORT, PORTABLE, TARGETS
+from ..encodings.kinds.rotation import heads_axis
 from ..errors import PosexportError
 from ..script import MSFT, POSEXPORT
 
@@ -45,10 +46,6 @@ class Backend:
     domains: tuple[str, ...]
     # (p, io_onnx_type, op) -> onnxscript functions, callees first, RopeRotate last.
     rotation: Callable[[Any, int, Any], list[Any]]
-
-
-def heads_axis(p: Any) -> int:
-    return 2 if p.layout == "bshd" else 1
 
 
 # --- portable: standard ops -------------------------------------------------------------------------
