@@ -1,4 +1,4 @@
-"""How a rope graph is expressed (docs/runtimes.md, rope backends): the rotation step, given per-token cos/sin.
+"""How a rope graph is expressed (docs/encodings.md, RoPE › Backends): the rotation, given per-token cos/sin.
 
 Every backend builds the same onnxscript function, ``posexport.RopeRotate(x, cos, sin) -> y``:
 

@@ -1,4 +1,5 @@
-"""IndexShare (docs/encodings.md, IndexShare): one cos/sin gather for every layer, the rotation fused into attention.
+"""IndexShare (docs/encodings.md, RoPE › IndexShare; docs/contract.md): one cos/sin gather for every layer,
+the rotation fused into attention.
 
 The block graph stands for the attention of an N-layer decoder, projections left out:
 

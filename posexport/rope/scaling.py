@@ -1,4 +1,4 @@
-"""RoPE frequency scalings (docs/encodings.md, RoPE scalings): each one small function with the same signature.
+"""RoPE frequency scalings (docs/encodings.md, RoPE › Scalings): each one small function with one signature.
 
 A scaling maps (rotary_dim d, base b, the rope parameters, the run-time length) to the float64 inverse
 frequencies and the attention factor that multiplies cos and sin. The torch module, the onnxscript

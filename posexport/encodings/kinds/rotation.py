@@ -1,4 +1,4 @@
-"""Rotations: q/k turned by their positions (docs/contract.md, rope).
+"""Rotations: q/k turned by their positions (docs/contract.md, inputs and outputs per family; layouts).
 
     x             [batch, seq, heads, head_dim] (layout bshd) or [batch, heads, seq, head_dim] (bhsd), I/O dtype
     position_ids  [batch, seq] int64
