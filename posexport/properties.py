@@ -2,13 +2,14 @@
 
 Each check is generic: an encoding builds it in ``properties(p)`` from a small adapter that turns the
 runner (feeds -> output of the graph under test) into the quantity the property is about, and the parity
-engine runs it on every runtime. Adapters for the common contracts (DESIGN 2) are here too:
+engine runs it on every runtime. Adapters for the common contracts (docs/contract.md) are here too:
 
     rotations  x [batch, seq, heads, d], position_ids -> y           (rope and its scalings)
     rows       x [batch, seq, D] + PE[position_ids]   -> PE rows     (sinusoidal, learned)
     biases     scores [batch, heads, q_len, k_len]     -> bias       (alibi, t5)
 
-Every check returns a PropertyResult whose ``error`` is normalised like DESIGN 4.2, with its bound in the
+Every check returns a PropertyResult whose ``error`` is normalised like the parity error,
+max|out − ref| / max(1, max|ref|), with its bound in the
 detail, so a report can say how far off a runtime was.
 """
 
@@ -128,7 +129,7 @@ def norm_preserved(rotate: Rotate, heads: int, dim: int, rotary_dim: int, limit:
 
 
 def raises_past_limit(feeds_at: Callable[[np.ndarray, DType, np.random.Generator], dict[str, np.ndarray]], limit: int) -> Property:
-    """DESIGN 4.3: a position the graph does not cover (≥ limit, or negative) raises, never garbage."""
+    """A position the graph does not cover (≥ limit, or negative) raises, never garbage."""
 
     def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
         silent = []
@@ -201,25 +202,32 @@ def linear_shift(rows: Rows, width: int, positions: int, shift: int | None = Non
 
 
 def query_positions(q_len: int, k_len: int) -> np.ndarray:
-    """DESIGN 2: queries are the last q_len of the k_len keys."""
+    """Queries are the last q_len of the k_len keys (docs/contract.md)."""
     return np.arange(k_len - q_len, k_len)
 
 
-def linear_in_distance(bias: Bias, q_len: int, k_len: int, symmetric: bool = False) -> Property:
-    """bias[h, i, j] = c_h · distance(i, j) for one constant per head, over the unmasked entries."""
+def linear_in_distance(bias: Bias, q_len: int, k_len: int, symmetric: bool = False, negative: bool = False) -> Property:
+    """bias[h, i, j] = c_h · distance(i, j) for one constant per head (each c_h < 0 with ``negative``),
+    over the entries whose key is not after the query (every entry when ``symmetric``)."""
 
     def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
         b = bias(runner, q_len, k_len, dtype, rng)
         distance = (query_positions(q_len, k_len)[:, None] - np.arange(k_len)[None, :]).astype(np.float64)
         if symmetric:
             distance = np.abs(distance)
-        keep = np.broadcast_to(distance >= 0, b.shape) & np.isfinite(b)
-        errors = []
+        keep = np.broadcast_to(distance >= 0, b.shape)
+        if not np.all(np.isfinite(b[keep])):
+            return PropertyResult(False, "a non-finite bias where the key is not after the query", float("inf"))
+        errors, slopes = [], []
         for h in range(b.shape[0]):
             d, v = distance[keep[h]], b[h][keep[h]]
             slope = float(d @ v) / max(float(d @ d), 1e-300)
             errors.append(normalised(v - slope * d, v))
-        return verdict(max(errors), dtype.bound(), f"worst head's residual from a line through 0 ({b.shape[0]} heads)")
+            slopes.append(slope)
+        result = verdict(max(errors), dtype.bound(), f"worst head's residual from a line through 0 ({b.shape[0]} heads)")
+        if negative and not all(s < 0 for s in slopes):
+            return PropertyResult(False, result.detail + "; a slope is not negative", max(result.error, 1.0))
+        return result
 
     return Property(LINEAR_IN_DISTANCE, "bias = slope_h · distance for every head", check)
 
@@ -238,34 +246,45 @@ def masked_above_diagonal(bias: Bias, q_len: int, k_len: int) -> Property:
     return Property(MASKED_ABOVE_DIAGONAL, "−inf exactly above the diagonal", check)
 
 
-def monotone_buckets(bias: Bias, length: int) -> Property:
+def monotone_buckets(bias: Bias, length: int, table: np.ndarray | None = None, constant_from: int | None = None) -> Property:
     """T5: the bias depends only on key − query, and along growing |key − query| (each sign apart) the
-    bucket never returns to an earlier one: each distinct value occupies one contiguous run."""
+    bucket never returns to an earlier one. A bucket is the vector of all heads' values at a distance;
+    vectors within the dtype's rounding of the values are one bucket, so neighbouring buckets that merge
+    in float16/bfloat16 never count as a return. With ``table`` [buckets, heads] every vector must be one
+    of its rows, in non-decreasing row order; with ``constant_from`` every distance from it on shares one."""
 
     def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
         b = bias(runner, length, length, dtype, rng)
-        problems = []
-        worst = 0.0
-        for rp in range(-(length - 1), length):
-            diagonal = np.stack([np.diagonal(b[h], offset=rp) for h in range(b.shape[0])])
-            spread = float(np.max(np.ptp(diagonal, axis=1)))
-            worst = max(worst, spread / max(1.0, float(np.max(np.abs(diagonal)))))
-        if worst > dtype.bound():
-            problems.append(f"bias differs along a diagonal by {worst:.2e}")
-        # Values within the dtype's rounding of each other are one bucket.
+        worst = max(float(np.max(np.ptp(np.stack([np.diagonal(b[h], offset=rp) for h in range(b.shape[0])]), axis=1)))
+                    for rp in range(-(length - 1), length)) / max(1.0, float(np.max(np.abs(b))))
+        problems = [f"bias differs along a diagonal by {worst:.2e}"] if worst > dtype.bound() else []
         same = 4 * dtype.bound() * max(1.0, float(np.max(np.abs(b))))
-        for sign in (1, -1):
-            query = 0 if sign > 0 else length - 1
-            for h in range(b.shape[0]):
-                runs = [b[h, query, query]]
-                for d in range(1, length):
-                    v = b[h, query, query + sign * d]
-                    if abs(v - runs[-1]) <= same:
-                        continue
-                    if any(abs(v - r) <= same for r in runs[:-1]):
-                        problems.append(f"head {h}: an earlier bucket returns at |distance| {d} (sign {sign:+d})")
-                        break
-                    runs.append(v)
-        return PropertyResult(not problems, "; ".join(problems) or f"monotone over |key − query| < {length}", worst if problems else 0.0)
+        sides = {"keys after the query": b[:, 0, :].T, "keys before the query": b[:, length - 1, ::-1].T}  # [n, heads]
+        for side, vectors in sides.items():
+            problem = bucket_order(vectors, same, table, constant_from)
+            if problem:
+                problems.append(f"{side}: {problem}")
+        return PropertyResult(not problems, "; ".join(problems) or f"monotone over |key − query| < {length}", max(worst, 1.0) if problems else 0.0)
 
     return Property(MONOTONE_BUCKETS, "buckets monotone in |key − query|, bias relative-only", check)
+
+
+def bucket_order(vectors: np.ndarray, same: float, table: np.ndarray | None, constant_from: int | None) -> str | None:
+    """Why the bucket vectors [n, heads] along one side are not monotone, or None."""
+    buckets = table if table is not None else vectors
+    gap = np.max(np.abs(buckets[:, None, :] - vectors[None, :, :]), axis=2)  # [buckets, n]
+    current, chosen = 0, []
+    for n in range(len(vectors)):
+        fits = np.flatnonzero(gap[:, n] <= same)
+        if len(fits) == 0:
+            return f"distance {n} matches no bucket (closest {gap[:, n].min():.2e})"
+        later = fits[fits >= current]
+        # With a table the buckets are its rows; without one, each distance's own vector is a candidate.
+        returned = len(later) == 0 if table is not None else bool(np.any(fits < current))
+        if current not in fits and returned:
+            return f"an earlier bucket returns at |distance| {n}"
+        current = current if current in fits else int(later[0])
+        chosen.append(current)
+    if constant_from is not None and len(set(chosen[constant_from:])) > 1:
+        return f"distances ≥ {constant_from} span several buckets"
+    return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posexport.encodings.alibi import AlibiParams, alibi_slopes, check_linear, check_mask, reference
+from posexport.encodings.alibi import AlibiParams, alibi_slopes, reference
 from posexport.contract import Case
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
@@ -104,10 +104,12 @@ def test_properties_hold_on_the_graph(config, dtype):
 def test_properties_catch_a_wrong_graph():
     """A symmetric graph is not causal; a T5 bias is not linear in distance."""
     symmetric = artifact("alibi", **CONFIGS["20-symmetric"])
-    causal_params = AlibiParams(heads=20, causal=True)
-    assert not check_mask(session(symmetric, "ort-cpu").run, causal_params, symmetric.options.dtype, np.random.default_rng(0)).ok
+    causal_props = {prop.name: prop for prop in ALIBI.properties(AlibiParams(heads=20, causal=True))}
+    mask = causal_props["masked-above-diagonal"]
+    assert not mask.check(session(symmetric, "ort-cpu").run, symmetric.params, symmetric.options.dtype, np.random.default_rng(0)).ok
     t5 = artifact("t5", heads=12)
-    result = check_linear(session(t5, "ort-cpu").run, AlibiParams(heads=12, causal=False), t5.options.dtype, np.random.default_rng(0))
+    (linear,) = ALIBI.properties(AlibiParams(heads=12, causal=False))
+    result = linear.check(session(t5, "ort-cpu").run, t5.params, t5.options.dtype, np.random.default_rng(0))
     assert not result.ok and result.error > 1e-2
 
 

@@ -12,7 +12,7 @@ import torch
 
 from posexport import export
 from posexport.contract import Case
-from posexport.encodings.t5 import T5Params, check_buckets_monotone, reference, relative_bucket
+from posexport.encodings.t5 import T5Params, reference, relative_bucket
 from posexport.errors import ParamError, PosexportError
 from posexport.registry import get_encoding
 
@@ -163,7 +163,8 @@ def test_buckets_monotone_on_the_graph(config, dtype):
 
 def test_monotone_check_catches_another_table():
     art = artifact("t5", seed=1, **CONFIGS["encoder"])
-    result = check_buckets_monotone(session(art, "ort-cpu").run, T5Params(**CONFIGS["encoder"]), art.options.dtype, np.random.default_rng(0))
+    (prop,) = T5.properties(T5Params(**CONFIGS["encoder"]))
+    result = prop.check(session(art, "ort-cpu").run, art.params, art.options.dtype, np.random.default_rng(0))
     assert not result.ok and "matches no bucket" in result.detail
 
 
