@@ -58,6 +58,11 @@ def random_inputs(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType
     return values.astype(dtype.numpy)
 
 
+def small_inputs(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+    """Random inputs of about 1e-3: y − x then carries the rounding of the encoding's values alone."""
+    return (random_inputs(rng, shape, dtype).astype(np.float64) * 1e-3).astype(dtype.numpy)
+
+
 # --- adapters ---------------------------------------------------------------------------------------
 
 
@@ -65,7 +70,7 @@ def rows_of_additive(width: int) -> Rows:
     """PE rows of a graph y = x + PE[position_ids] with x [1, n, width]: y − x, in float64."""
 
     def rows(runner: Runner, positions: np.ndarray, dtype: DType, rng: np.random.Generator) -> np.ndarray:
-        x = random_inputs(rng, (1, len(positions), width), dtype)
+        x = small_inputs(rng, (1, len(positions), width), dtype)
         y = runner({"x": x, "position_ids": positions[None].astype(np.int64)})
         return (np.asarray(y).astype(np.float64) - x.astype(np.float64))[0]
 
@@ -76,7 +81,7 @@ def bias_of_additive(heads: int) -> Bias:
     """The bias of a graph y = scores + bias with scores [1, heads, q_len, k_len]: y − scores."""
 
     def bias(runner: Runner, q_len: int, k_len: int, dtype: DType, rng: np.random.Generator) -> np.ndarray:
-        scores = random_inputs(rng, (1, heads, q_len, k_len), dtype)
+        scores = small_inputs(rng, (1, heads, q_len, k_len), dtype)
         y = np.asarray(runner({"scores": scores})).astype(np.float64)
         with np.errstate(invalid="ignore"):
             return np.where(np.isneginf(y), -np.inf, y - scores.astype(np.float64))[0]

@@ -1,4 +1,4 @@
-"""ALiBi (DESIGN 3.4): slopes against hand values, the oracle against a loop, both artifacts on onnxruntime
+"""ALiBi (docs/encodings.md): slopes against hand values, the oracle against a loop, both artifacts on onnxruntime
 CPU and the reference evaluator in every dtype, decode steps, properties, bad parameters, the CLI."""
 
 from __future__ import annotations

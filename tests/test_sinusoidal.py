@@ -1,4 +1,4 @@
-"""Sinusoidal encoding (DESIGN 3.1): the oracle against hand values and a loop, both artifacts on
+"""Sinusoidal encoding (docs/encodings.md): the oracle against hand values and a loop, both artifacts on
 onnxruntime CPU and the reference evaluator in every dtype (offsets, past the cached rows), positions
 outside the graph, properties, bad parameters, the CLI."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from posexport.contract import Case
-from posexport.encodings.sinusoidal import SinusoidalParams, check_shift_is_linear, reference
+from posexport.encodings.sinusoidal import SinusoidalParams, reference
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
 
@@ -115,7 +115,8 @@ def test_shift_check_rejects_a_learned_table():
     """A random table has no fixed linear map from PE(p) to PE(p + k): the property must say so."""
     learned = artifact("learned", d_model=64, max_positions=4096)
     p = SinusoidalParams(d_model=64, position_limit=4096)
-    result = check_shift_is_linear(session(learned, "ort-cpu").run, p, learned.options.dtype, np.random.default_rng(0))
+    (shift,) = [prop for prop in SINUSOIDAL.properties(p) if prop.name == "linear-shift"]
+    result = shift.check(session(learned, "ort-cpu").run, p, learned.options.dtype, np.random.default_rng(0))
     assert not result.ok and result.error > 1e-3
 
 

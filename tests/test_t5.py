@@ -1,4 +1,4 @@
-"""T5 relative bias (DESIGN 3.3): buckets against hand values and an independent float32 implementation,
+"""T5 relative bias (docs/encodings.md): buckets against hand values and an independent float32 implementation,
 the oracle against a loop, both artifacts on onnxruntime CPU and the reference evaluator in every dtype
 (decode steps, distances past max_distance), trained tables, properties, bad parameters, the CLI."""
 

@@ -1,5 +1,5 @@
-"""2-D axial rotary embedding on a patch grid (DESIGN 3.6): rows turn one half of the channels, columns
-the other, each half rotated as DESIGN 3.5 with its own d = head_dim/2.
+"""2-D axial rotary embedding on a patch grid (docs/encodings.md): rows turn one half of the channels, columns
+the other, each half rotated as in rope with its own d = head_dim/2.
 
 Channel layout of one head (d = head_dim, n = d/4 frequencies θ_i = base^(−2i/(d/2)), i < n):
 

@@ -1,4 +1,4 @@
-"""2-D sine-cosine positions on a patch grid, MAE convention (DESIGN 3.6).
+"""2-D sine-cosine positions on a patch grid, MAE convention (docs/encodings.md).
 
 Channel layout of PE(h, w) for dim D, n = D/4 frequencies ω_k = base^(−k/n), k = 0 … n−1:
 

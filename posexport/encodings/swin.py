@@ -1,4 +1,4 @@
-"""Swin window relative position bias (DESIGN 3.6).
+"""Swin window relative position bias (docs/encodings.md).
 
 A window of Wh × Ww tokens (N = Wh·Ww, token t = (t // Ww, t % Ww)) learns one bias per head for each of the
 (2Wh−1)(2Ww−1) relative offsets; tokens a = (ha, wa) and b = (hb, wb) use row
@@ -79,7 +79,7 @@ def _load(path: str, key: str | None, digest: str | None, rows: int, heads: int)
 
 
 def relative_index(window_h: int, window_w: int) -> np.ndarray:
-    """[N, N] table row for every token pair, from the formula of DESIGN 3.6."""
+    """[N, N] table row for every token pair, from the formula in docs/encodings.md."""
     t = np.arange(window_h * window_w)
     h, w = t // window_w, t % window_w
     return (h[:, None] - h[None, :] + window_h - 1) * (2 * window_w - 1) + (w[:, None] - w[None, :] + window_w - 1)

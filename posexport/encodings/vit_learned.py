@@ -1,4 +1,4 @@
-"""ViT learned absolute positions on a patch grid, resampled in the graph to the run-time grid (DESIGN 3.6).
+"""ViT learned absolute positions on a patch grid, resampled in the graph to the run-time grid (docs/encodings.md).
 
 The trained table holds one row per patch of the trained grid (Gh, Gw), row-major, optionally after a
 class-token row (timm's ``pos_embed`` [1, 1 + Gh·Gw, dim] layout):
