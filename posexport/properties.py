@@ -33,6 +33,7 @@ LINEAR_SHIFT = "linear-shift"
 LINEAR_IN_DISTANCE = "linear-in-distance"
 MASKED_ABOVE_DIAGONAL = "masked-above-diagonal"
 MONOTONE_BUCKETS = "monotone-buckets"
+RELATIVE_2D = "relative-2d"
 
 # (runner, x [batch, seq, heads, d] in the I/O dtype, positions [batch, seq]) -> y [batch, seq, heads, d]
 Rotate = Callable[[Runner, np.ndarray, np.ndarray], np.ndarray]
@@ -40,6 +41,10 @@ Rotate = Callable[[Runner, np.ndarray, np.ndarray], np.ndarray]
 Rows = Callable[[Runner, np.ndarray, DType, np.random.Generator], np.ndarray]
 # (runner, q_len, k_len, dtype, rng) -> bias [heads, q_len, k_len] in float64 (−inf where masked)
 Bias = Callable[[Runner, int, int, DType, np.random.Generator], np.ndarray]
+# (runner, dtype, rng) -> (values [N, N, ...] of every pair of N grid cells, offset id [N, N], scale)
+Pairwise = Callable[[Runner, DType, np.random.Generator], tuple[np.ndarray, np.ndarray, float]]
+# (dtype, rng) -> (feeds, the exact output expected for them)
+Expected = Callable[[DType, np.random.Generator], tuple[dict[str, np.ndarray], np.ndarray]]
 
 
 def normalised(diff: np.ndarray, ref: np.ndarray) -> float:
@@ -73,6 +78,17 @@ def rows_of_additive(width: int) -> Rows:
         x = small_inputs(rng, (1, len(positions), width), dtype)
         y = runner({"x": x, "position_ids": positions[None].astype(np.int64)})
         return (np.asarray(y).astype(np.float64) - x.astype(np.float64))[0]
+
+    return rows
+
+
+def rows_of_grid(width: int, extra: Callable[[DType, np.random.Generator], dict[str, np.ndarray]] | None = None) -> Rows:
+    """PE rows of a grid graph y = x + PE with x [1, 1, n, width]: row p is PE at grid cell (0, p)."""
+
+    def rows(runner: Runner, positions: np.ndarray, dtype: DType, rng: np.random.Generator) -> np.ndarray:
+        x = small_inputs(rng, (1, 1, int(positions.max()) + 1, width), dtype)
+        y = runner({"x": x, **(extra(dtype, rng) if extra else {})})
+        return (np.asarray(y).astype(np.float64) - x.astype(np.float64))[0, 0][positions]
 
     return rows
 
@@ -293,3 +309,35 @@ def bucket_order(vectors: np.ndarray, same: float, table: np.ndarray | None, con
     if constant_from is not None and len(set(chosen[constant_from:])) > 1:
         return f"distances ≥ {constant_from} span several buckets"
     return None
+
+
+# --- grids (vision) ---------------------------------------------------------------------------------
+
+
+def relative_2d(pairwise: Pairwise, what: str, bound_factor: float = 1.0) -> Property:
+    """A quantity of every pair of grid cells depends only on their 2-D offset: all pairs with one offset
+    agree, up to the dtype's bound relative to the adapter's scale."""
+
+    def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
+        values, offset, scale = pairwise(runner, dtype, rng)
+        first: dict[int, np.ndarray] = {}
+        worst = 0.0
+        for a, b in np.ndindex(offset.shape):
+            seen = first.setdefault(int(offset[a, b]), values[a, b])
+            worst = max(worst, float(np.max(np.abs(values[a, b] - seen))))
+        return verdict(worst / scale, bound_factor * dtype.bound(), f"{len(first)} 2-D offsets, worst spread {worst:.3g}")
+
+    return Property(RELATIVE_2D, f"{what} depends only on the 2-D offset between grid cells", check)
+
+
+def bit_exact(name: str, description: str, expected: Expected) -> Property:
+    """On the adapter's feeds the output is the expected array bit for bit (no rounding beyond its own)."""
+
+    def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
+        feeds, want = expected(dtype, rng)
+        out = np.asarray(runner(feeds)).astype(np.float64)
+        want = want.astype(np.float64)
+        differ = int(np.count_nonzero(out != want))
+        return PropertyResult(differ == 0, f"{differ} of {out.size} values differ", float(np.max(np.abs(out - want))))
+
+    return Property(name, description, check)
