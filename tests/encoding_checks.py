@@ -9,6 +9,7 @@ import onnx.inliner
 from onnx.reference import ReferenceEvaluator
 
 from posexport import export
+from posexport.contract import Case
 
 from .conftest import normalised_error, posexport_cli, session
 
@@ -54,6 +55,23 @@ def check_every_case(art, runtime: str) -> float:
         assert err <= art.options.dtype.bound(), f"{case.label} on {runtime}: {err:.3e}"
         worst = max(worst, err)
     return worst
+
+
+def check_cases_and_properties(art, runtime: str) -> None:
+    """Every case of the encoding's own sweep, then every property it declares, on one runtime."""
+    enc, p = art.encoding, art.params
+    check_every_case(art, runtime)
+    for prop in enc.properties(p):
+        result = prop.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
+        assert result.ok, f"{prop.name}: {result.detail} (error {result.error:.3e})"
+
+
+def check_attention_shapes(art, runtime: str, shapes: list[tuple[int, int, int]], seed: int = 0) -> None:
+    """An attention bias at each (batch, q_len, k_len), from the encoding's own feeds."""
+    rng = np.random.default_rng(seed)
+    for batch, q, k in shapes:
+        feeds = art.encoding.feeds(art.params, Case("t", {"batch": batch, "q_len": q, "k_len": k}), art.options.dtype, rng)
+        check_feeds(art, runtime, feeds)
 
 
 def largest_intermediate(art, feeds: dict[str, np.ndarray]) -> int:

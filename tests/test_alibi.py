@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 
 from posexport.encodings.alibi import AlibiParams, alibi_slopes, reference
-from posexport.contract import Case
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
 
 from .conftest import artifact, session
-from .encoding_checks import DTYPES, RUNTIMES, check_feeds, cli_build, largest_intermediate
+from .encoding_checks import DTYPES, RUNTIMES, check_attention_shapes, check_feeds, cli_build, largest_intermediate
 
 ALIBI = get_encoding("alibi")
 CONFIGS = {"12-causal": dict(heads=12), "20-symmetric": dict(heads=20, causal=False), "8-causal": dict(heads=8)}
@@ -49,11 +48,8 @@ def test_reference_equals_a_loop(causal, rng):
                     assert got[1, h, i, j] == pytest.approx(scores[1, h, i, j] - slopes[h] * abs(q - j), abs=1e-12)
 
 
-def run_shapes(art, runtime: str, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    for batch, q, k in SHAPES:
-        feeds = ALIBI.feeds(art.params, Case("t", {"batch": batch, "q_len": q, "k_len": k}), art.options.dtype, rng)
-        check_feeds(art, runtime, feeds)
+def run_shapes(art, runtime: str) -> None:
+    check_attention_shapes(art, runtime, SHAPES)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)

@@ -111,19 +111,19 @@ class ToyRows(torch.nn.Module):
         return (x.to(torch.float32) + torch.nn.functional.embedding(safe, self.table)).to(x.dtype)
 
 
+def toy_reference(p: ToyParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    pos = np.asarray(feeds["position_ids"])
+    if pos.size and (pos.min() < 0 or pos.max() >= p.rows):
+        raise PosexportError(f"position_ids outside [0, {p.rows})")
+    return np.asarray(feeds["x"]).astype(np.float64) + p.offset
+
+
 class ToyEncoding(AdditiveRows):
     name = "toy-offset"
     entry = "ToyOffset"
     Params = ToyParams
-
-    def reference(self, p: ToyParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        pos = np.asarray(feeds["position_ids"])
-        if pos.size and (pos.min() < 0 or pos.max() >= p.rows):
-            raise PosexportError(f"position_ids outside [0, {p.rows})")
-        return np.asarray(feeds["x"]).astype(np.float64) + p.offset
-
-    def torch_module(self, p: ToyParams, opts: BuildOptions) -> torch.nn.Module:
-        return ToyRows(p)
+    oracle = staticmethod(toy_reference)
+    Module = ToyRows
 
     def tables(self, p: ToyParams, opts: BuildOptions) -> Tables:
         return Tables({"offsets": np.full((p.rows, p.d_model), p.offset, dtype=COMPUTE.numpy)})

@@ -14,7 +14,7 @@ from posexport.errors import PosexportError
 from posexport.registry import get_encoding
 
 from .conftest import artifact, posexport_cli, session
-from .encoding_checks import check_every_case
+from .encoding_checks import check_cases_and_properties
 
 HALF = dict(head_dim=16, heads=2, max_grid=64)
 INTERLEAVED = dict(head_dim=24, heads=3, pair_layout="interleaved", base=100.0, max_grid=64)
@@ -51,24 +51,16 @@ def test_reference_is_complex_rotation(config, rng):
     np.testing.assert_allclose(reference(p, {"x": x}), complex_rope2d(x, p.base, p.pair_layout), rtol=0, atol=1e-12)
 
 
-def check_parity_and_properties(art, runtime: str) -> None:
-    enc, p = art.encoding, art.params
-    check_every_case(art, runtime)
-    for prop in enc.properties(p):
-        result = prop.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
-        assert result.ok, f"{prop.name}: {result.detail} (error {result.error:.3e})"
-
-
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype, source", BUILDS)
 def test_parity_and_properties(dtype, source, runtime):
-    check_parity_and_properties(artifact("rope-2d", dtype=dtype, source=source, **HALF), runtime)
+    check_cases_and_properties(artifact("rope-2d", dtype=dtype, source=source, **HALF), runtime)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("source", ["script", "torch"])
 def test_interleaved_pairs(source, runtime):
-    check_parity_and_properties(artifact("rope-2d", source=source, **INTERLEAVED), runtime)
+    check_cases_and_properties(artifact("rope-2d", source=source, **INTERLEAVED), runtime)
 
 
 @pytest.mark.parametrize("runtime", ["ort-cpu", "reference", "torch"])

@@ -142,12 +142,8 @@ class AlibiEncoding(AttentionBias):
     name = "alibi"
     entry = "Alibi"
     Params = AlibiParams
-
-    def reference(self, p: AlibiParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: AlibiParams, opts: BuildOptions) -> torch.nn.Module:
-        return AlibiBias(p)
+    oracle = staticmethod(reference)
+    Module = AlibiBias
 
     def tables(self, p: AlibiParams, opts: BuildOptions) -> Tables:
         return Tables({"neg_slopes": -alibi_slopes(p.heads)[:, None, None].astype(COMPUTE.numpy)})

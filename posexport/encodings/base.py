@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -90,3 +90,17 @@ class Encoding(ABC):
     def with_params(self, p: Any, **changes: Any) -> Any:
         return dataclasses.replace(p, **changes)
 
+
+
+class Assembled(Encoding):
+    """An encoding assembled from its module's own pieces: ``oracle`` (the float64 reference function,
+    as a staticmethod) and ``Module`` (the torch module class, built from the parameters)."""
+
+    oracle: ClassVar[Callable[[Any, Mapping[str, np.ndarray]], np.ndarray]]
+    Module: ClassVar[Callable[[Any], torch.nn.Module]]
+
+    def reference(self, p: Any, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return self.oracle(p, feeds)
+
+    def torch_module(self, p: Any, opts: BuildOptions) -> torch.nn.Module:
+        return self.Module(p)

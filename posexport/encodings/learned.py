@@ -25,7 +25,7 @@ from ..errors import PosexportError
 from ..params import check, check_choices, param
 from ..script import POSEXPORT
 from ..weights import load_table, pin_params
-from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS
+from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS, affordable
 from .kinds.rows import AdditiveRows
 
 DEFAULT_D_MODEL = 768
@@ -161,13 +161,10 @@ def table_cases(rows: int, seqs: tuple[int, ...] | None, batches: tuple[int, ...
     seqs = tuple(s for s in (seqs or DEFAULT_SEQS) if s <= rows) or (rows,)
     batches = batches or DEFAULT_BATCHES
     out: list[Case] = []
-    for seq in seqs:
-        for batch in batches:
-            if batch > 1 and seq > 512:
-                continue
-            out.append(Case(f"seq{seq}-b{batch}", {"batch": batch, "seq": seq}))
-            if seq < rows:
-                out.append(Case(f"seq{seq}-b{batch}-offsets", {"batch": batch, "seq": seq}, start=rows - seq, ragged=True))
+    for seq, batch in affordable(seqs, batches):
+        out.append(Case(f"seq{seq}-b{batch}", {"batch": batch, "seq": seq}))
+        if seq < rows:
+            out.append(Case(f"seq{seq}-b{batch}-offsets", {"batch": batch, "seq": seq}, start=rows - seq, ragged=True))
     tail = min(17, rows)
     top = max(batches)
     out.append(Case(f"last-rows@{rows - tail}", {"batch": top, "seq": tail}, start=rows - tail))
@@ -182,12 +179,8 @@ class LearnedEncoding(AdditiveRows):
     name = "learned"
     entry = "LearnedPositions"
     Params = LearnedParams
-
-    def reference(self, p: LearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: LearnedParams, opts: BuildOptions) -> torch.nn.Module:
-        return LearnedEmbedding(p)
+    oracle = staticmethod(reference)
+    Module = LearnedEmbedding
 
     def tables(self, p: LearnedParams, opts: BuildOptions) -> Tables:
         return Tables({"table": build_learned_table(p).astype(COMPUTE.numpy)})

@@ -199,18 +199,14 @@ def rotation_adapters(p: Rope2dParams) -> tuple[props.Pairwise, props.Rotate]:
 class Rope2dEncoding(GridEncoding):
     name = "rope-2d"
     Params = Rope2dParams
+    oracle = staticmethod(reference)
+    Module = Rope2dEmbedding
 
     def token_dims(self, p: Rope2dParams) -> tuple[int, ...]:
         return (p.heads, p.head_dim)
 
     def grid_limit(self, p: Rope2dParams) -> int:
         return build_axis_tables(p).limit
-
-    def reference(self, p: Rope2dParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: Rope2dParams, opts: BuildOptions) -> torch.nn.Module:
-        return Rope2dEmbedding(p)
 
     def tables(self, p: Rope2dParams, opts: BuildOptions) -> Tables:
         return Tables(build_axis_tables(p).as_dict(COMPUTE.numpy))

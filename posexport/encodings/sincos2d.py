@@ -150,18 +150,14 @@ def sincos2d_functions(p: Sincos2dParams, t: tables.TwoLevelTables, io: DType, o
 class Sincos2dEncoding(GridEncoding):
     name = "sincos-2d"
     Params = Sincos2dParams
+    oracle = staticmethod(reference)
+    Module = Sincos2dEmbedding
 
     def token_dims(self, p: Sincos2dParams) -> tuple[int, ...]:
         return (p.dim,)
 
     def grid_limit(self, p: Sincos2dParams) -> int:
         return build_axis_tables(frequencies(p.dim, p.base), p.max_grid).limit
-
-    def reference(self, p: Sincos2dParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: Sincos2dParams, opts: BuildOptions) -> torch.nn.Module:
-        return Sincos2dEmbedding(p)
 
     def tables(self, p: Sincos2dParams, opts: BuildOptions) -> Tables:
         return Tables(build_axis_tables(frequencies(p.dim, p.base), p.max_grid).as_dict(COMPUTE.numpy))

@@ -138,13 +138,9 @@ class SinusoidalEncoding(AdditiveRows):
     name = "sinusoidal"
     entry = "Sinusoidal"
     Params = SinusoidalParams
+    oracle = staticmethod(reference)
+    Module = SinusoidalEmbedding
     position_scaled_tolerance = True
-
-    def reference(self, p: SinusoidalParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: SinusoidalParams, opts: BuildOptions) -> torch.nn.Module:
-        return SinusoidalEmbedding(p)
 
     def tables(self, p: SinusoidalParams, opts: BuildOptions) -> Tables:
         return Tables(build_sinusoidal_tables(p).as_dict(COMPUTE.numpy))

@@ -28,7 +28,7 @@ from ..dtypes import COMPUTE, DType
 from ..params import check, param
 from ..contract import BuildOptions, Case, Property, Runner, Tables, TensorSpec
 from ..script import POSEXPORT
-from .base import Encoding
+from .base import Assembled
 from .inputs import random_normal
 
 MAX_WINDOW = 64
@@ -139,19 +139,15 @@ def observed_bias(p: SwinParams) -> props.Pairwise:
 # --- the encoding -----------------------------------------------------------------------------------
 
 
-class SwinEncoding(Encoding):
+class SwinEncoding(Assembled):
     name = "swin"
     family = "vision"
     Params = SwinParams
+    oracle = staticmethod(reference)
+    Module = SwinRelativeBias
 
     def inputs(self, p: SwinParams) -> list[TensorSpec]:
         return [TensorSpec("scores", (AXIS, p.heads, p.tokens, p.tokens))]
-
-    def reference(self, p: SwinParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: SwinParams, opts: BuildOptions) -> torch.nn.Module:
-        return SwinRelativeBias(p)
 
     def tables(self, p: SwinParams, opts: BuildOptions) -> Tables:
         return Tables({"bias": build_bias(p).astype(COMPUTE.numpy)})

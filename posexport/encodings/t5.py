@@ -176,12 +176,8 @@ class T5Encoding(AttentionBias):
     name = "t5"
     entry = "T5Bias"
     Params = T5Params
-
-    def reference(self, p: T5Params, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: T5Params, opts: BuildOptions) -> torch.nn.Module:
-        return T5RelativeBias(p)
+    oracle = staticmethod(reference)
+    Module = T5RelativeBias
 
     def tables(self, p: T5Params, opts: BuildOptions) -> Tables:
         return Tables({"bias_by_rp": build_bias_by_rp(p).astype(COMPUTE.numpy)})

@@ -286,6 +286,8 @@ def class_feeds(p: VitLearnedParams, batch: int, dtype: DType, rng: np.random.Ge
 class VitLearnedEncoding(GridEncoding):
     name = "vit-learned"
     Params = VitLearnedParams
+    oracle = staticmethod(reference)
+    Module = VitLearnedEmbedding
 
     def token_dims(self, p: VitLearnedParams) -> tuple[int, ...]:
         return (p.dim,)
@@ -308,12 +310,6 @@ class VitLearnedEncoding(GridEncoding):
         if p.class_token:
             return {"tokens": 1 + sizes["grid_h"] * sizes["grid_w"]}
         return {}
-
-    def reference(self, p: VitLearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: VitLearnedParams, opts: BuildOptions) -> torch.nn.Module:
-        return VitLearnedEmbedding(p)
 
     def tables(self, p: VitLearnedParams, opts: BuildOptions) -> Tables:
         return Tables(build_tables(p))

@@ -11,13 +11,13 @@ import numpy as np
 from ... import properties as props
 from ...contract import BuildOptions, Case, Property, TensorSpec
 from ...dtypes import DType
-from ..base import Encoding
+from ..base import Assembled
 from ..inputs import attention_cases, random_normal
 from .entry import cast_once_entry
 
 
-class AttentionBias(Encoding):
-    """An encoding implements ``Params`` (with ``heads``), ``reference``, ``torch_module``, ``tables``,
+class AttentionBias(Assembled):
+    """An encoding names ``Params``, ``oracle`` and ``Module`` and implements ``tables``,
     ``bias_functions`` (its float32 core bias function first) and ``bias_properties``; ``entry`` names
     the graph's entry function."""
 

@@ -10,14 +10,14 @@ import numpy as np
 
 from ...contract import Case, TensorSpec
 from ...dtypes import DType
-from ..base import Encoding
+from ..base import Assembled
 from ..inputs import grid_cases, random_normal
 
 TYPICAL_GRID = (14, 14)  # ViT-B/16 at 224 px: the grid the sweep starts from
 
 
-class GridEncoding(Encoding):
-    """An encoding implements ``Params``, ``reference``, ``torch_module``, ``tables``, ``script_functions``,
+class GridEncoding(Assembled):
+    """An encoding names ``Params``, ``oracle`` and ``Module`` and implements ``tables``, ``script_functions``,
     ``token_dims`` and ``grid_limit``, and may change ``trained_grid``, ``example_axes`` and
     ``properties``."""
 

@@ -12,13 +12,13 @@ import numpy as np
 from ... import properties as props
 from ...contract import BuildOptions, Case, Property, TensorSpec
 from ...dtypes import DType
-from ..base import Encoding
+from ..base import Assembled
 from ..inputs import positions, random_normal
 from .entry import cast_once_entry
 
 
-class AdditiveRows(Encoding):
-    """An encoding implements ``Params`` (with ``d_model``), ``reference``, ``torch_module``, ``tables``,
+class AdditiveRows(Assembled):
+    """An encoding names ``Params``, ``oracle`` and ``Module`` and implements ``tables``,
     ``cases``, ``row_functions`` (its float32 core row lookup first), ``position_limit`` and
     ``row_properties``; ``entry`` names the graph's entry function."""
 
