@@ -4,13 +4,14 @@ Each check is generic: an encoding builds it in ``properties(p)`` from a small a
 runner (feeds -> output of the graph under test) into the quantity the property is about, and the parity
 engine runs it on every runtime. Adapters for the common contracts (docs/contract.md) are here too:
 
-    rotations  x [batch, seq, heads, d], position_ids -> y           (rope and its scalings)
-    rows       x [batch, seq, D] + PE[position_ids]   -> PE rows     (sinusoidal, learned)
+    rotations  x [batch, seq, heads, d], position_ids -> y           (rope and its scalings, rope-2d)
+    rows       x [batch, seq, D] + PE[position_ids]   -> PE rows     (sinusoidal, learned; sincos-2d's grid rows)
     biases     scores [batch, heads, q_len, k_len]     -> bias       (alibi, t5)
+    pairwise   a value for every pair of grid cells    -> by offset  (rope-2d's scores, swin's bias)
 
 Every check returns a PropertyResult whose ``error`` is normalised like the parity error,
-max|out − ref| / max(1, max|ref|), with its bound in the
-detail, so a report can say how far off a runtime was.
+max|out − ref| / max(1, max|ref|), with its bound in the detail, so a report can say how far off a
+runtime was.
 """
 
 from __future__ import annotations
@@ -25,15 +26,6 @@ from .contract import Property, PropertyResult, Runner
 
 # Property names a runtime may list among its known limitations (runtimes/base.py).
 RAISES_PAST_LIMIT = "raises-past-limit"
-RELATIVE_POSITION = "relative-position"
-NORM_PRESERVED = "norm-preserved"
-BOUNDED = "bounded"
-UNIQUE_ROWS = "unique-rows"
-LINEAR_SHIFT = "linear-shift"
-LINEAR_IN_DISTANCE = "linear-in-distance"
-MASKED_ABOVE_DIAGONAL = "masked-above-diagonal"
-MONOTONE_BUCKETS = "monotone-buckets"
-RELATIVE_2D = "relative-2d"
 
 # (runner, x [batch, seq, heads, d] in the I/O dtype, positions [batch, seq]) -> y [batch, seq, heads, d]
 Rotate = Callable[[Runner, np.ndarray, np.ndarray], np.ndarray]
@@ -131,7 +123,7 @@ def relative_position(rotate: Rotate, heads: int, dim: int, span: int, tolerance
         bound = tolerance(dtype, int(positions.max()) + offset)
         return verdict(error, bound, f"scores at positions ≤ {int(positions.max())} vs shifted by {offset}")
 
-    return Property(RELATIVE_POSITION, "<R_m q, R_n k> depends only on n − m (shift all positions: scores unchanged)", check)
+    return Property("relative-position", "<R_m q, R_n k> depends only on n − m (shift all positions: scores unchanged)", check)
 
 
 def norm_preserved(rotate: Rotate, heads: int, dim: int, rotary_dim: int, limit: int, scale: float, tolerance: Callable[[DType, int], float]) -> Property:
@@ -146,7 +138,7 @@ def norm_preserved(rotate: Rotate, heads: int, dim: int, rotary_dim: int, limit:
         bound = tolerance(dtype, int(positions.max()))
         return verdict(normalised(after - before, before), bound, f"norms at positions up to {int(positions.max())}")
 
-    return Property(NORM_PRESERVED, f"|R_p x| = {scale:g}·|x| over the rotated channels", check)
+    return Property("norm-preserved", f"|R_p x| = {scale:g}·|x| over the rotated channels", check)
 
 
 def raises_past_limit(feeds_at: Callable[[np.ndarray, DType, np.random.Generator], dict[str, np.ndarray]], limit: int) -> Property:
@@ -180,7 +172,7 @@ def bounded(rows: Rows, positions: int, low: float = -1.0, high: float = 1.0) ->
         over = np.maximum(values - high, 0) + np.maximum(low - values, 0)
         return verdict(float(np.max(over)), dtype.bound(int(at.max())), f"values outside [{low:g}, {high:g}]")
 
-    return Property(BOUNDED, f"every value in [{low:g}, {high:g}]", check)
+    return Property("bounded", f"every value in [{low:g}, {high:g}]", check)
 
 
 def unique_rows(rows: Rows, positions: int, sample: int = 1024) -> Property:
@@ -200,7 +192,7 @@ def unique_rows(rows: Rows, positions: int, sample: int = 1024) -> Property:
         return PropertyResult(ok, f"closest rows: positions {at[i]} and {at[j]} at distance {closest:.2e} ({'>' if ok else '≤'} {bound:.1e})",
                               0.0 if ok else bound - closest)
 
-    return Property(UNIQUE_ROWS, f"rows unique over positions [0, {positions})", check)
+    return Property("unique-rows", f"rows unique over positions [0, {positions})", check)
 
 
 def linear_shift(rows: Rows, width: int, positions: int, shift: int | None = None) -> Property:
@@ -216,7 +208,7 @@ def linear_shift(rows: Rows, width: int, positions: int, shift: int | None = Non
         bound = 10 * dtype.bound(int(at.max()) + k)
         return verdict(normalised(residual, b[n:]), bound, f"PE(p+{k}) vs the fitted linear map of PE(p) on held-out positions")
 
-    return Property(LINEAR_SHIFT, "PE(p+k) is a fixed linear map of PE(p)", check)
+    return Property("linear-shift", "PE(p+k) is a fixed linear map of PE(p)", check)
 
 
 # --- biases (alibi, t5) -----------------------------------------------------------------------------
@@ -250,7 +242,7 @@ def linear_in_distance(bias: Bias, q_len: int, k_len: int, symmetric: bool = Fal
             return PropertyResult(False, result.detail + "; a slope is not negative", max(result.error, 1.0))
         return result
 
-    return Property(LINEAR_IN_DISTANCE, "bias = slope_h · distance for every head", check)
+    return Property("linear-in-distance", "bias = slope_h · distance for every head", check)
 
 
 def masked_above_diagonal(bias: Bias, q_len: int, k_len: int) -> Property:
@@ -264,7 +256,7 @@ def masked_above_diagonal(bias: Bias, q_len: int, k_len: int) -> Property:
         ok = unmasked == 0 and masked_past == 0
         return PropertyResult(ok, f"{unmasked} future entries not −inf, {masked_past} past entries not finite", 0.0 if ok else float("inf"))
 
-    return Property(MASKED_ABOVE_DIAGONAL, "−inf exactly above the diagonal", check)
+    return Property("masked-above-diagonal", "−inf exactly above the diagonal", check)
 
 
 def monotone_buckets(bias: Bias, length: int, table: np.ndarray | None = None, constant_from: int | None = None) -> Property:
@@ -287,7 +279,7 @@ def monotone_buckets(bias: Bias, length: int, table: np.ndarray | None = None, c
                 problems.append(f"{side}: {problem}")
         return PropertyResult(not problems, "; ".join(problems) or f"monotone over |key − query| < {length}", max(worst, 1.0) if problems else 0.0)
 
-    return Property(MONOTONE_BUCKETS, "buckets monotone in |key − query|, bias relative-only", check)
+    return Property("monotone-buckets", "buckets monotone in |key − query|, bias relative-only", check)
 
 
 def bucket_order(vectors: np.ndarray, same: float, table: np.ndarray | None, constant_from: int | None) -> str | None:
@@ -327,7 +319,7 @@ def relative_2d(pairwise: Pairwise, what: str, bound_factor: float = 1.0) -> Pro
             worst = max(worst, float(np.max(np.abs(values[a, b] - seen))))
         return verdict(worst / scale, bound_factor * dtype.bound(), f"{len(first)} 2-D offsets, worst spread {worst:.3g}")
 
-    return Property(RELATIVE_2D, f"{what} depends only on the 2-D offset between grid cells", check)
+    return Property("relative-2d", f"{what} depends only on the 2-D offset between grid cells", check)
 
 
 def bit_exact(name: str, description: str, expected: Expected) -> Property:

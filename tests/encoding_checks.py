@@ -11,7 +11,7 @@ from onnx.reference import ReferenceEvaluator
 from posexport import export
 from posexport.contract import Case
 
-from .conftest import normalised_error, posexport_cli, session
+from .conftest import artifact, normalised_error, posexport_cli, session
 
 DTYPES = ["float32", "float16", "bfloat16"]
 RUNTIMES = ["ort-cpu", "reference"]
@@ -57,10 +57,12 @@ def check_every_case(art, runtime: str) -> float:
     return worst
 
 
-def check_cases_and_properties(art, runtime: str) -> None:
-    """Every case of the encoding's own sweep, then every property it declares, on one runtime."""
+def check_cases_and_properties(art, runtime: str, declared: set[str] | None = None) -> None:
+    """Every case of the encoding's own sweep, then every property it declares (exactly ``declared``,
+    when given), on one runtime."""
     enc, p = art.encoding, art.params
     check_every_case(art, runtime)
+    assert declared is None or {prop.name for prop in enc.properties(p)} == declared
     for prop in enc.properties(p):
         result = prop.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
         assert result.ok, f"{prop.name}: {result.detail} (error {result.error:.3e})"
@@ -72,6 +74,14 @@ def check_attention_shapes(art, runtime: str, shapes: list[tuple[int, int, int]]
     for batch, q, k in shapes:
         feeds = art.encoding.feeds(art.params, Case("t", {"batch": batch, "q_len": q, "k_len": k}), art.options.dtype, rng)
         check_feeds(art, runtime, feeds)
+
+
+def torch_build(encoding: str, dtype: str, request, params: dict):
+    """The torch-source artifact: float16 from the test module's `cli_torch_float16` fixture (the CLI's
+    build), other dtypes from the shared cache."""
+    if dtype == "float16":
+        return request.getfixturevalue("cli_torch_float16")
+    return artifact(encoding, dtype=dtype, source="torch", **params)
 
 
 def largest_intermediate(art, feeds: dict[str, np.ndarray]) -> int:

@@ -161,7 +161,7 @@ def test_a_registered_toy_encoding_is_listed_built_and_checked(toy):
         art = export.build("toy-offset", {"d_model": 4}, dtype="float16", source=source)
         assert art.manifest["encoding"] == "toy-offset"
         report = conforms(art)
-        assert {p.property for p in report.properties} == {properties.BOUNDED, properties.RAISES_PAST_LIMIT}
+        assert {p.property for p in report.properties} == {"bounded", properties.RAISES_PAST_LIMIT}
 
 
 def test_a_registered_toy_encoding_is_benchmarked(toy):

@@ -46,8 +46,7 @@ def test_layout_matches_mae(h, w):
 @pytest.mark.parametrize("dtype, source", BUILDS)
 def test_parity_every_grid(dtype, source, runtime):
     art = artifact("sincos-2d", dtype=dtype, source=source, **CONFIG)
-    assert len(art.encoding.properties(art.params)) == 1
-    check_cases_and_properties(art, runtime)
+    check_cases_and_properties(art, runtime, {"bounded"})
 
 
 @pytest.mark.parametrize("runtime", ["ort-cpu", "reference", "torch"])

@@ -16,7 +16,7 @@ from posexport.errors import ParamError, PosexportError
 from posexport.registry import get_encoding
 
 from .conftest import artifact, session
-from .encoding_checks import DTYPES, RUNTIMES, check_attention_shapes, check_feeds, cli_build, largest_intermediate
+from .encoding_checks import DTYPES, RUNTIMES, check_attention_shapes, check_feeds, cli_build, largest_intermediate, torch_build
 
 T5 = get_encoding("t5")
 CONFIGS = {
@@ -97,16 +97,10 @@ def cli_torch_float16(tmp_path_factory):
                      "--max-distance", "40", "--source", "torch", "--dtype", "float16")
 
 
-def torch_artifact(dtype: str, request):
-    if dtype == "float16":
-        return request.getfixturevalue("cli_torch_float16")
-    return artifact("t5", dtype=dtype, source="torch", **CONFIGS[TORCH_CONFIG[dtype]])
-
-
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_export_parity(dtype, runtime, request):
-    run_shapes(torch_artifact(dtype, request), runtime)
+    run_shapes(torch_build("t5", dtype, request, CONFIGS[TORCH_CONFIG[dtype]]), runtime)
 
 
 @pytest.mark.parametrize("source", ["script", "torch"])
