@@ -4,12 +4,15 @@ judge it against the float64 oracle (max|out − ref| / max(1, max|ref|)), with 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import onnx
 import onnx.inliner
 from onnx.reference import ReferenceEvaluator
 
 from posexport import export
 from posexport.contract import Case
+from posexport.errors import ParamError
+from posexport.registry import get_encoding
 
 from .conftest import artifact, normalised_error, posexport_cli, session
 
@@ -82,6 +85,13 @@ def torch_build(encoding: str, dtype: str, request, params: dict):
     if dtype == "float16":
         return request.getfixturevalue("cli_torch_float16")
     return artifact(encoding, dtype=dtype, source="torch", **params)
+
+
+def check_bad_params(encoding: str, values: dict, needle: str) -> None:
+    """Bad parameters raise a ParamError of one line that names the option."""
+    with pytest.raises(ParamError) as info:
+        get_encoding(encoding).params(**values)
+    assert needle in str(info.value) and "\n" not in str(info.value)
 
 
 def largest_intermediate(art, feeds: dict[str, np.ndarray]) -> int:
