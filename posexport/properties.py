@@ -2,14 +2,16 @@
 
 Each check is generic: an encoding builds it in ``properties(p)`` from a small adapter that turns the
 runner (feeds -> output of the graph under test) into the quantity the property is about, and the parity
-engine runs it on every runtime. Adapters for the common contracts (DESIGN 2) are here too:
+engine runs it on every runtime. Adapters for the common contracts (docs/contract.md) are here too:
 
-    rotations  x [batch, seq, heads, d], position_ids -> y           (rope and its scalings)
-    rows       x [batch, seq, D] + PE[position_ids]   -> PE rows     (sinusoidal, learned)
+    rotations  x [batch, seq, heads, d], position_ids -> y           (rope and its scalings, rope-2d)
+    rows       x [batch, seq, D] + PE[position_ids]   -> PE rows     (sinusoidal, learned; sincos-2d's grid rows)
     biases     scores [batch, heads, q_len, k_len]     -> bias       (alibi, t5)
+    pairwise   a value for every pair of grid cells    -> by offset  (rope-2d's scores, swin's bias)
 
-Every check returns a PropertyResult whose ``error`` is normalised like DESIGN 4.2, with its bound in the
-detail, so a report can say how far off a runtime was.
+Every check returns a PropertyResult whose ``error`` is normalised like the parity error,
+max|out − ref| / max(1, max|ref|), with its bound in the detail, so a report can say how far off a
+runtime was.
 """
 
 from __future__ import annotations
@@ -24,14 +26,6 @@ from .contract import Property, PropertyResult, Runner
 
 # Property names a runtime may list among its known limitations (runtimes/base.py).
 RAISES_PAST_LIMIT = "raises-past-limit"
-RELATIVE_POSITION = "relative-position"
-NORM_PRESERVED = "norm-preserved"
-BOUNDED = "bounded"
-UNIQUE_ROWS = "unique-rows"
-LINEAR_SHIFT = "linear-shift"
-LINEAR_IN_DISTANCE = "linear-in-distance"
-MASKED_ABOVE_DIAGONAL = "masked-above-diagonal"
-MONOTONE_BUCKETS = "monotone-buckets"
 
 # (runner, x [batch, seq, heads, d] in the I/O dtype, positions [batch, seq]) -> y [batch, seq, heads, d]
 Rotate = Callable[[Runner, np.ndarray, np.ndarray], np.ndarray]
@@ -39,6 +33,10 @@ Rotate = Callable[[Runner, np.ndarray, np.ndarray], np.ndarray]
 Rows = Callable[[Runner, np.ndarray, DType, np.random.Generator], np.ndarray]
 # (runner, q_len, k_len, dtype, rng) -> bias [heads, q_len, k_len] in float64 (−inf where masked)
 Bias = Callable[[Runner, int, int, DType, np.random.Generator], np.ndarray]
+# (runner, dtype, rng) -> (values [N, N, ...] of every pair of N grid cells, offset id [N, N], scale)
+Pairwise = Callable[[Runner, DType, np.random.Generator], tuple[np.ndarray, np.ndarray, float]]
+# (dtype, rng) -> (feeds, the exact output expected for them)
+Expected = Callable[[DType, np.random.Generator], tuple[dict[str, np.ndarray], np.ndarray]]
 
 
 def normalised(diff: np.ndarray, ref: np.ndarray) -> float:
@@ -57,6 +55,11 @@ def random_inputs(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType
     return values.astype(dtype.numpy)
 
 
+def small_inputs(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
+    """Random inputs of about 1e-3: y − x then carries the rounding of the encoding's values alone."""
+    return (random_inputs(rng, shape, dtype).astype(np.float64) * 1e-3).astype(dtype.numpy)
+
+
 # --- adapters ---------------------------------------------------------------------------------------
 
 
@@ -64,9 +67,20 @@ def rows_of_additive(width: int) -> Rows:
     """PE rows of a graph y = x + PE[position_ids] with x [1, n, width]: y − x, in float64."""
 
     def rows(runner: Runner, positions: np.ndarray, dtype: DType, rng: np.random.Generator) -> np.ndarray:
-        x = random_inputs(rng, (1, len(positions), width), dtype)
+        x = small_inputs(rng, (1, len(positions), width), dtype)
         y = runner({"x": x, "position_ids": positions[None].astype(np.int64)})
         return (np.asarray(y).astype(np.float64) - x.astype(np.float64))[0]
+
+    return rows
+
+
+def rows_of_grid(width: int, extra: Callable[[DType, np.random.Generator], dict[str, np.ndarray]] | None = None) -> Rows:
+    """PE rows of a grid graph y = x + PE with x [1, 1, n, width]: row p is PE at grid cell (0, p)."""
+
+    def rows(runner: Runner, positions: np.ndarray, dtype: DType, rng: np.random.Generator) -> np.ndarray:
+        x = small_inputs(rng, (1, 1, int(positions.max()) + 1, width), dtype)
+        y = runner({"x": x, **(extra(dtype, rng) if extra else {})})
+        return (np.asarray(y).astype(np.float64) - x.astype(np.float64))[0, 0][positions]
 
     return rows
 
@@ -75,7 +89,7 @@ def bias_of_additive(heads: int) -> Bias:
     """The bias of a graph y = scores + bias with scores [1, heads, q_len, k_len]: y − scores."""
 
     def bias(runner: Runner, q_len: int, k_len: int, dtype: DType, rng: np.random.Generator) -> np.ndarray:
-        scores = random_inputs(rng, (1, heads, q_len, k_len), dtype)
+        scores = small_inputs(rng, (1, heads, q_len, k_len), dtype)
         y = np.asarray(runner({"scores": scores})).astype(np.float64)
         with np.errstate(invalid="ignore"):
             return np.where(np.isneginf(y), -np.inf, y - scores.astype(np.float64))[0]
@@ -109,7 +123,7 @@ def relative_position(rotate: Rotate, heads: int, dim: int, span: int, tolerance
         bound = tolerance(dtype, int(positions.max()) + offset)
         return verdict(error, bound, f"scores at positions ≤ {int(positions.max())} vs shifted by {offset}")
 
-    return Property(RELATIVE_POSITION, "<R_m q, R_n k> depends only on n − m (shift all positions: scores unchanged)", check)
+    return Property("relative-position", "<R_m q, R_n k> depends only on n − m (shift all positions: scores unchanged)", check)
 
 
 def norm_preserved(rotate: Rotate, heads: int, dim: int, rotary_dim: int, limit: int, scale: float, tolerance: Callable[[DType, int], float]) -> Property:
@@ -124,11 +138,11 @@ def norm_preserved(rotate: Rotate, heads: int, dim: int, rotary_dim: int, limit:
         bound = tolerance(dtype, int(positions.max()))
         return verdict(normalised(after - before, before), bound, f"norms at positions up to {int(positions.max())}")
 
-    return Property(NORM_PRESERVED, f"|R_p x| = {scale:g}·|x| over the rotated channels", check)
+    return Property("norm-preserved", f"|R_p x| = {scale:g}·|x| over the rotated channels", check)
 
 
 def raises_past_limit(feeds_at: Callable[[np.ndarray, DType, np.random.Generator], dict[str, np.ndarray]], limit: int) -> Property:
-    """DESIGN 4.3: a position the graph does not cover (≥ limit, or negative) raises, never garbage."""
+    """A position the graph does not cover (≥ limit, or negative) raises, never garbage."""
 
     def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
         silent = []
@@ -158,7 +172,7 @@ def bounded(rows: Rows, positions: int, low: float = -1.0, high: float = 1.0) ->
         over = np.maximum(values - high, 0) + np.maximum(low - values, 0)
         return verdict(float(np.max(over)), dtype.bound(int(at.max())), f"values outside [{low:g}, {high:g}]")
 
-    return Property(BOUNDED, f"every value in [{low:g}, {high:g}]", check)
+    return Property("bounded", f"every value in [{low:g}, {high:g}]", check)
 
 
 def unique_rows(rows: Rows, positions: int, sample: int = 1024) -> Property:
@@ -178,7 +192,7 @@ def unique_rows(rows: Rows, positions: int, sample: int = 1024) -> Property:
         return PropertyResult(ok, f"closest rows: positions {at[i]} and {at[j]} at distance {closest:.2e} ({'>' if ok else '≤'} {bound:.1e})",
                               0.0 if ok else bound - closest)
 
-    return Property(UNIQUE_ROWS, f"rows unique over positions [0, {positions})", check)
+    return Property("unique-rows", f"rows unique over positions [0, {positions})", check)
 
 
 def linear_shift(rows: Rows, width: int, positions: int, shift: int | None = None) -> Property:
@@ -194,34 +208,41 @@ def linear_shift(rows: Rows, width: int, positions: int, shift: int | None = Non
         bound = 10 * dtype.bound(int(at.max()) + k)
         return verdict(normalised(residual, b[n:]), bound, f"PE(p+{k}) vs the fitted linear map of PE(p) on held-out positions")
 
-    return Property(LINEAR_SHIFT, "PE(p+k) is a fixed linear map of PE(p)", check)
+    return Property("linear-shift", "PE(p+k) is a fixed linear map of PE(p)", check)
 
 
 # --- biases (alibi, t5) -----------------------------------------------------------------------------
 
 
 def query_positions(q_len: int, k_len: int) -> np.ndarray:
-    """DESIGN 2: queries are the last q_len of the k_len keys."""
+    """Queries are the last q_len of the k_len keys (docs/contract.md)."""
     return np.arange(k_len - q_len, k_len)
 
 
-def linear_in_distance(bias: Bias, q_len: int, k_len: int, symmetric: bool = False) -> Property:
-    """bias[h, i, j] = c_h · distance(i, j) for one constant per head, over the unmasked entries."""
+def linear_in_distance(bias: Bias, q_len: int, k_len: int, symmetric: bool = False, negative: bool = False) -> Property:
+    """bias[h, i, j] = c_h · distance(i, j) for one constant per head (each c_h < 0 with ``negative``),
+    over the entries whose key is not after the query (every entry when ``symmetric``)."""
 
     def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
         b = bias(runner, q_len, k_len, dtype, rng)
         distance = (query_positions(q_len, k_len)[:, None] - np.arange(k_len)[None, :]).astype(np.float64)
         if symmetric:
             distance = np.abs(distance)
-        keep = np.broadcast_to(distance >= 0, b.shape) & np.isfinite(b)
-        errors = []
+        keep = np.broadcast_to(distance >= 0, b.shape)
+        if not np.all(np.isfinite(b[keep])):
+            return PropertyResult(False, "a non-finite bias where the key is not after the query", float("inf"))
+        errors, slopes = [], []
         for h in range(b.shape[0]):
             d, v = distance[keep[h]], b[h][keep[h]]
             slope = float(d @ v) / max(float(d @ d), 1e-300)
             errors.append(normalised(v - slope * d, v))
-        return verdict(max(errors), dtype.bound(), f"worst head's residual from a line through 0 ({b.shape[0]} heads)")
+            slopes.append(slope)
+        result = verdict(max(errors), dtype.bound(), f"worst head's residual from a line through 0 ({b.shape[0]} heads)")
+        if negative and not all(s < 0 for s in slopes):
+            return PropertyResult(False, result.detail + "; a slope is not negative", max(result.error, 1.0))
+        return result
 
-    return Property(LINEAR_IN_DISTANCE, "bias = slope_h · distance for every head", check)
+    return Property("linear-in-distance", "bias = slope_h · distance for every head", check)
 
 
 def masked_above_diagonal(bias: Bias, q_len: int, k_len: int) -> Property:
@@ -235,37 +256,80 @@ def masked_above_diagonal(bias: Bias, q_len: int, k_len: int) -> Property:
         ok = unmasked == 0 and masked_past == 0
         return PropertyResult(ok, f"{unmasked} future entries not −inf, {masked_past} past entries not finite", 0.0 if ok else float("inf"))
 
-    return Property(MASKED_ABOVE_DIAGONAL, "−inf exactly above the diagonal", check)
+    return Property("masked-above-diagonal", "−inf exactly above the diagonal", check)
 
 
-def monotone_buckets(bias: Bias, length: int) -> Property:
+def monotone_buckets(bias: Bias, length: int, table: np.ndarray | None = None, constant_from: int | None = None) -> Property:
     """T5: the bias depends only on key − query, and along growing |key − query| (each sign apart) the
-    bucket never returns to an earlier one: each distinct value occupies one contiguous run."""
+    bucket never returns to an earlier one. A bucket is the vector of all heads' values at a distance;
+    vectors within the dtype's rounding of the values are one bucket, so neighbouring buckets that merge
+    in float16/bfloat16 never count as a return. With ``table`` [buckets, heads] every vector must be one
+    of its rows, in non-decreasing row order; with ``constant_from`` every distance from it on shares one."""
 
     def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
         b = bias(runner, length, length, dtype, rng)
-        problems = []
-        worst = 0.0
-        for rp in range(-(length - 1), length):
-            diagonal = np.stack([np.diagonal(b[h], offset=rp) for h in range(b.shape[0])])
-            spread = float(np.max(np.ptp(diagonal, axis=1)))
-            worst = max(worst, spread / max(1.0, float(np.max(np.abs(diagonal)))))
-        if worst > dtype.bound():
-            problems.append(f"bias differs along a diagonal by {worst:.2e}")
-        # Values within the dtype's rounding of each other are one bucket.
+        worst = max(float(np.max(np.ptp(np.stack([np.diagonal(b[h], offset=rp) for h in range(b.shape[0])]), axis=1)))
+                    for rp in range(-(length - 1), length)) / max(1.0, float(np.max(np.abs(b))))
+        problems = [f"bias differs along a diagonal by {worst:.2e}"] if worst > dtype.bound() else []
         same = 4 * dtype.bound() * max(1.0, float(np.max(np.abs(b))))
-        for sign in (1, -1):
-            query = 0 if sign > 0 else length - 1
-            for h in range(b.shape[0]):
-                runs = [b[h, query, query]]
-                for d in range(1, length):
-                    v = b[h, query, query + sign * d]
-                    if abs(v - runs[-1]) <= same:
-                        continue
-                    if any(abs(v - r) <= same for r in runs[:-1]):
-                        problems.append(f"head {h}: an earlier bucket returns at |distance| {d} (sign {sign:+d})")
-                        break
-                    runs.append(v)
-        return PropertyResult(not problems, "; ".join(problems) or f"monotone over |key − query| < {length}", worst if problems else 0.0)
+        sides = {"keys after the query": b[:, 0, :].T, "keys before the query": b[:, length - 1, ::-1].T}  # [n, heads]
+        for side, vectors in sides.items():
+            problem = bucket_order(vectors, same, table, constant_from)
+            if problem:
+                problems.append(f"{side}: {problem}")
+        return PropertyResult(not problems, "; ".join(problems) or f"monotone over |key − query| < {length}", max(worst, 1.0) if problems else 0.0)
 
-    return Property(MONOTONE_BUCKETS, "buckets monotone in |key − query|, bias relative-only", check)
+    return Property("monotone-buckets", "buckets monotone in |key − query|, bias relative-only", check)
+
+
+def bucket_order(vectors: np.ndarray, same: float, table: np.ndarray | None, constant_from: int | None) -> str | None:
+    """Why the bucket vectors [n, heads] along one side are not monotone, or None."""
+    buckets = table if table is not None else vectors
+    gap = np.max(np.abs(buckets[:, None, :] - vectors[None, :, :]), axis=2)  # [buckets, n]
+    current, chosen = 0, []
+    for n in range(len(vectors)):
+        fits = np.flatnonzero(gap[:, n] <= same)
+        if len(fits) == 0:
+            return f"distance {n} matches no bucket (closest {gap[:, n].min():.2e})"
+        later = fits[fits >= current]
+        # With a table the buckets are its rows; without one, each distance's own vector is a candidate.
+        returned = len(later) == 0 if table is not None else bool(np.any(fits < current))
+        if current not in fits and returned:
+            return f"an earlier bucket returns at |distance| {n}"
+        current = current if current in fits else int(later[0])
+        chosen.append(current)
+    if constant_from is not None and len(set(chosen[constant_from:])) > 1:
+        return f"distances ≥ {constant_from} span several buckets"
+    return None
+
+
+# --- grids (vision) ---------------------------------------------------------------------------------
+
+
+def relative_2d(pairwise: Pairwise, what: str, bound_factor: float = 1.0) -> Property:
+    """A quantity of every pair of grid cells depends only on their 2-D offset: all pairs with one offset
+    agree, up to the dtype's bound relative to the adapter's scale."""
+
+    def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
+        values, offset, scale = pairwise(runner, dtype, rng)
+        first: dict[int, np.ndarray] = {}
+        worst = 0.0
+        for a, b in np.ndindex(offset.shape):
+            seen = first.setdefault(int(offset[a, b]), values[a, b])
+            worst = max(worst, float(np.max(np.abs(values[a, b] - seen))))
+        return verdict(worst / scale, bound_factor * dtype.bound(), f"{len(first)} 2-D offsets, worst spread {worst:.3g}")
+
+    return Property("relative-2d", f"{what} depends only on the 2-D offset between grid cells", check)
+
+
+def bit_exact(name: str, description: str, expected: Expected) -> Property:
+    """On the adapter's feeds the output is the expected array bit for bit (no rounding beyond its own)."""
+
+    def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
+        feeds, want = expected(dtype, rng)
+        out = np.asarray(runner(feeds)).astype(np.float64)
+        want = want.astype(np.float64)
+        differ = int(np.count_nonzero(out != want))
+        return PropertyResult(differ == 0, f"{differ} of {out.size} values differ", float(np.max(np.abs(out - want))))
+
+    return Property(name, description, check)

@@ -1,4 +1,4 @@
-"""Angle tables computed in float64 at build time (DESIGN 4.1) and two-level lookup (DESIGN 4.3).
+"""Angle tables computed in float64 at build time and two-level lookup (docs/numerics.md).
 
 A position p = q·P + r is split into a fine index r < P and a coarse index q < Q, and
 

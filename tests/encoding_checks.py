@@ -1,23 +1,27 @@
 """Helpers shared by the encoding tests: run a built graph on a runtime and
-judge it against the float64 oracle (DESIGN 4.2), with −inf masks matched exactly."""
+judge it against the float64 oracle (max|out − ref| / max(1, max|ref|)), with −inf masks matched exactly."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import onnx
 import onnx.inliner
 from onnx.reference import ReferenceEvaluator
 
 from posexport import export
+from posexport.contract import Case
+from posexport.errors import ParamError
+from posexport.registry import get_encoding
 
-from .conftest import normalised_error, posexport_cli, session
+from .conftest import artifact, normalised_error, posexport_cli, session
 
 DTYPES = ["float32", "float16", "bfloat16"]
 RUNTIMES = ["ort-cpu", "reference"]
 
 
 def masked_error(out: np.ndarray, ref: np.ndarray) -> float:
-    """DESIGN 4.2's error over the finite entries; infinite references must be matched exactly."""
+    """max|out − ref| / max(1, max|ref|) over the finite entries; infinite references must be matched exactly."""
     out = np.asarray(out).astype(np.float64)
     finite = np.isfinite(ref)
     assert np.array_equal(out[~finite], ref[~finite]), "the mask (−inf entries) differs"
@@ -41,7 +45,7 @@ def check_feeds(art, runtime: str, feeds: dict[str, np.ndarray], bound: float | 
 
 
 def check_every_case(art, runtime: str) -> float:
-    """Every case of the encoding's own sweep on one runtime, each within DESIGN 4.2's bound for the
+    """Every case of the encoding's own sweep on one runtime, each within the dtype's bound for the
     build's dtype; returns the worst error."""
     enc, p = art.encoding, art.params
     worst = 0.0
@@ -54,6 +58,40 @@ def check_every_case(art, runtime: str) -> float:
         assert err <= art.options.dtype.bound(), f"{case.label} on {runtime}: {err:.3e}"
         worst = max(worst, err)
     return worst
+
+
+def check_cases_and_properties(art, runtime: str, declared: set[str] | None = None) -> None:
+    """Every case of the encoding's own sweep, then every property it declares (exactly ``declared``,
+    when given), on one runtime."""
+    enc, p = art.encoding, art.params
+    check_every_case(art, runtime)
+    assert declared is None or {prop.name for prop in enc.properties(p)} == declared
+    for prop in enc.properties(p):
+        result = prop.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
+        assert result.ok, f"{prop.name}: {result.detail} (error {result.error:.3e})"
+
+
+def check_attention_shapes(art, runtime: str, shapes: list[tuple[int, int, int]], seed: int = 0) -> None:
+    """An attention bias at each (batch, q_len, k_len), from the encoding's own feeds."""
+    rng = np.random.default_rng(seed)
+    for batch, q, k in shapes:
+        feeds = art.encoding.feeds(art.params, Case("t", {"batch": batch, "q_len": q, "k_len": k}), art.options.dtype, rng)
+        check_feeds(art, runtime, feeds)
+
+
+def torch_build(encoding: str, dtype: str, request, params: dict):
+    """The torch-source artifact: float16 from the test module's `cli_torch_float16` fixture (the CLI's
+    build), other dtypes from the shared cache."""
+    if dtype == "float16":
+        return request.getfixturevalue("cli_torch_float16")
+    return artifact(encoding, dtype=dtype, source="torch", **params)
+
+
+def check_bad_params(encoding: str, values: dict, needle: str) -> None:
+    """Bad parameters raise a ParamError of one line that names the option."""
+    with pytest.raises(ParamError) as info:
+        get_encoding(encoding).params(**values)
+    assert needle in str(info.value) and "\n" not in str(info.value)
 
 
 def largest_intermediate(art, feeds: dict[str, np.ndarray]) -> int:

@@ -1,4 +1,4 @@
-"""ALiBi (DESIGN 3.4): slopes against hand values, the oracle against a loop, both artifacts on onnxruntime
+"""ALiBi (docs/encodings.md): slopes against hand values, the oracle against a loop, both artifacts on onnxruntime
 CPU and the reference evaluator in every dtype, decode steps, properties, bad parameters, the CLI."""
 
 from __future__ import annotations
@@ -6,13 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posexport.encodings.alibi import AlibiParams, alibi_slopes, check_linear, check_mask, reference
-from posexport.contract import Case
-from posexport.errors import ParamError
+from posexport.encodings.alibi import AlibiParams, alibi_slopes, reference
 from posexport.registry import get_encoding
 
 from .conftest import artifact, session
-from .encoding_checks import DTYPES, RUNTIMES, check_feeds, cli_build, largest_intermediate
+from .encoding_checks import DTYPES, RUNTIMES, check_attention_shapes, check_bad_params, check_feeds, cli_build, largest_intermediate, torch_build
 
 ALIBI = get_encoding("alibi")
 CONFIGS = {"12-causal": dict(heads=12), "20-symmetric": dict(heads=20, causal=False), "8-causal": dict(heads=8)}
@@ -49,18 +47,11 @@ def test_reference_equals_a_loop(causal, rng):
                     assert got[1, h, i, j] == pytest.approx(scores[1, h, i, j] - slopes[h] * abs(q - j), abs=1e-12)
 
 
-def run_shapes(art, runtime: str, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    for batch, q, k in SHAPES:
-        feeds = ALIBI.feeds(art.params, Case("t", {"batch": batch, "q_len": q, "k_len": k}), art.options.dtype, rng)
-        check_feeds(art, runtime, feeds)
-
-
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_script_parity(config, dtype, runtime):
-    run_shapes(artifact("alibi", dtype=dtype, **CONFIGS[config]), runtime)
+    check_attention_shapes(artifact("alibi", dtype=dtype, **CONFIGS[config]), runtime, SHAPES)
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +60,10 @@ def cli_torch_float16(tmp_path_factory):
                      "--source", "torch", "--dtype", "float16")
 
 
-def torch_artifact(dtype: str, request):
-    if dtype == "float16":
-        return request.getfixturevalue("cli_torch_float16")
-    return artifact("alibi", dtype=dtype, source="torch", **CONFIGS[TORCH_CONFIG[dtype]])
-
-
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_export_parity(dtype, runtime, request):
-    run_shapes(torch_artifact(dtype, request), runtime)
+    check_attention_shapes(torch_build("alibi", dtype, request, CONFIGS[TORCH_CONFIG[dtype]]), runtime, SHAPES)
 
 
 @pytest.mark.parametrize("source", ["script", "torch"])
@@ -104,10 +89,12 @@ def test_properties_hold_on_the_graph(config, dtype):
 def test_properties_catch_a_wrong_graph():
     """A symmetric graph is not causal; a T5 bias is not linear in distance."""
     symmetric = artifact("alibi", **CONFIGS["20-symmetric"])
-    causal_params = AlibiParams(heads=20, causal=True)
-    assert not check_mask(session(symmetric, "ort-cpu").run, causal_params, symmetric.options.dtype, np.random.default_rng(0)).ok
+    causal_props = {prop.name: prop for prop in ALIBI.properties(AlibiParams(heads=20, causal=True))}
+    mask = causal_props["masked-above-diagonal"]
+    assert not mask.check(session(symmetric, "ort-cpu").run, symmetric.params, symmetric.options.dtype, np.random.default_rng(0)).ok
     t5 = artifact("t5", heads=12)
-    result = check_linear(session(t5, "ort-cpu").run, AlibiParams(heads=12, causal=False), t5.options.dtype, np.random.default_rng(0))
+    (linear,) = ALIBI.properties(AlibiParams(heads=12, causal=False))
+    result = linear.check(session(t5, "ort-cpu").run, t5.params, t5.options.dtype, np.random.default_rng(0))
     assert not result.ok and result.error > 1e-2
 
 
@@ -118,9 +105,7 @@ def test_properties_catch_a_wrong_graph():
     (dict(slopes=1), "--slopes"),
 ])
 def test_bad_parameters_name_the_parameter(values, needle):
-    with pytest.raises(ParamError) as info:
-        ALIBI.params(**values)
-    assert needle in str(info.value) and "\n" not in str(info.value)
+    check_bad_params("alibi", values, needle)
 
 
 def test_cli_build_script(tmp_path, rng):

@@ -118,7 +118,7 @@ LLAMA31_SCALING = dict(scaling="llama3", factor=8.0, low_freq_factor=1.0, high_f
 
 
 def test_llama31_graph_of_131072_positions_is_under_one_mebibyte():
-    """DESIGN 4.3: two-level tables keep the graph small; one table would weigh 64 MiB."""
+    """Two-level tables (P fine + Q coarse rows for P·Q positions) keep the graph small; one table would weigh 64 MiB."""
     params = dict(head_dim=128, heads=32, base=500000.0, max_positions=131072, position_limit=131072)
     if "llama3" in scaling.SCALINGS:  # LLaMA-3.1's own scaling, where this build has it
         params.update(LLAMA31_SCALING)

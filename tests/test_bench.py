@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
 
 from posexport import bench
 from posexport.errors import PosexportError
-
-from .conftest import posexport_cli
+from posexport.reports import bench as reports
+from posexport.runtimes import get_runtime
 
 SMALL = dict(head_dim=16, heads=2)
 
@@ -55,19 +56,19 @@ def test_meta_reports_threads_and_load(result):
 def test_json_markdown_and_plot(result, tmp_path):
     data = json.loads(result.to_json())
     assert set(data) == {"meta", "rows", "targets"} and len(data["rows"]) == len(result.rows)
-    text = bench.markdown(result, "size note")
+    text = reports.markdown(result, "size note")
     assert "| subject | median ms | IQR ms | min ms | × copy |" in text and "## Graph size" in text
     assert "load average" in text and "IndexShare attention block" in text
-    bench.plot(result, tmp_path / "plot.png")
+    reports.plot(result, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_targets_follow_design_7():
+def test_targets_judge_the_ratios_to_copy():
     def row(subject: str, ms: float) -> bench.Row:
         return bench.Row("rope", "ort-cpu", "float32", 2048, subject, "backend", list(bench.ROPE_TARGET_SHAPE), ms, 0.0, ms, ms / 10.0)
 
     rows = [row("copy", 10.0), row("naive-export", 60.0), row("auto (ort)", 11.0), row("portable", 45.0)]
-    verdicts = {t["target"]: t for t in bench.check_targets(rows, bench.BenchConfig())}
+    verdicts = {t["target"]: t for t in bench.check_targets(rows)}
     assert verdicts["rope auto (ort) ≤ 1.15× copy"]["met"]
     assert not verdicts["rope portable ≤ 4× copy"]["met"] and verdicts["rope portable ≤ 4× copy"]["miss"] == "missed by 12%"
     assert not verdicts["rope portable ≥ 1.5× faster than naive export"]["met"]
@@ -78,11 +79,16 @@ def test_graph_size_note_compares_with_one_table():
     assert "131072" in note and "64 MiB" in note
 
 
-def test_cli_bench_writes_every_format(tmp_path):
-    proc = posexport_cli("bench", "--seqs", "8", "--heads", "2", "--head-dim", "16", "--backends", "auto,portable",
-                         "--warmup", "0", "--repeats", "3", "--json", str(tmp_path / "b.json"),
-                         "--markdown", str(tmp_path / "b.md"), "--plot", str(tmp_path / "b.png"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def test_cli_bench_writes_every_format(tmp_path, monkeypatch):
+    """The command run in this process as the console script runs it (its argv names `posexport`)."""
+    from posexport_cli import main
+
+    args = ["bench", "--seqs", "8", "--heads", "2", "--head-dim", "16", "--backends", "auto,portable", "--warmup", "0", "--repeats", "3",
+            "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"), "--plot", str(tmp_path / "b.png")]
+    monkeypatch.setattr(sys, "argv", ["posexport", *args])
+    with pytest.raises(SystemExit) as exited:
+        main.main()
+    assert exited.value.code == 0
     rows = json.loads((tmp_path / "b.json").read_text())["rows"]
     assert [r["subject"] for r in rows] == ["copy", "naive-export", "torch-eager", "auto (ort)", "portable"]
     assert all(np.isfinite(r["median_ms"]) for r in rows)
@@ -94,3 +100,55 @@ def test_cli_bench_writes_every_format(tmp_path):
 def test_an_option_no_encoding_takes_is_an_error():
     with pytest.raises(PosexportError, match="--hed-dim"):
         bench.check_params(["rope"], {"hed_dim": "16"})
+
+
+def test_openvino_is_timed_through_the_runtime_registry():
+    """Any registered runtime can be benchmarked: openvino's session binds its inputs once and the copy
+    baseline's output is checked on it like on onnxruntime."""
+    ok, why = get_runtime("openvino").available()
+    if not ok:
+        pytest.skip(f"openvino unavailable: {why}")
+    cfg = bench.BenchConfig(params=SMALL, runtimes=("openvino",), backends=("portable",), seqs=(8,), warmup=0, repeats=3)
+    result = bench.run_bench(cfg)
+    assert [(r.runtime, r.subject) for r in result.rows] == [
+        ("openvino", "copy"), ("openvino", "naive-export"), ("openvino", "torch-eager"), ("openvino", "portable")]
+    assert all(np.isfinite(r.median_ms) and r.median_ms > 0 for r in result.rows)
+    assert "openvino" in result.meta["runtimes"] and not result.meta["skipped_runtimes"]
+
+
+def test_a_runtime_that_cannot_run_a_subject_says_why_in_its_row():
+    cfg = bench.BenchConfig(params=SMALL, runtimes=("torch", "reference"), backends=("ort",), seqs=(8,), warmup=0, repeats=3)
+    rows = {(r.runtime, r.subject): r for r in bench.run_bench(cfg).rows}
+    assert "no torch module" in rows["torch", "copy"].note and math.isnan(rows["torch", "copy"].median_ms)
+    assert rows["torch", "torch-eager"].median_ms > 0
+    assert ("torch", "ort") not in rows  # torch runs the module, the same for every backend: timed once
+    assert "com.microsoft" in rows["reference", "ort"].note and math.isnan(rows["reference", "ort"].median_ms)
+    assert rows["reference", "copy"].ratio_to_copy == 1.0
+
+
+def test_unavailable_and_unknown_runtimes():
+    with pytest.raises(PosexportError, match="--runtimes 'tensorrt': unknown runtime"):
+        bench.run_bench(bench.BenchConfig(params=SMALL, runtimes=("tensorrt",), seqs=(8,)))
+    result = bench.run_bench(bench.BenchConfig(params=SMALL, runtimes=("ort-cuda",), seqs=(8,), repeats=3))
+    if "ort-cuda" in result.meta["skipped_runtimes"]:
+        assert result.rows == [] and "CUDAExecutionProvider" in result.meta["skipped_runtimes"]["ort-cuda"]
+
+
+def test_options_as_the_command_line_gives_them():
+    cfg = bench.config_from_options(["--head-dim", "16", "--heads", "2"], encodings="rope, alibi", seqs="8,16", indexshare_seqs="",
+                                    runtimes="openvino", threads=2)
+    assert cfg.encodings == ("rope", "alibi") and cfg.seqs == (8, 16) and cfg.indexshare_seqs == () and cfg.threads == 2
+    assert cfg.runtimes == ("openvino",) and cfg.params == {"head_dim": "16", "heads": "2"}
+    with pytest.raises(PosexportError, match="--seqs '8,x'"):
+        bench.config_from_options(seqs="8,x")
+    with pytest.raises(PosexportError, match="--seqs '0': every value must be ≥ 1"):
+        bench.config_from_options(seqs="0")
+    with pytest.raises(PosexportError, match="--hed-dim"):
+        bench.config_from_options(["--hed-dim", "16"])
+
+
+def test_report_files_go_through_the_one_writer(result, tmp_path):
+    with pytest.raises(PosexportError, match="--json /proc/nope/b.json: cannot write there"):
+        reports.write_reports(result, json_out="/proc/nope/b.json")
+    reports.write_reports(result, markdown_out=tmp_path / "b.md")
+    assert "## Graph size" in (tmp_path / "b.md").read_text()

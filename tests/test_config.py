@@ -104,6 +104,19 @@ def test_phi3_preset_carries_its_published_factor_lists():
     assert frequencies(p, 4097)[1] == pytest.approx(math.sqrt(1 + math.log(32) / math.log(4096)), rel=1e-15)
 
 
+def test_phi3_preset_passes_parity_with_its_properties(tmp_path: Path, monkeypatch, capsys):
+    """`posexport build --preset phi-3-mini-128k-instruct` then `posexport parity` on it: every case and every
+    property passes. Relative position is checked inside longrope's short regime (positions below L0 = 4096)
+    and never shifted across L0, where the frequencies legitimately change."""
+    assert run_cli(monkeypatch, capsys, "build", "--preset", "phi-3-mini-128k-instruct", "--out", str(tmp_path))[0] == 0
+    report = tmp_path / "report.json"
+    code, out, err = run_cli(monkeypatch, capsys, "parity", str(tmp_path / "phi-3-mini-128k-instruct.onnx"),
+                             "--runtimes", "ort-cpu", "--seqs", "1,17", "--batches", "1", "--json", str(report))
+    assert code == 0, out + err
+    properties = {(p["property"], p["status"]) for p in json.loads(report.read_text())["properties"]}
+    assert properties == {("relative-position", "pass"), ("norm-preserved", "pass"), ("raises-past-limit", "pass")}
+
+
 def test_cli_builds_a_preset_and_a_config_file(tmp_path: Path, monkeypatch, capsys):
     assert run_cli(monkeypatch, capsys, "build", "--preset", "llama-3.1-8b", "--heads", "2", "--out", str(tmp_path))[0] == 0
     manifest = json.loads((tmp_path / "llama-3.1-8b.json").read_text())

@@ -1,4 +1,4 @@
-"""Extending a learned table (DESIGN 3.2, `posexport extend`): mean and interpolate against hand values,
+"""Extending a learned table (docs/encodings.md, `posexport extend`): mean and interpolate against hand values,
 the original rows untouched where the strategy promises it, weights files kept in their format and
 dtype, extended graphs that run and raise past their new end, sources never modified."""
 

@@ -1,4 +1,4 @@
-"""Learned absolute table (DESIGN 3.2): trained tables from .npy, .safetensors and torch state dicts, the
+"""Learned absolute table (docs/encodings.md): trained tables from .npy, .safetensors and torch state dicts, the
 seeded N(0, 0.02) table, both artifacts on onnxruntime CPU and the reference evaluator in every dtype,
 positions past the table raising on every runtime, bad parameters, the CLI."""
 

@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 from posexport.encodings.rope2d import reference
-from posexport.errors import PosexportError
 from posexport.registry import get_encoding
 
 from .conftest import artifact, posexport_cli, session
-from .encoding_checks import check_every_case
+from .encoding_checks import check_bad_params, check_cases_and_properties
 
 HALF = dict(head_dim=16, heads=2, max_grid=64)
 INTERLEAVED = dict(head_dim=24, heads=3, pair_layout="interleaved", base=100.0, max_grid=64)
@@ -51,24 +50,16 @@ def test_reference_is_complex_rotation(config, rng):
     np.testing.assert_allclose(reference(p, {"x": x}), complex_rope2d(x, p.base, p.pair_layout), rtol=0, atol=1e-12)
 
 
-def check_parity_and_properties(art, runtime: str) -> None:
-    enc, p = art.encoding, art.params
-    check_every_case(art, runtime)
-    for prop in enc.properties(p):
-        result = prop.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
-        assert result.ok, f"{prop.name}: {result.detail} (error {result.error:.3e})"
-
-
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype, source", BUILDS)
 def test_parity_and_properties(dtype, source, runtime):
-    check_parity_and_properties(artifact("rope-2d", dtype=dtype, source=source, **HALF), runtime)
+    check_cases_and_properties(artifact("rope-2d", dtype=dtype, source=source, **HALF), runtime)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("source", ["script", "torch"])
 def test_interleaved_pairs(source, runtime):
-    check_parity_and_properties(artifact("rope-2d", source=source, **INTERLEAVED), runtime)
+    check_cases_and_properties(artifact("rope-2d", source=source, **INTERLEAVED), runtime)
 
 
 @pytest.mark.parametrize("runtime", ["ort-cpu", "reference", "torch"])
@@ -87,9 +78,7 @@ def test_grid_past_the_tables_raises(source, runtime, rng):
      (dict(base=0.5), "--base 0.5"), (dict(pair_layout="zigzag"), "--pair-layout 'zigzag'")],
 )
 def test_bad_parameters_name_themselves(values, needle):
-    with pytest.raises(PosexportError) as info:
-        get_encoding("rope-2d").params(**values)
-    assert needle in str(info.value) and "\n" not in str(info.value)
+    check_bad_params("rope-2d", values, needle)
 
 
 def test_cli_build(tmp_path):

@@ -1,5 +1,6 @@
 """Both rope artifacts (onnxscript function, torch export) on onnxruntime CPU and the ONNX reference
-evaluator, against the float64 oracle, within DESIGN 4.2's bounds, in every dtype."""
+evaluator, against the float64 oracle, in every dtype: max|out − ref| / max(1, max|ref|) within the
+dtype's bound (docs/numerics.md)."""
 
 from __future__ import annotations
 

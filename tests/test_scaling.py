@@ -1,5 +1,5 @@
-"""RoPE scalings (DESIGN 3.5) as float64 maths: golden inverse frequencies worked out by hand from DESIGN's
-formulas (or published values), relations between scalings, and parameter validation."""
+"""RoPE scalings as float64 maths: golden inverse frequencies worked out by hand from the formulas of
+docs/encodings.md (or published values), relations between scalings, and parameter validation."""
 
 from __future__ import annotations
 
@@ -162,6 +162,47 @@ def test_reference_decides_longrope_and_dynamic_on_the_batch_max(rng):
     c, s = np.cos(10 * long) * a, np.sin(10 * long) * a
     xa, xb = x[0, 0, 0, :4], x[0, 0, 0, 4:]
     np.testing.assert_allclose(with_long_neighbour[0, 0, 0], np.concatenate([xa * c - xb * s, xb * c + xa * s]), rtol=1e-12)
+
+
+# --- what each scaling declares: its cos/sin source and its steady span ---------------------------------
+
+
+EXAMPLES = {
+    "default": {},
+    "linear": dict(factor=2.0),
+    "ntk": dict(factor=2.0),
+    "dynamic": dict(factor=2.0),
+    "yarn": dict(factor=4.0, original_max_positions=32),
+    "llama3": dict(factor=8.0, original_max_positions=32, low_freq_factor=1.0, high_freq_factor=4.0),
+    "longrope": dict(original_max_positions=32, short_factor=(1.0, 2.0, 3.0, 4.0), long_factor=(2.0, 4.0, 8.0, 16.0)),
+}
+
+
+def test_every_scaling_declares_a_known_cos_sin_source():
+    from posexport.rope import scaling, sources
+
+    assert set(EXAMPLES) == set(scaling.SCALINGS)
+    for name, spec in scaling.SCALINGS.items():
+        assert spec.source in sources.SOURCES, name
+        p = params(scaling=name, **EXAMPLES[name])
+        arrays = sources.source_of(p).arrays(p)
+        assert len(arrays) == 4 and all(a.ndim >= 1 for a in arrays.values())
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_frequencies_hold_still_over_the_steady_span(name):
+    """Below steady_span the frequencies do not depend on the call's length (where the relative-position
+    property is checked); a scaling decided per call changes them right after it."""
+    from posexport.rope import scaling
+
+    p = params(scaling=name, **EXAMPLES[name])
+    span = scaling.steady_span(p)
+    first = frequencies(p, 1)
+    np.testing.assert_array_equal(frequencies(p, span)[0], first[0])
+    assert frequencies(p, span)[1] == first[1]
+    if span < p.position_limit:
+        assert not np.array_equal(frequencies(p, span + 1)[0], first[0])
+    assert span == (scaling.switch_length(p) if name in ("dynamic", "longrope") else p.position_limit)
 
 
 # --- validation --------------------------------------------------------------------------------------

@@ -139,7 +139,7 @@ def test_positions_outside_the_graph_raise(name, runtime, rng):
 
 
 def test_dynamic_angles_are_formed_in_float64():
-    """DESIGN 4.1: no float32 product of a large position; the dynamic graph forms angles in double."""
+    """Angles are never a float32 product of a large position; the dynamic graph forms angles in double."""
     art = artifact("rope", **SCALED["dynamic"])
     ops = {(n.op_type) for f in art.model.functions for n in f.node}
     assert {"Cos", "Sin", "Pow"} <= ops

@@ -10,11 +10,9 @@ import numpy as np
 import pytest
 
 from posexport.encodings.sincos2d import build_sincos2d
-from posexport.errors import PosexportError
-from posexport.registry import get_encoding
 
 from .conftest import artifact, posexport_cli, session
-from .encoding_checks import check_every_case
+from .encoding_checks import check_bad_params, check_cases_and_properties
 
 CONFIG = dict(dim=32, max_grid=64)
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -46,11 +44,7 @@ def test_layout_matches_mae(h, w):
 @pytest.mark.parametrize("dtype, source", BUILDS)
 def test_parity_every_grid(dtype, source, runtime):
     art = artifact("sincos-2d", dtype=dtype, source=source, **CONFIG)
-    enc, p = art.encoding, art.params
-    check_every_case(art, runtime)
-    (bounded,) = enc.properties(p)
-    result = bounded.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
-    assert result.ok, result.detail
+    check_cases_and_properties(art, runtime, {"bounded"})
 
 
 @pytest.mark.parametrize("runtime", ["ort-cpu", "reference", "torch"])
@@ -66,9 +60,7 @@ def test_grid_past_the_tables_raises(source, runtime, rng):
 @pytest.mark.parametrize("values, needle", [(dict(dim=30), "--dim 30"), (dict(dim=0), "--dim 0"), (dict(base=1.0), "--base 1.0"),
                                             (dict(max_grid=0), "--max-grid 0")])
 def test_bad_parameters_name_themselves(values, needle):
-    with pytest.raises(PosexportError) as info:
-        get_encoding("sincos-2d").params(**values)
-    assert needle in str(info.value) and "\n" not in str(info.value)
+    check_bad_params("sincos-2d", values, needle)
 
 
 def test_strided_bfloat16_inputs_reach_onnxruntime_intact(rng):

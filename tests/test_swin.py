@@ -14,8 +14,8 @@ from posexport.encodings.swin import bias_table, build_bias, relative_index
 from posexport.errors import PosexportError
 from posexport.registry import get_encoding
 
-from .conftest import artifact, posexport_cli, session
-from .encoding_checks import check_every_case
+from .conftest import artifact, posexport_cli
+from .encoding_checks import check_bad_params, check_cases_and_properties
 
 CONFIG = dict(window_h=4, window_w=3, heads=2)
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -43,11 +43,7 @@ def test_index_matches_swin(wh, ww):
 @pytest.mark.parametrize("dtype, source", BUILDS)
 def test_parity_and_offset_property(dtype, source, runtime):
     art = artifact("swin", dtype=dtype, source=source, **CONFIG)
-    enc, p = art.encoding, art.params
-    check_every_case(art, runtime)
-    (relative,) = enc.properties(p)
-    result = relative.check(session(art, runtime).run, p, art.options.dtype, np.random.default_rng(5))
-    assert result.ok, result.detail
+    check_cases_and_properties(art, runtime, {"relative-2d"})
 
 
 def test_graph_contract_has_a_dynamic_first_axis():
@@ -73,9 +69,7 @@ def test_weights_from_a_state_dict(tmp_path, rng):
      (dict(key="x"), "--key 'x'")],
 )
 def test_bad_parameters_name_themselves(values, needle):
-    with pytest.raises(PosexportError) as info:
-        get_encoding("swin").params(**values)
-    assert needle in str(info.value) and "\n" not in str(info.value)
+    check_bad_params("swin", values, needle)
 
 
 def test_weights_of_the_wrong_shape(tmp_path, rng):

@@ -1,4 +1,4 @@
-"""T5 relative bias (DESIGN 3.3): buckets against hand values and an independent float32 implementation,
+"""T5 relative bias (docs/encodings.md): buckets against hand values and an independent float32 implementation,
 the oracle against a loop, both artifacts on onnxruntime CPU and the reference evaluator in every dtype
 (decode steps, distances past max_distance), trained tables, properties, bad parameters, the CLI."""
 
@@ -11,13 +11,12 @@ import pytest
 import torch
 
 from posexport import export
-from posexport.contract import Case
-from posexport.encodings.t5 import T5Params, check_buckets_monotone, reference, relative_bucket
-from posexport.errors import ParamError, PosexportError
+from posexport.encodings.t5 import T5Params, reference, relative_bucket
+from posexport.errors import PosexportError
 from posexport.registry import get_encoding
 
 from .conftest import artifact, session
-from .encoding_checks import DTYPES, RUNTIMES, check_feeds, cli_build, largest_intermediate
+from .encoding_checks import DTYPES, RUNTIMES, check_attention_shapes, check_bad_params, check_feeds, cli_build, largest_intermediate, torch_build
 
 T5 = get_encoding("t5")
 CONFIGS = {
@@ -80,18 +79,11 @@ def test_reference_equals_a_loop(rng, tmp_path):
             np.testing.assert_allclose(got[0, :, i, j], scores[0, :, i, j] + table[b], rtol=0, atol=1e-15)
 
 
-def run_shapes(art, runtime: str, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    for batch, q, k in SHAPES:
-        feeds = T5.feeds(art.params, Case("t", {"batch": batch, "q_len": q, "k_len": k}), art.options.dtype, rng)
-        check_feeds(art, runtime, feeds)
-
-
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_script_parity(config, dtype, runtime):
-    run_shapes(artifact("t5", dtype=dtype, **CONFIGS[config]), runtime)
+    check_attention_shapes(artifact("t5", dtype=dtype, **CONFIGS[config]), runtime, SHAPES)
 
 
 @pytest.fixture(scope="module")
@@ -101,16 +93,10 @@ def cli_torch_float16(tmp_path_factory):
                      "--max-distance", "40", "--source", "torch", "--dtype", "float16")
 
 
-def torch_artifact(dtype: str, request):
-    if dtype == "float16":
-        return request.getfixturevalue("cli_torch_float16")
-    return artifact("t5", dtype=dtype, source="torch", **CONFIGS[TORCH_CONFIG[dtype]])
-
-
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_export_parity(dtype, runtime, request):
-    run_shapes(torch_artifact(dtype, request), runtime)
+    check_attention_shapes(torch_build("t5", dtype, request, CONFIGS[TORCH_CONFIG[dtype]]), runtime, SHAPES)
 
 
 @pytest.mark.parametrize("source", ["script", "torch"])
@@ -163,7 +149,8 @@ def test_buckets_monotone_on_the_graph(config, dtype):
 
 def test_monotone_check_catches_another_table():
     art = artifact("t5", seed=1, **CONFIGS["encoder"])
-    result = check_buckets_monotone(session(art, "ort-cpu").run, T5Params(**CONFIGS["encoder"]), art.options.dtype, np.random.default_rng(0))
+    (prop,) = T5.properties(T5Params(**CONFIGS["encoder"]))
+    result = prop.check(session(art, "ort-cpu").run, art.params, art.options.dtype, np.random.default_rng(0))
     assert not result.ok and "matches no bucket" in result.detail
 
 
@@ -176,9 +163,7 @@ def test_monotone_check_catches_another_table():
     (dict(key="relative_attention_bias.weight"), "--key"),
 ])
 def test_bad_parameters_name_the_parameter(values, needle):
-    with pytest.raises(ParamError) as info:
-        T5.params(**values)
-    assert needle in str(info.value) and "\n" not in str(info.value)
+    check_bad_params("t5", values, needle)
 
 
 def test_bad_weights_name_the_parameter(tmp_path, rng):

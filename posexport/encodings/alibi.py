@@ -1,4 +1,4 @@
-"""ALiBi attention bias (DESIGN 3.4): y = scores + bias, no learned parameters.
+"""ALiBi attention bias (docs/encodings.md): y = scores + bias, no learned parameters.
 
     scores, y: [batch, heads, q_len, k_len]     query i sits at q_i = k_len − q_len + i, key j at j
     causal:    bias[h, i, j] = −slope_h·(q_i − j) for j ≤ q_i, −inf above the diagonal (j > q_i)
@@ -25,12 +25,12 @@ import onnx
 import torch
 from onnxscript import script
 
-from ..dtypes import COMPUTE, DType
+from .. import properties as props
+from ..contract import BuildOptions, Property, Tables
+from ..dtypes import COMPUTE
 from ..params import check, param
-from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
 from ..script import POSEXPORT
-from .base import Encoding
-from .inputs import attention_cases, random_normal
+from .kinds.bias import AttentionBias
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class AlibiParams:
 
 
 def alibi_slopes(heads: int) -> np.ndarray:
-    """DESIGN 3.4's slope of each head, float64."""
+    """The slope of each head (the module docstring's rule), float64."""
 
     def power_of_two(n: int) -> np.ndarray:
         return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
@@ -101,10 +101,10 @@ class AlibiBias(torch.nn.Module):
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def alibi_functions(p: AlibiParams, io: DType, op: Any) -> list[Any]:
-    """posexport.Alibi(scores, neg_slopes) -> y, and the bias function it calls."""
+def alibi_functions(p: AlibiParams, op: Any) -> list[Any]:
+    """posexport.AlibiBias(scores, neg_slopes) -> the float32 bias [heads, q_len, k_len], and the distance
+    function it calls; the kind wraps them in the entry posexport.Alibi(scores, neg_slopes) -> y."""
     float32 = onnx.TensorProto.FLOAT
-    out_type = io.onnx
 
     @script(POSEXPORT, default_opset=op)
     def AlibiDistance(scores):
@@ -132,113 +132,30 @@ def alibi_functions(p: AlibiParams, io: DType, op: Any) -> list[Any]:
         def AlibiBias(scores, neg_slopes):
             return op.Mul(neg_slopes, op.Cast(op.Abs(AlibiDistance(scores)), to=float32))  # [heads, q, k], float32
 
-    # float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy.
-    if out_type == float32:
-
-        @script(POSEXPORT, default_opset=op)
-        def Alibi(scores, neg_slopes):
-            return op.Add(scores, AlibiBias(scores, neg_slopes))
-
-    else:
-
-        @script(POSEXPORT, default_opset=op)
-        def Alibi(scores, neg_slopes):
-            return op.Cast(op.Add(op.Cast(scores, to=float32), AlibiBias(scores, neg_slopes)), to=out_type)
-
-    return [Alibi, AlibiDistance, AlibiBias]  # after the entry, callees before their callers
-
-
-# --- properties on the built graph ----------------------------------------------------------------
-
-
-def observed_bias(runner: Runner, p: AlibiParams, dtype: DType, rng: np.random.Generator, q_len: int, k_len: int) -> np.ndarray:
-    """The bias the graph adds, y − scores for small random scores: [heads, q_len, k_len], float64."""
-    scores = (random_normal(rng, (1, p.heads, q_len, k_len), dtype).astype(np.float64) * 1e-3).astype(dtype.numpy)
-    y = np.asarray(runner({"scores": scores})).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        return (y - scores.astype(np.float64))[0]
-
-
-def distances(q_len: int, k_len: int) -> np.ndarray:
-    return np.arange(k_len - q_len, k_len)[:, None] - np.arange(k_len)[None, :]
-
-
-def check_linear(runner: Runner, p: AlibiParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
-    """Per head, the unmasked bias is c_h·|distance| for one constant c_h < 0 (a least-squares fit through
-    the origin), on a square prefill and on a decode row far out."""
-    worst, slopes_seen = 0.0, []
-    for q_len, k_len in ((64, 64), (1, 5000)):
-        bias = observed_bias(runner, p, dtype, rng, q_len, k_len)
-        dist = np.abs(distances(q_len, k_len)).astype(np.float64)
-        keep = np.broadcast_to(distances(q_len, k_len) >= 0 if p.causal else np.ones_like(dist, bool), dist.shape)
-        d = dist[keep]
-        for h in range(p.heads):
-            b = bias[h][keep]
-            if not np.all(np.isfinite(b)):
-                return PropertyResult(False, f"head {h}: a non-finite bias below the diagonal (q_len {q_len}, k_len {k_len})", math.inf)
-            c = float(d @ b / (d @ d)) if d @ d else 0.0
-            worst = max(worst, float(np.max(np.abs(b - c * d))) / max(1.0, float(np.max(np.abs(b)))))
-            slopes_seen.append(c)
-    negative = all(c < 0 for c in slopes_seen) or not any(slopes_seen)
-    tol = 2 * dtype.bound()
-    ok = worst <= tol and negative
-    detail = f"bias = c_h·|distance| per head, worst residual {worst:.2e} (bound {tol:.1e})" + ("" if negative else "; a slope is not negative")
-    return PropertyResult(ok, detail, worst)
-
-
-def check_mask(runner: Runner, p: AlibiParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
-    """Causal: exactly −inf above the diagonal and finite on and below it; symmetric: finite everywhere."""
-    bad = 0
-    for q_len, k_len in ((64, 64), (7, 40), (1, 300)):
-        bias = observed_bias(runner, p, dtype, rng, q_len, k_len)
-        above = np.broadcast_to(distances(q_len, k_len) < 0, bias.shape) if p.causal else np.zeros(bias.shape, bool)
-        bad += int(np.sum(above & ~np.isneginf(bias)) + np.sum(~above & ~np.isfinite(bias)))
-    what = "−inf exactly above the diagonal, finite elsewhere" if p.causal else "finite everywhere (no mask)"
-    return PropertyResult(bad == 0, f"{what}: {bad} entries differ", float(bad))
-
-
-PROPERTIES = [
-    Property("linear-in-distance", "each head's bias is one negative constant times the query–key distance", check_linear),
-    Property("causal-mask", "causal: −inf exactly above the diagonal; symmetric: no mask", check_mask),
-]
+    return [AlibiBias, AlibiDistance]  # the float32 core first, then what it calls
 
 
 # --- the encoding -----------------------------------------------------------------------------------
 
 
-class AlibiEncoding(Encoding):
+class AlibiEncoding(AttentionBias):
     name = "alibi"
-    family = "attention-bias"
+    entry = "Alibi"
     Params = AlibiParams
-
-    def inputs(self, p: AlibiParams) -> list[TensorSpec]:
-        return [TensorSpec("scores", ("batch", p.heads, "q_len", "k_len"))]
-
-    def reference(self, p: AlibiParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: AlibiParams, opts: BuildOptions) -> torch.nn.Module:
-        return AlibiBias(p)
+    oracle = staticmethod(reference)
+    Module = AlibiBias
 
     def tables(self, p: AlibiParams, opts: BuildOptions) -> Tables:
         return Tables({"neg_slopes": -alibi_slopes(p.heads)[:, None, None].astype(COMPUTE.numpy)})
 
-    def script_functions(self, p: AlibiParams, opts: BuildOptions, op: Any) -> list[Any]:
-        return alibi_functions(p, opts.dtype, op)
+    def bias_functions(self, p: AlibiParams, op: Any) -> list[Any]:
+        return alibi_functions(p, op)
 
-    def feeds(self, p: AlibiParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        a = case.axes
-        return {"scores": random_normal(rng, (a["batch"], p.heads, a["q_len"], a["k_len"]), dtype)}
-
-    def cases(self, p: AlibiParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return attention_cases(seqs, batches)
-
-    def example_axes(self, p: AlibiParams) -> dict[str, int]:
-        # k_len > q_len, as in a prefill chunk after a cache: the export must not tie the two axes.
-        return {"batch": 2, "q_len": 3, "k_len": 7}
-
-    def properties(self, p: AlibiParams) -> list[Property]:
-        return PROPERTIES
+    def bias_properties(self, p: AlibiParams, bias: props.Bias) -> list[Property]:
+        """Each head's bias is one negative constant times the distance, on a prefill chunk after a cache;
+        causal graphs are −inf exactly above the diagonal."""
+        linear = props.linear_in_distance(bias, 64, 300, symmetric=not p.causal, negative=True)
+        return [linear, props.masked_above_diagonal(bias, 64, 300)] if p.causal else [linear]
 
 
 ENCODING = AlibiEncoding()

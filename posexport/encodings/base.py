@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -21,11 +21,12 @@ from ..dtypes import DType
 if TYPE_CHECKING:
     import torch
 
+
 class Encoding(ABC):
     name: ClassVar[str]
     family: ClassVar[str]
     Params: ClassVar[type]
-    # DESIGN 4.2: float32 rope/sinusoidal bounds grow with log2 of the largest position.
+    # float32 rope/sinusoidal bounds grow with log2 of the largest position (docs/numerics.md).
     position_scaled_tolerance: ClassVar[bool] = False
 
     def params(self, **values: Any) -> Any:
@@ -46,7 +47,7 @@ class Encoding(ABC):
     # --- the maths ----------------------------------------------------------------------------
     @abstractmethod
     def reference(self, p: Any, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        """The float64 oracle, written from DESIGN 3 and nothing else."""
+        """The float64 oracle, written from the maths in docs/encodings.md and nothing else."""
 
     @abstractmethod
     def torch_module(self, p: Any, opts: BuildOptions) -> torch.nn.Module:
@@ -88,3 +89,18 @@ class Encoding(ABC):
 
     def with_params(self, p: Any, **changes: Any) -> Any:
         return dataclasses.replace(p, **changes)
+
+
+
+class Assembled(Encoding):
+    """An encoding assembled from its module's own pieces: ``oracle`` (the float64 reference function,
+    as a staticmethod) and ``Module`` (the torch module class, built from the parameters)."""
+
+    oracle: ClassVar[Callable[[Any, Mapping[str, np.ndarray]], np.ndarray]]
+    Module: ClassVar[Callable[[Any], torch.nn.Module]]
+
+    def reference(self, p: Any, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return self.oracle(p, feeds)
+
+    def torch_module(self, p: Any, opts: BuildOptions) -> torch.nn.Module:
+        return self.Module(p)

@@ -24,6 +24,12 @@ DEFAULT_SEQS = (1, 2, 17, 512, 4096)
 DEFAULT_BATCHES = (1, 3)
 
 
+def affordable(seqs: tuple[int, ...], batches: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Every (seq, batch) but sequences over 512 at batch > 1: long ones run once, at batch 1, which
+    keeps sweeps affordable (an attention bias grows as seq²)."""
+    return [(seq, batch) for seq in seqs for batch in batches if batch <= 1 or seq <= 512]
+
+
 def sequence_cases(
     trained: int,
     limit: int,
@@ -35,13 +41,10 @@ def sequence_cases(
     seqs = seqs or DEFAULT_SEQS
     batches = batches or DEFAULT_BATCHES
     out: list[Case] = []
-    for seq in seqs:
-        for batch in batches:
-            if batch > 1 and seq > 512:
-                continue  # long sequences once, at batch 1, to keep sweeps affordable
-            out.append(Case(f"seq{seq}-b{batch}", {"batch": batch, "seq": seq}))
-            if seq < limit:
-                out.append(Case(f"seq{seq}-b{batch}-offsets", {"batch": batch, "seq": seq}, start=min(1000, limit - seq), ragged=True))
+    for seq, batch in affordable(seqs, batches):
+        out.append(Case(f"seq{seq}-b{batch}", {"batch": batch, "seq": seq}))
+        if seq < limit:
+            out.append(Case(f"seq{seq}-b{batch}-offsets", {"batch": batch, "seq": seq}, start=min(1000, limit - seq), ragged=True))
     short = min(seqs)
     top = max(b for b in batches)
     past_trained = min(trained + 1, limit - 17)
@@ -88,12 +91,7 @@ def attention_cases(
     prefills, a prefill chunk after a cache, and a decode step (q_len 1) against decode_k keys."""
     seqs = seqs or ATTENTION_SEQS
     batches = batches or DEFAULT_BATCHES
-    out: list[Case] = []
-    for seq in seqs:
-        for batch in batches:
-            if batch > 1 and seq > 512:
-                continue  # the bias grows as seq²: long sequences once, at batch 1
-            out.append(Case(f"q{seq}-k{seq}-b{batch}", {"batch": batch, "q_len": seq, "k_len": seq}))
+    out = [Case(f"q{seq}-k{seq}-b{batch}", {"batch": batch, "q_len": seq, "k_len": seq}) for seq, batch in affordable(seqs, batches)]
     top = max(batches)
     out.append(Case(f"chunk-q7-k{max(seqs) + 7}", {"batch": top, "q_len": 7, "k_len": max(seqs) + 7}))
     out.append(Case(f"decode-q1-k{decode_k}", {"batch": top, "q_len": 1, "k_len": decode_k}))

@@ -1,4 +1,4 @@
-"""Learned absolute position embedding (DESIGN 3.2): y = x + table[position_ids].
+"""Learned absolute position embedding (docs/encodings.md): y = x + table[position_ids].
 
     table: [rows, d_model]   row p is the embedding of position p; rows = extend_to or max_positions
 
@@ -16,18 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import onnx
 import torch
 from onnxscript import script
 
-from ..dtypes import COMPUTE, DType
+from ..contract import BuildOptions, Case, Tables
+from ..dtypes import COMPUTE
 from ..errors import PosexportError
 from ..params import check, check_choices, param
-from ..weights import load_table, pin_params
-from ..contract import BuildOptions, Case, Tables, TensorSpec
 from ..script import POSEXPORT
-from .base import Encoding
-from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS, positions, random_normal
+from ..weights import load_table, pin_params
+from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS, affordable
+from .kinds.rows import AdditiveRows
 
 DEFAULT_D_MODEL = 768
 DEFAULT_MAX_POSITIONS = 1024
@@ -147,10 +146,9 @@ class LearnedEmbedding(torch.nn.Module):
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def learned_functions(rows: int, io: DType, op: Any) -> list[Any]:
-    """posexport.LearnedPositions(x, position_ids, table) -> y, and the LearnedRows lookup it calls."""
-    float32 = onnx.TensorProto.FLOAT
-    out_type = io.onnx
+def learned_functions(rows: int, op: Any) -> list[Any]:
+    """posexport.LearnedRows(position_ids, table) -> table rows in float32; the kind wraps it in the entry
+    posexport.LearnedPositions(x, position_ids, table) -> y."""
 
     @script(POSEXPORT, default_opset=op)
     def LearnedRows(position_ids, table):
@@ -159,20 +157,7 @@ def learned_functions(rows: int, io: DType, op: Any) -> list[Any]:
         safe = op.Where(negative, op.Constant(value_int=rows), position_ids)
         return op.Gather(table, safe)
 
-    # float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy.
-    if out_type == float32:
-
-        @script(POSEXPORT, default_opset=op)
-        def LearnedPositions(x, position_ids, table):
-            return op.Add(x, LearnedRows(position_ids, table))
-
-    else:
-
-        @script(POSEXPORT, default_opset=op)
-        def LearnedPositions(x, position_ids, table):
-            return op.Cast(op.Add(op.Cast(x, to=float32), LearnedRows(position_ids, table)), to=out_type)
-
-    return [LearnedPositions, LearnedRows]
+    return [LearnedRows]
 
 
 def table_cases(rows: int, seqs: tuple[int, ...] | None, batches: tuple[int, ...] | None) -> list[Case]:
@@ -181,13 +166,10 @@ def table_cases(rows: int, seqs: tuple[int, ...] | None, batches: tuple[int, ...
     seqs = tuple(s for s in (seqs or DEFAULT_SEQS) if s <= rows) or (rows,)
     batches = batches or DEFAULT_BATCHES
     out: list[Case] = []
-    for seq in seqs:
-        for batch in batches:
-            if batch > 1 and seq > 512:
-                continue
-            out.append(Case(f"seq{seq}-b{batch}", {"batch": batch, "seq": seq}))
-            if seq < rows:
-                out.append(Case(f"seq{seq}-b{batch}-offsets", {"batch": batch, "seq": seq}, start=rows - seq, ragged=True))
+    for seq, batch in affordable(seqs, batches):
+        out.append(Case(f"seq{seq}-b{batch}", {"batch": batch, "seq": seq}))
+        if seq < rows:
+            out.append(Case(f"seq{seq}-b{batch}-offsets", {"batch": batch, "seq": seq}, start=rows - seq, ragged=True))
     tail = min(17, rows)
     top = max(batches)
     out.append(Case(f"last-rows@{rows - tail}", {"batch": top, "seq": tail}, start=rows - tail))
@@ -198,35 +180,24 @@ def table_cases(rows: int, seqs: tuple[int, ...] | None, batches: tuple[int, ...
 # --- the encoding -----------------------------------------------------------------------------------
 
 
-class LearnedEncoding(Encoding):
+class LearnedEncoding(AdditiveRows):
     name = "learned"
-    family = "absolute"
+    entry = "LearnedPositions"
     Params = LearnedParams
-
-    def inputs(self, p: LearnedParams) -> list[TensorSpec]:
-        return [TensorSpec("x", ("batch", "seq", p.d_model)), TensorSpec("position_ids", ("batch", "seq"), is_float=False)]
-
-    def reference(self, p: LearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: LearnedParams, opts: BuildOptions) -> torch.nn.Module:
-        return LearnedEmbedding(p)
+    oracle = staticmethod(reference)
+    Module = LearnedEmbedding
 
     def tables(self, p: LearnedParams, opts: BuildOptions) -> Tables:
         return Tables({"table": build_learned_table(p).astype(COMPUTE.numpy)})
 
-    def script_functions(self, p: LearnedParams, opts: BuildOptions, op: Any) -> list[Any]:
-        return learned_functions(p.rows, opts.dtype, op)
+    def row_functions(self, p: LearnedParams, op: Any) -> list[Any]:
+        return learned_functions(p.rows, op)
 
-    def feeds(self, p: LearnedParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        batch, seq = case.axes["batch"], case.axes["seq"]
-        return {"x": random_normal(rng, (batch, seq, p.d_model), dtype), "position_ids": positions(rng, batch, seq, case)}
+    def position_limit(self, p: LearnedParams) -> int:
+        return p.rows
 
     def cases(self, p: LearnedParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
         return table_cases(p.rows, seqs, batches)
-
-    def largest_position(self, p: LearnedParams, feeds: Mapping[str, np.ndarray]) -> int | None:
-        return int(np.max(feeds["position_ids"]))
 
 
 ENCODING = LearnedEncoding()

@@ -1,5 +1,5 @@
-"""2-D axial rotary embedding on a patch grid (DESIGN 3.6): rows turn one half of the channels, columns
-the other, each half rotated as DESIGN 3.5 with its own d = head_dim/2.
+"""2-D axial rotary embedding on a patch grid (docs/encodings.md): rows turn one half of the channels, columns
+the other, each half rotated as in rope with its own d = head_dim/2.
 
 Channel layout of one head (d = head_dim, n = d/4 frequencies θ_i = base^(−2i/(d/2)), i < n):
 
@@ -25,15 +25,16 @@ import onnx
 import torch
 from onnxscript import script
 
+from .. import properties as props
 from .. import tables
+from ..contract import BuildOptions, Property, Runner, Tables
 from ..dtypes import COMPUTE, DType
 from ..params import check, check_choices, param
-from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
-from ..script import POSEXPORT
-from .base import Encoding
-from .inputs import grid_cases, random_normal
 from ..rope.encoding import PAIR_LAYOUTS, apply_rope
-from .sincos2d import AxisCosSin, axis_cos_sin_functions, typical_grid
+from ..script import POSEXPORT
+from .inputs import random_normal
+from .kinds.grid import GridEncoding
+from .sincos2d import AxisCosSin, axis_cos_sin_functions
 
 
 @dataclass(frozen=True)
@@ -164,60 +165,48 @@ PROPERTY_GRID = (6, 7)
 
 
 def rotate_everywhere(run: Runner, p: Rope2dParams, v: np.ndarray, dtype: DType) -> np.ndarray:
-    """R(h, w)·v for every grid position, from the runtime: [H, W, heads, d] in float64."""
+    """R(h, w)·v for every cell of PROPERTY_GRID, from the runtime: [H·W, heads, d] in float64."""
     h, w = PROPERTY_GRID
     x = np.ascontiguousarray(np.broadcast_to(v, (1, h, w, p.heads, p.head_dim)), dtype=dtype.numpy)
-    return np.asarray(run({"x": x}))[0].astype(np.float64)
+    return np.asarray(run({"x": x}))[0].astype(np.float64).reshape(h * w, p.heads, p.head_dim)
 
 
-def check_relative(run: Runner, p: Rope2dParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
-    """⟨R(a)q, R(b)k⟩ depends only on the 2-D offset b − a: every pair with the same offset scores the
-    same (shifting both by the same (dh, dw) changes nothing). Error per head / (|q|·|k|)."""
-    q = random_normal(rng, (p.heads, p.head_dim), dtype)
-    k = random_normal(rng, (p.heads, p.head_dim), dtype)
-    rq, rk = rotate_everywhere(run, p, q, dtype), rotate_everywhere(run, p, k, dtype)
+def rotation_adapters(p: Rope2dParams) -> tuple[props.Pairwise, props.Rotate]:
+    """The scores of every pair of rotated cells (for relative_2d), and a rotation of x at positions
+    numbering the cells of PROPERTY_GRID row by row (for norm_preserved)."""
     h, w = PROPERTY_GRID
-    cells = [(i, j) for i in range(h) for j in range(w)]
-    qs = rq.reshape(h * w, p.heads, p.head_dim)
-    ks = rk.reshape(h * w, p.heads, p.head_dim)
-    scores = np.einsum("ahd,bhd->abh", qs, ks)  # [a, b, heads]
-    first: dict[tuple[int, int], np.ndarray] = {}
-    worst = 0.0
-    for ia, (ha, wa) in enumerate(cells):
-        for ib, (hb, wb) in enumerate(cells):
-            offset = (hb - ha, wb - wa)
-            seen = first.setdefault(offset, scores[ia, ib])
-            worst = max(worst, float(np.max(np.abs(scores[ia, ib] - seen))))
-    scale = float(np.max(np.linalg.norm(q.astype(np.float64), axis=-1) * np.linalg.norm(k.astype(np.float64), axis=-1)))
-    error = worst / scale
-    return PropertyResult(error <= dtype.bound(), f"{len(first)} offsets on a {h}×{w} grid, worst spread {worst:.3g}", error)
+    cell_h, cell_w = np.divmod(np.arange(h * w), w)
+    offset = (cell_h[None, :] - cell_h[:, None] + h) * (2 * w + 1) + (cell_w[None, :] - cell_w[:, None] + w)
 
+    def scores(run: Runner, dtype: DType, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+        q, k = (random_normal(rng, (p.heads, p.head_dim), dtype) for _ in range(2))
+        rq, rk = rotate_everywhere(run, p, q, dtype), rotate_everywhere(run, p, k, dtype)
+        norms = np.linalg.norm(q.astype(np.float64), axis=-1) * np.linalg.norm(k.astype(np.float64), axis=-1)
+        return np.einsum("ahd,bhd->abh", rq, rk), offset, float(np.max(norms))
 
-def check_norms(run: Runner, p: Rope2dParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
-    """Rotation keeps the norm of every head vector at every grid position."""
-    v = random_normal(rng, (p.heads, p.head_dim), dtype)
-    rotated = rotate_everywhere(run, p, v, dtype)
-    norms = np.linalg.norm(v.astype(np.float64), axis=-1)
-    error = float(np.max(np.abs(np.linalg.norm(rotated, axis=-1) - norms) / norms))
-    return PropertyResult(error <= dtype.bound(), f"largest relative norm change {error:.3g}", error)
+    def rotate(run: Runner, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        vectors = x.reshape(-1, p.heads, p.head_dim)
+        grid = np.ascontiguousarray(np.broadcast_to(vectors[:, None, None], (len(vectors), h, w, p.heads, p.head_dim)))
+        y = np.asarray(run({"x": grid})).reshape(len(vectors), h * w, p.heads, p.head_dim)
+        return y[np.arange(len(vectors)), positions.reshape(-1)].reshape(x.shape)
+
+    return scores, rotate
 
 
 # --- the encoding -----------------------------------------------------------------------------------
 
 
-class Rope2dEncoding(Encoding):
+class Rope2dEncoding(GridEncoding):
     name = "rope-2d"
-    family = "vision"
     Params = Rope2dParams
+    oracle = staticmethod(reference)
+    Module = Rope2dEmbedding
 
-    def inputs(self, p: Rope2dParams) -> list[TensorSpec]:
-        return [TensorSpec("x", ("batch", "grid_h", "grid_w", p.heads, p.head_dim))]
+    def token_dims(self, p: Rope2dParams) -> tuple[int, ...]:
+        return (p.heads, p.head_dim)
 
-    def reference(self, p: Rope2dParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: Rope2dParams, opts: BuildOptions) -> torch.nn.Module:
-        return Rope2dEmbedding(p)
+    def grid_limit(self, p: Rope2dParams) -> int:
+        return build_axis_tables(p).limit
 
     def tables(self, p: Rope2dParams, opts: BuildOptions) -> Tables:
         return Tables(build_axis_tables(p).as_dict(COMPUTE.numpy))
@@ -225,22 +214,14 @@ class Rope2dEncoding(Encoding):
     def script_functions(self, p: Rope2dParams, opts: BuildOptions, op: Any) -> list[Any]:
         return rope2d_functions(p, build_axis_tables(p), opts.dtype, op)
 
-    def feeds(self, p: Rope2dParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        shape = (case.axes["batch"], case.axes["grid_h"], case.axes["grid_w"], p.heads, p.head_dim)
-        return {"x": random_normal(rng, shape, dtype)}
-
-    def cases(self, p: Rope2dParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        limit = build_axis_tables(p).limit
-        return grid_cases(typical_grid(limit), limit, seqs, batches)
-
-    def example_axes(self, p: Rope2dParams) -> dict[str, int] | None:
-        sizes = [s for s in (5, 3, 7, 11, 13, 17) if s not in (p.heads, p.head_dim)]
-        return {"batch": 2, "grid_h": sizes[0], "grid_w": sizes[1]}
-
     def properties(self, p: Rope2dParams) -> list[Property]:
+        """Scores ⟨R(a)q, R(b)k⟩ depend only on the 2-D offset b − a, and rotation keeps every head
+        vector's norm, over every cell of a 6×7 grid."""
+        scores, rotate = rotation_adapters(p)
+        cells = PROPERTY_GRID[0] * PROPERTY_GRID[1]
         return [
-            Property("relative-2d", "scores ⟨R(a)q, R(b)k⟩ depend only on the 2-D offset b − a", check_relative),
-            Property("norm-preserving", "rotation keeps every head vector's norm", check_norms),
+            props.relative_2d(scores, "the score ⟨R(a)q, R(b)k⟩"),
+            props.norm_preserved(rotate, p.heads, p.head_dim, p.head_dim, cells, 1.0, lambda dtype, largest: dtype.bound()),
         ]
 
 

@@ -1,4 +1,4 @@
-"""2-D sine-cosine positions on a patch grid, MAE convention (DESIGN 3.6).
+"""2-D sine-cosine positions on a patch grid, MAE convention (docs/encodings.md).
 
 Channel layout of PE(h, w) for dim D, n = D/4 frequencies ω_k = base^(−k/n), k = 0 … n−1:
 
@@ -21,17 +21,14 @@ import onnx
 import torch
 from onnxscript import script
 
+from .. import properties as props
 from .. import tables
+from ..contract import BuildOptions, Property, Tables
 from ..dtypes import COMPUTE, DType
 from ..params import check, param
-from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
 from ..script import POSEXPORT
-from .base import Encoding
-from .inputs import grid_cases, random_normal
+from .kinds.grid import GridEncoding
 from .two_level import TwoLevelCosSin, cos_sin_function
-
-TYPICAL_GRID = (14, 14)  # ViT-B/16 at 224 px: the grid the sweep starts from
-
 
 @dataclass(frozen=True)
 class Sincos2dParams:
@@ -47,10 +44,6 @@ class Sincos2dParams:
 
 
 # --- pure functions ---------------------------------------------------------------------------------
-
-
-def typical_grid(limit: int) -> tuple[int, int]:
-    return min(TYPICAL_GRID[0], limit), min(TYPICAL_GRID[1], limit)
 
 
 def frequencies(dim: int, base: float) -> np.ndarray:
@@ -151,36 +144,20 @@ def sincos2d_functions(p: Sincos2dParams, t: tables.TwoLevelTables, io: DType, o
     return [Sincos2d, axis, lookup]
 
 
-# --- properties -------------------------------------------------------------------------------------
-
-
-def check_bounded(run: Runner, p: Sincos2dParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
-    """Every PE value (y − x, read off the runtime output) lies in [−1, 1], up to the output's rounding."""
-    h, w = min(p.max_grid, 37), min(p.max_grid, 41)
-    x = random_normal(rng, (2, h, w, p.dim), dtype)
-    y = np.asarray(run({"x": x})).astype(np.float64)
-    pe = y - x.astype(np.float64)
-    excess = max(0.0, float(np.max(np.abs(pe))) - 1.0) / max(1.0, float(np.max(np.abs(y))))
-    bound = dtype.bound()
-    return PropertyResult(excess <= bound, f"max |PE| = {np.max(np.abs(pe)):.6g} on a {h}×{w} grid", excess)
-
-
 # --- the encoding -----------------------------------------------------------------------------------
 
 
-class Sincos2dEncoding(Encoding):
+class Sincos2dEncoding(GridEncoding):
     name = "sincos-2d"
-    family = "vision"
     Params = Sincos2dParams
+    oracle = staticmethod(reference)
+    Module = Sincos2dEmbedding
 
-    def inputs(self, p: Sincos2dParams) -> list[TensorSpec]:
-        return [TensorSpec("x", ("batch", "grid_h", "grid_w", p.dim))]
+    def token_dims(self, p: Sincos2dParams) -> tuple[int, ...]:
+        return (p.dim,)
 
-    def reference(self, p: Sincos2dParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: Sincos2dParams, opts: BuildOptions) -> torch.nn.Module:
-        return Sincos2dEmbedding(p)
+    def grid_limit(self, p: Sincos2dParams) -> int:
+        return build_axis_tables(frequencies(p.dim, p.base), p.max_grid).limit
 
     def tables(self, p: Sincos2dParams, opts: BuildOptions) -> Tables:
         return Tables(build_axis_tables(frequencies(p.dim, p.base), p.max_grid).as_dict(COMPUTE.numpy))
@@ -189,19 +166,9 @@ class Sincos2dEncoding(Encoding):
         t = build_axis_tables(frequencies(p.dim, p.base), p.max_grid)
         return sincos2d_functions(p, t, opts.dtype, op)
 
-    def feeds(self, p: Sincos2dParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        shape = (case.axes["batch"], case.axes["grid_h"], case.axes["grid_w"], p.dim)
-        return {"x": random_normal(rng, shape, dtype)}
-
-    def cases(self, p: Sincos2dParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        limit = build_axis_tables(frequencies(p.dim, p.base), p.max_grid).limit
-        return grid_cases(typical_grid(limit), limit, seqs, batches)
-
-    def example_axes(self, p: Sincos2dParams) -> dict[str, int] | None:
-        return {"batch": 2, "grid_h": 5, "grid_w": 3}
-
     def properties(self, p: Sincos2dParams) -> list[Property]:
-        return [Property("bounded", "every PE value lies in [−1, 1]", check_bounded)]
+        """Every PE value (y − x on a row of the grid, as wide as the graph covers) lies in [−1, 1]."""
+        return [props.bounded(props.rows_of_grid(p.dim), self.grid_limit(p))]
 
 
 ENCODING = Sincos2dEncoding()

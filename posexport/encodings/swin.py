@@ -1,4 +1,4 @@
-"""Swin window relative position bias (DESIGN 3.6).
+"""Swin window relative position bias (docs/encodings.md).
 
 A window of Wh × Ww tokens (N = Wh·Ww, token t = (t // Ww, t % Ww)) learns one bias per head for each of the
 (2Wh−1)(2Ww−1) relative offsets; tokens a = (ha, wa) and b = (hb, wb) use row
@@ -22,12 +22,13 @@ import onnx
 import torch
 from onnxscript import script
 
+from .. import properties as props
 from .. import weights as weights_mod
 from ..dtypes import COMPUTE, DType
 from ..params import check, param
-from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
+from ..contract import BuildOptions, Case, Property, Runner, Tables, TensorSpec
 from ..script import POSEXPORT
-from .base import Encoding
+from .base import Assembled
 from .inputs import random_normal
 
 MAX_WINDOW = 64
@@ -79,7 +80,7 @@ def _load(path: str, key: str | None, digest: str | None, rows: int, heads: int)
 
 
 def relative_index(window_h: int, window_w: int) -> np.ndarray:
-    """[N, N] table row for every token pair, from the formula of DESIGN 3.6."""
+    """[N, N] table row for every token pair, from the formula in docs/encodings.md."""
     t = np.arange(window_h * window_w)
     h, w = t // window_w, t % window_w
     return (h[:, None] - h[None, :] + window_h - 1) * (2 * window_w - 1) + (w[:, None] - w[None, :] + window_w - 1)
@@ -122,39 +123,31 @@ def swin_functions(io: DType, op: Any) -> list[Any]:
 # --- properties -------------------------------------------------------------------------------------
 
 
-def check_relative(run: Runner, p: SwinParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
-    """The bias read off the runtime (y − scores) is the same for every token pair with the same 2-D
-    offset, and differs between offsets only as the table does."""
-    scores = random_normal(rng, (2, p.heads, p.tokens, p.tokens), dtype)
-    y = np.asarray(run({"scores": scores})).astype(np.float64)
-    bias = y - scores.astype(np.float64)  # [2, heads, N, N]
-    index = relative_index(p.window_h, p.window_w)
-    first: dict[int, np.ndarray] = {}
-    worst = 0.0
-    for a in range(p.tokens):
-        for b in range(p.tokens):
-            seen = first.setdefault(int(index[a, b]), bias[..., a, b])
-            worst = max(worst, float(np.max(np.abs(bias[..., a, b] - seen))))
-    error = worst / max(1.0, float(np.max(np.abs(y))))
-    return PropertyResult(error <= 2 * dtype.bound(), f"{len(first)} offsets, worst spread {worst:.3g}", error)
+def observed_bias(p: SwinParams) -> props.Pairwise:
+    """The bias read off the runtime (y − scores) for every token pair, with the pair's table row as its
+    offset: [N, N, 2, heads]."""
+
+    def pairwise(run: Runner, dtype: DType, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+        scores = random_normal(rng, (2, p.heads, p.tokens, p.tokens), dtype)
+        y = np.asarray(run({"scores": scores})).astype(np.float64)
+        bias = np.moveaxis(y - scores.astype(np.float64), (2, 3), (0, 1))
+        return bias, relative_index(p.window_h, p.window_w), max(1.0, float(np.max(np.abs(y))))
+
+    return pairwise
 
 
 # --- the encoding -----------------------------------------------------------------------------------
 
 
-class SwinEncoding(Encoding):
+class SwinEncoding(Assembled):
     name = "swin"
     family = "vision"
     Params = SwinParams
+    oracle = staticmethod(reference)
+    Module = SwinRelativeBias
 
     def inputs(self, p: SwinParams) -> list[TensorSpec]:
         return [TensorSpec("scores", (AXIS, p.heads, p.tokens, p.tokens))]
-
-    def reference(self, p: SwinParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: SwinParams, opts: BuildOptions) -> torch.nn.Module:
-        return SwinRelativeBias(p)
 
     def tables(self, p: SwinParams, opts: BuildOptions) -> Tables:
         return Tables({"bias": build_bias(p).astype(COMPUTE.numpy)})
@@ -175,7 +168,7 @@ class SwinEncoding(Encoding):
         return {AXIS: size}
 
     def properties(self, p: SwinParams) -> list[Property]:
-        return [Property("relative-2d", "the bias depends only on the 2-D offset between tokens", check_relative)]
+        return [props.relative_2d(observed_bias(p), "the bias", bound_factor=2.0)]
 
 
 ENCODING = SwinEncoding()

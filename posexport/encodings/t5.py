@@ -1,4 +1,4 @@
-"""T5 relative position bias, bucketed (DESIGN 3.3): y = scores + bias.
+"""T5 relative position bias, bucketed (docs/encodings.md): y = scores + bias.
 
     scores, y: [batch, heads, q_len, k_len]     query i sits at k_len − q_len + i, key j at j
     rp = key_pos − query_pos;  bias[h, i, j] = table[bucket(rp), h];  table: [num_buckets, heads]
@@ -19,17 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import onnx
 import torch
 from onnxscript import script
 
-from ..dtypes import COMPUTE, DType
+from .. import properties as props
+from ..contract import BuildOptions, Property, Tables
+from ..dtypes import COMPUTE
 from ..params import check, param
-from ..weights import load_table, pin_params
-from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
 from ..script import POSEXPORT
-from .base import Encoding
-from .inputs import attention_cases, random_normal
+from ..weights import load_table, pin_params
+from .kinds.bias import AttentionBias
 
 DEFAULT_HEADS = 8
 DEFAULT_BUCKETS = 32
@@ -86,7 +85,7 @@ def trained_table(path: str, key: str | None, digest: str, rows: int | None, col
 
 
 def relative_bucket(rp: np.ndarray, bidirectional: bool, num_buckets: int, max_distance: int) -> np.ndarray:
-    """DESIGN 3.3's bucket of each relative position rp = key_pos − query_pos (int64 array)."""
+    """The T5 bucket of each relative position rp = key_pos − query_pos (int64 array)."""
     rp = np.asarray(rp, dtype=np.int64)
     if bidirectional:
         nb = num_buckets // 2
@@ -149,10 +148,9 @@ class T5RelativeBias(torch.nn.Module):
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def t5_functions(p: T5Params, io: DType, op: Any) -> list[Any]:
-    """posexport.T5Bias(scores, bias_by_rp) -> y, and the T5BiasTable it calls."""
-    float32 = onnx.TensorProto.FLOAT
-    out_type = io.onnx
+def t5_functions(p: T5Params, op: Any) -> list[Any]:
+    """posexport.T5BiasTable(scores, bias_by_rp) -> the float32 bias [heads, q_len, k_len]; the kind wraps
+    it in the entry posexport.T5Bias(scores, bias_by_rp) -> y."""
     md = p.max_distance
 
     @script(POSEXPORT, default_opset=op)
@@ -168,102 +166,32 @@ def t5_functions(p: T5Params, io: DType, op: Any) -> list[Any]:
         row = op.Add(op.Clip(rp, op.Constant(value_int=-md), op.Constant(value_int=md)), op.Constant(value_int=md))
         return op.Transpose(op.Gather(bias_by_rp, row, axis=0), perm=[2, 0, 1])  # [heads, q, k], float32
 
-    # float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy.
-    if out_type == float32:
-
-        @script(POSEXPORT, default_opset=op)
-        def T5Bias(scores, bias_by_rp):
-            return op.Add(scores, T5BiasTable(scores, bias_by_rp))
-
-    else:
-
-        @script(POSEXPORT, default_opset=op)
-        def T5Bias(scores, bias_by_rp):
-            return op.Cast(op.Add(op.Cast(scores, to=float32), T5BiasTable(scores, bias_by_rp)), to=out_type)
-
-    return [T5Bias, T5BiasTable]
-
-
-# --- properties on the built graph ----------------------------------------------------------------
-
-
-def check_buckets_monotone(runner: Runner, p: T5Params, dtype: DType, rng: np.random.Generator) -> PropertyResult:
-    """Reads the bias at every distance 0 … 2·max_distance + 15 on both sides from the graph's output, finds
-    which table row (bucket) each column is, and checks buckets never decrease as |distance| grows and
-    that distances ≥ max_distance all share one bucket."""
-    k = 2 * p.max_distance + 16
-    scores = (random_normal(rng, (1, p.heads, k, k), dtype).astype(np.float64) * 1e-3).astype(dtype.numpy)
-    bias = (np.asarray(runner({"scores": scores})).astype(np.float64) - scores.astype(np.float64))[0]  # [h, q, k]
-    table = build_t5_table(p)
-    tol = 4 * dtype.bound() * max(1.0, float(np.max(np.abs(table))))
-    sides = {"keys after the query": bias[:, 0, :], "keys before the query": bias[:, k - 1, ::-1]}  # [h, n]
-    problems: list[str] = []
-    worst = 0.0
-    for side, observed in sides.items():
-        # Candidates per distance: every bucket whose table column matches the observation.
-        gap = np.max(np.abs(table[:, :, None] - observed[None, :, :]), axis=1)  # [buckets, n]
-        current, chosen = 0, []
-        for n in range(k):
-            fits = np.flatnonzero(gap[:, n] <= tol)
-            later = fits[fits >= current]
-            if len(fits) == 0:
-                worst = max(worst, float(gap[:, n].min()))
-                problems.append(f"{side}: distance {n} matches no bucket (closest {gap[:, n].min():.2e})")
-                break
-            if current not in fits and len(later) == 0:
-                worst = max(worst, 1.0)
-                problems.append(f"{side}: bucket falls back below {current} at distance {n}")
-                break
-            current = current if current in fits else int(later[0])
-            chosen.append(current)
-        if len(chosen) == k and len(set(chosen[p.max_distance :])) != 1:
-            worst = max(worst, 1.0)
-            problems.append(f"{side}: distances ≥ max_distance={p.max_distance} span several buckets")
-    detail = "; ".join(problems) or f"buckets non-decreasing in |distance| over 0 … {k - 1} on both sides, one bucket from {p.max_distance} on"
-    return PropertyResult(not problems, detail, worst)
-
-
-PROPERTIES = [
-    Property("buckets-monotone", "the bucket (hence the bias) changes only as |distance| grows, and is constant past max_distance", check_buckets_monotone),
-]
+    return [T5BiasTable]
 
 
 # --- the encoding -----------------------------------------------------------------------------------
 
 
-class T5Encoding(Encoding):
+class T5Encoding(AttentionBias):
     name = "t5"
-    family = "attention-bias"
+    entry = "T5Bias"
     Params = T5Params
-
-    def inputs(self, p: T5Params) -> list[TensorSpec]:
-        return [TensorSpec("scores", ("batch", p.heads, "q_len", "k_len"))]
-
-    def reference(self, p: T5Params, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: T5Params, opts: BuildOptions) -> torch.nn.Module:
-        return T5RelativeBias(p)
+    oracle = staticmethod(reference)
+    Module = T5RelativeBias
 
     def tables(self, p: T5Params, opts: BuildOptions) -> Tables:
         return Tables({"bias_by_rp": build_bias_by_rp(p).astype(COMPUTE.numpy)})
 
-    def script_functions(self, p: T5Params, opts: BuildOptions, op: Any) -> list[Any]:
-        return t5_functions(p, opts.dtype, op)
+    def bias_functions(self, p: T5Params, op: Any) -> list[Any]:
+        return t5_functions(p, op)
 
-    def feeds(self, p: T5Params, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        a = case.axes
-        return {"scores": random_normal(rng, (a["batch"], p.heads, a["q_len"], a["k_len"]), dtype)}
+    def decode_keys(self, p: T5Params) -> int:
+        return max(5000, 4 * p.max_distance)
 
-    def cases(self, p: T5Params, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return attention_cases(seqs, batches, decode_k=max(5000, 4 * p.max_distance))
-
-    def example_axes(self, p: T5Params) -> dict[str, int]:
-        # k_len > q_len, as in a prefill chunk after a cache: the export must not tie the two axes.
-        return {"batch": 2, "q_len": 3, "k_len": 7}
-
-    def properties(self, p: T5Params) -> list[Property]:
-        return PROPERTIES
+    def bias_properties(self, p: T5Params, bias: props.Bias) -> list[Property]:
+        """Over every distance 0 … 2·max_distance + 15 on both sides, each bias is a row of the table, the
+        row never goes back as |distance| grows, and distances ≥ max_distance share one."""
+        return [props.monotone_buckets(bias, 2 * p.max_distance + 16, table=build_t5_table(p), constant_from=p.max_distance)]
 
 
 ENCODING = T5Encoding()

@@ -1,4 +1,4 @@
-"""The two-level cos/sin lookup of DESIGN 4.3, as a torch module and as an onnxscript function, shared by
+"""The two-level cos/sin lookup (docs/numerics.md), as a torch module and as an onnxscript function, shared by
 every encoding that reads angle tables (rope and its longrope regimes, sinusoidal, sincos-2d, rope-2d).
 
     p = q·P + r:   cos(pω) = cos(qPω)·cos(rω) − sin(qPω)·sin(rω)

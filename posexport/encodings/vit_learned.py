@@ -1,4 +1,4 @@
-"""ViT learned absolute positions on a patch grid, resampled in the graph to the run-time grid (DESIGN 3.6).
+"""ViT learned absolute positions on a patch grid, resampled in the graph to the run-time grid (docs/encodings.md).
 
 The trained table holds one row per patch of the trained grid (Gh, Gw), row-major, optionally after a
 class-token row (timm's ``pos_embed`` [1, 1 + Gh·Gw, dim] layout):
@@ -29,14 +29,15 @@ import onnx
 import torch
 from onnxscript import script
 
+from .. import properties as props
 from .. import weights as weights_mod
+from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
 from ..dtypes import COMPUTE, DType
 from ..errors import ParamError
 from ..params import check, param
-from ..contract import BuildOptions, Case, Property, PropertyResult, Runner, Tables, TensorSpec
 from ..script import POSEXPORT
-from .base import Encoding
-from .inputs import grid_cases, random_normal
+from .inputs import random_normal
+from .kinds.grid import GridEncoding
 
 MAX_GRID_CAP = 1024  # the packed weights grow as max_grid²·(Gh + Gw)
 
@@ -274,46 +275,49 @@ def build_tables(p: VitLearnedParams) -> dict[str, np.ndarray]:
     return out
 
 
-# --- inputs and properties --------------------------------------------------------------------------
+# --- properties -------------------------------------------------------------------------------------
 
 
-def random_feeds(p: VitLearnedParams, batch: int, h: int, w: int, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    feeds = {"x": random_normal(rng, (batch, h, w, p.dim), dtype)}
-    if p.class_token:
-        feeds["cls"] = random_normal(rng, (batch, 1, p.dim), dtype)
-    return feeds
+def trained_grid_expected(p: VitLearnedParams) -> props.Expected:
+    """Feeds at the trained grid and their output: x + table computed in float32 and rounded once."""
+
+    def expected(dtype: DType, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        feeds = {"x": random_normal(rng, (2, p.trained_h, p.trained_w, p.dim), dtype)} | class_feeds(p, 2, dtype, rng)
+        table = trained_table(p).astype(np.float32)
+        cls_row, grid = (table[:1], table[1:]) if p.class_token else (None, table)
+        want = feeds["x"].astype(np.float32) + grid.reshape(p.trained_h, p.trained_w, p.dim)[None]
+        if p.class_token:
+            first = feeds["cls"].astype(np.float32) + cls_row[None]
+            want = np.concatenate([first, want.reshape(2, -1, p.dim)], axis=1)
+        return feeds, want.astype(dtype.numpy)
+
+    return expected
 
 
-def check_trained_grid_exact(run: Runner, p: VitLearnedParams, dtype: DType, rng: np.random.Generator) -> PropertyResult:
-    """At the trained grid the output is x + table computed in float32 and rounded once, bit for bit."""
-    feeds = random_feeds(p, 2, p.trained_h, p.trained_w, dtype, rng)
-    table = trained_table(p).astype(np.float32)
-    cls_row, grid = (table[:1], table[1:]) if p.class_token else (None, table)
-    x = feeds["x"].astype(np.float32)
-    expected = x + grid.reshape(p.trained_h, p.trained_w, p.dim)[None]
-    if p.class_token:
-        first = feeds["cls"].astype(np.float32) + cls_row[None]
-        expected = np.concatenate([first, expected.reshape(2, -1, p.dim)], axis=1)
-    expected = expected.astype(dtype.numpy)
-    out = np.asarray(run(feeds))
-    differ = int(np.count_nonzero(out.astype(np.float64) != expected.astype(np.float64)))
-    error = float(np.max(np.abs(out.astype(np.float64) - expected.astype(np.float64))))
-    return PropertyResult(differ == 0, f"{differ} of {out.size} values differ from x + table", error)
+def class_feeds(p: VitLearnedParams, batch: int, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"cls": random_normal(rng, (batch, 1, p.dim), dtype)} if p.class_token else {}
 
 
 # --- the encoding -----------------------------------------------------------------------------------
 
 
-class VitLearnedEncoding(Encoding):
+class VitLearnedEncoding(GridEncoding):
     name = "vit-learned"
-    family = "vision"
     Params = VitLearnedParams
+    oracle = staticmethod(reference)
+    Module = VitLearnedEmbedding
+
+    def token_dims(self, p: VitLearnedParams) -> tuple[int, ...]:
+        return (p.dim,)
+
+    def grid_limit(self, p: VitLearnedParams) -> int:
+        return p.max_grid
+
+    def trained_grid(self, p: VitLearnedParams) -> tuple[int, int]:
+        return p.trained_h, p.trained_w
 
     def inputs(self, p: VitLearnedParams) -> list[TensorSpec]:
-        specs = [TensorSpec("x", ("batch", "grid_h", "grid_w", p.dim))]
-        if p.class_token:
-            specs.append(TensorSpec("cls", ("batch", 1, p.dim)))
-        return specs
+        return super().inputs(p) + ([TensorSpec("cls", ("batch", 1, p.dim))] if p.class_token else [])
 
     def outputs(self, p: VitLearnedParams) -> list[TensorSpec]:
         if p.class_token:
@@ -325,12 +329,6 @@ class VitLearnedEncoding(Encoding):
             return {"tokens": 1 + sizes["grid_h"] * sizes["grid_w"]}
         return {}
 
-    def reference(self, p: VitLearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: VitLearnedParams, opts: BuildOptions) -> torch.nn.Module:
-        return VitLearnedEmbedding(p)
-
     def tables(self, p: VitLearnedParams, opts: BuildOptions) -> Tables:
         return Tables(build_tables(p))
 
@@ -338,10 +336,7 @@ class VitLearnedEncoding(Encoding):
         return vit_functions(p, opts.dtype, op)
 
     def feeds(self, p: VitLearnedParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        return random_feeds(p, case.axes["batch"], case.axes["grid_h"], case.axes["grid_w"], dtype, rng)
-
-    def cases(self, p: VitLearnedParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return grid_cases((p.trained_h, p.trained_w), p.max_grid, seqs, batches)
+        return super().feeds(p, case, dtype, rng) | class_feeds(p, case.axes["batch"], dtype, rng)
 
     def example_axes(self, p: VitLearnedParams) -> dict[str, int] | None:
         # Distinct from each other, from batch and from the trained grid, within max_grid.
@@ -349,8 +344,8 @@ class VitLearnedEncoding(Encoding):
         return {"batch": 2, "grid_h": sizes[0], "grid_w": sizes[-1]} if len(sizes) == 2 else None
 
     def properties(self, p: VitLearnedParams) -> list[Property]:
-        return [Property("trained-grid-exact", "at the trained grid y is x + table bit for bit (no resampling error)",
-                         check_trained_grid_exact)]
+        return [props.bit_exact("trained-grid-exact", "at the trained grid y is x + table bit for bit (no resampling error)",
+                                trained_grid_expected(p))]
 
 
 ENCODING = VitLearnedEncoding()

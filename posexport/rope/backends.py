@@ -1,4 +1,4 @@
-"""How a rope graph is expressed (DESIGN 5): the rotation step, given per-token cos/sin.
+"""How a rope graph is expressed (docs/encodings.md, RoPE › Backends): the rotation, given per-token cos/sin.
 
 Every backend builds the same onnxscript function, ``posexport.RopeRotate(x, cos, sin) -> y``:
 
@@ -15,9 +15,9 @@ so a backend only decides which ops do the rotation:
               position_ids: the per-token cos/sin are flattened to rows [batch·seq, n] and
               position_ids = arange(batch·seq).reshape(batch, seq) picks row b·seq + s for token (b, s)
 
-All of them compute in float32 and round once to the I/O dtype (DESIGN 4.1); a float32 graph has no
-Cast at all (onnxruntime does not remove a float32→float32 Cast: it costs a full copy of x). Encodings other than rope
-have one expression: portable.
+All of them compute in float32 and round once to the I/O dtype (docs/numerics.md); a float32 graph has
+no Cast at all (onnxruntime does not remove a float32→float32 Cast: it costs a full copy of x).
+Encodings other than rope have one expression: portable.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ import onnx
 from onnxscript import script
 
 from ..contract import AUTO, DEFAULT_TARGET, ONNX23, ORT, PORTABLE, TARGETS
+from ..encodings.kinds.rotation import heads_axis
 from ..errors import PosexportError
 from ..script import MSFT, POSEXPORT
-FLOAT = onnx.TensorProto.FLOAT
 
+FLOAT = onnx.TensorProto.FLOAT
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,6 @@ class Backend:
     domains: tuple[str, ...]
     # (p, io_onnx_type, op) -> onnxscript functions, callees first, RopeRotate last.
     rotation: Callable[[Any, int, Any], list[Any]]
-
-
-def heads_axis(p: Any) -> int:
-    return 2 if p.layout == "bshd" else 1
 
 
 # --- portable: standard ops -------------------------------------------------------------------------
@@ -101,45 +98,19 @@ def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
     return [RopeRotatePairs, RopeRotate]
 
 
-# --- onnx23: the standard RotaryEmbedding op ----------------------------------------------------------
+# --- onnx23 and ort: one RotaryEmbedding op ---------------------------------------------------------
 
 
-def onnx23_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
-    """RotaryEmbedding-23 takes 4-D input as [batch, heads, seq, dim] (bhsd, as is) or 3-D input as
-    [batch, seq, heads·dim] (bshd, a free reshape), and per-token cos/sin [batch, seq, n] without
-    position_ids. Partial rotary is its rotary_embedding_dim."""
-    interleaved = 1 if p.pair_layout == "interleaved" else 0
-    rot, heads = p.rotary_dim, p.heads
-    bshd = p.layout == "bshd"
-    cast = out_type != FLOAT
+def fused_rotation(p: Any, out_type: int, op: Any, contrib: bool) -> list[Any]:
+    """RopeRotate around one RotaryEmbedding op, which takes 4-D input as [batch, heads, seq, dim] (bhsd,
+    as is) or 3-D input as [batch, seq, heads·dim] (bshd, a free reshape); partial rotary is its
+    rotary_embedding_dim. x is Cast to float32 once and back once (not at all for float32 I/O).
 
-    @script(POSEXPORT, default_opset=op)
-    def RopeRotate(x, cos, sin):
-        if cast:
-            xf = op.Cast(x, to=FLOAT)
-        else:
-            xf = x
-        if bshd:
-            x_in = op.Reshape(xf, op.Constant(value_ints=[0, 0, -1]))
-        else:
-            x_in = xf
-        y = op.RotaryEmbedding(x_in, cos, sin, interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
-        if bshd:
-            y = op.Reshape(y, op.Shape(x))
-        if cast:
-            y = op.Cast(y, to=out_type)
-        return y
-
-    return [RopeRotate]
-
-
-# --- ort: com.microsoft.RotaryEmbedding ---------------------------------------------------------------
-
-
-def ort_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
-    """The contrib op reads cos/sin only as a cache indexed by position_ids. Per-token rows [b·s, n]
-    with position_ids = arange(b·s) reshaped to [b, s] hand every token its own row, exactly, whatever
-    scaling or position produced it. Layouts as for onnx23: 3-D [b, s, h·d] for bshd, 4-D bhsd as is."""
+    onnx23 (``contrib`` false): RotaryEmbedding-23 takes per-token cos/sin [batch, seq, n] without
+    position_ids.
+    ort (``contrib`` true): com.microsoft.RotaryEmbedding reads cos/sin only as a cache indexed by
+    position_ids. Per-token rows [b·s, n] with position_ids = arange(b·s) reshaped to [b, s] hand every
+    token its own row, exactly, whatever scaling or position produced it."""
     interleaved = 1 if p.pair_layout == "interleaved" else 0
     n, rot, heads = p.rotary_dim // 2, p.rotary_dim, p.heads
     bshd = p.layout == "bshd"
@@ -147,9 +118,10 @@ def ort_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
 
     @script(POSEXPORT, default_opset=op)
     def RopeRotate(x, cos, sin):
-        tokens = op.Shape(cos, start=0, end=2)
-        rows = op.Reshape(op.Range(op.Constant(value_int=0), op.ReduceProd(tokens, keepdims=0), op.Constant(value_int=1)), tokens)
-        table = op.Constant(value_ints=[-1, n])
+        if contrib:
+            tokens = op.Shape(cos, start=0, end=2)
+            rows = op.Reshape(op.Range(op.Constant(value_int=0), op.ReduceProd(tokens, keepdims=0), op.Constant(value_int=1)), tokens)
+            table = op.Constant(value_ints=[-1, n])
         if cast:
             xf = op.Cast(x, to=FLOAT)
         else:
@@ -158,8 +130,11 @@ def ort_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
             x_in = op.Reshape(xf, op.Constant(value_ints=[0, 0, -1]))
         else:
             x_in = xf
-        y = MSFT.RotaryEmbedding(x_in, rows, op.Reshape(cos, table), op.Reshape(sin, table),
-                                 interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
+        if contrib:
+            y = MSFT.RotaryEmbedding(x_in, rows, op.Reshape(cos, table), op.Reshape(sin, table),
+                                     interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
+        else:
+            y = op.RotaryEmbedding(x_in, cos, sin, interleaved=interleaved, num_heads=heads, rotary_embedding_dim=rot)
         if bshd:
             y = op.Reshape(y, op.Shape(x))
         if cast:
@@ -167,6 +142,16 @@ def ort_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
         return y
 
     return [RopeRotate]
+
+
+def onnx23_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
+    """The standard RotaryEmbedding op (opset 23), per-token cos/sin as they are."""
+    return fused_rotation(p, out_type, op, contrib=False)
+
+
+def ort_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
+    """onnxruntime's com.microsoft.RotaryEmbedding, each token reading its own row of cos/sin."""
+    return fused_rotation(p, out_type, op, contrib=True)
 
 
 BACKENDS: dict[str, Backend] = {

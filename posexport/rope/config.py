@@ -1,4 +1,5 @@
-"""Rope parameters from a model's config.json (DESIGN 3.5, last paragraph) and the bundled presets.
+"""Rope parameters from a model's config.json and the bundled presets
+(docs/encodings.md, RoPE › Model configs and presets).
 
 Read from the config: rope_theta, head_dim (or hidden_size / num_attention_heads), num_attention_heads,
 partial_rotary_factor, max_position_embeddings, and the scaling in `rope_scaling` or `rope_parameters`

@@ -1,4 +1,5 @@
-"""IndexShare (DESIGN 3.7): one cos/sin gather for every layer, the rotation fused into attention.
+"""IndexShare (docs/encodings.md, RoPE › IndexShare; docs/contract.md): one cos/sin gather for every layer,
+the rotation fused into attention.
 
 The block graph stands for the attention of an N-layer decoder, projections left out:
 
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,8 +48,7 @@ from .. import export, params as params_mod
 from ..contract import DEFAULT_OPSET, BuildOptions
 from ..dtypes import DType, get_dtype
 from ..encodings.inputs import random_normal
-from ..errors import ParamError, PosexportError
-from ..files import atomic_write
+from ..errors import ParamError
 from ..script import POSEXPORT, callees_first, called_functions, check_opset, standard_opset
 from .encoding import ENCODING as ROPE, RopeParams, reference as rope_reference
 
@@ -95,15 +94,7 @@ def build_block(
     enc = ROPE
     p = params if isinstance(params, RopeParams) else enc.params(**(params or {}))
     kv = p.heads if kv_heads is None else kv_heads
-    if not isinstance(layers, int) or layers < 1:
-        raise ParamError("layers", layers, "needs at least 1 layer")
-    if not isinstance(kv, int) or kv < 1 or p.heads % kv:
-        raise ParamError("kv_heads", kv, f"must divide heads={p.heads}")
-    if p.rotary_dim != p.head_dim:
-        raise ParamError("rotary_dim", p.rotary_dim, f"--indexshare rotates whole heads (GroupQueryAttention); use {p.head_dim}")
-    io = get_dtype(dtype)
-    if io.name == "bfloat16":
-        raise ParamError("dtype", dtype, "--indexshare builds float32 or float16 (no bfloat16 attention on onnxruntime CPU)")
+    io = check_block(p, layers, kv, dtype)
     opts = BuildOptions(io, check_opset(opset), "ort")
     # [Rope, its cos/sin function, …]: the block calls the cos/sin function (whatever the scaling makes it)
     # once; the model carries every callee, as a rope graph does.
@@ -116,18 +107,7 @@ def build_block(
     for i in range(layers):
         (gqa_layer if fused else unfused_layer)(g, i, p, kv, io)
 
-    d, h = p.head_dim, p.heads
-    vi = oh.make_tensor_value_info
-    inputs, outputs = [], []
-    for i in range(layers):
-        q, k, v, pk, pv = layer_inputs(i)
-        o, prk, prv = layer_outputs(i)
-        inputs += [vi(q, io.onnx, ["batch", "seq", h * d]), vi(k, io.onnx, ["batch", "seq", kv * d]),
-                   vi(v, io.onnx, ["batch", "seq", kv * d]), vi(pk, io.onnx, ["batch", kv, "past", d]),
-                   vi(pv, io.onnx, ["batch", kv, "past", d])]
-        outputs += [vi(o, io.onnx, ["batch", "seq", h * d]), vi(prk, io.onnx, ["batch", kv, "total", d]),
-                    vi(prv, io.onnx, ["batch", kv, "total", d])]
-    inputs.append(vi("position_ids", INT64, ["batch", "seq"]))
+    inputs, outputs = block_signature(p, layers, kv, io)
     kind = "indexshare" if fused else "indexshare-unfused"
     graph = oh.make_graph(g.nodes, f"posexport_{kind.replace('-', '_')}", inputs, outputs,
                           initializer=[onh.from_array(a, n) for n, a in table_arrays.items()] + g.initializers)
@@ -155,6 +135,37 @@ def build_block(
         "sha256": hashlib.sha256(data).hexdigest(),
     }
     return Block(model, manifest, p, layers, kv, io, fused)
+
+
+def block_signature(p: RopeParams, layers: int, kv: int, io: DType) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
+    """The block's graph inputs (every layer's q, k, v and past, then position_ids) and outputs."""
+    d, h = p.head_dim, p.heads
+    vi = oh.make_tensor_value_info
+    inputs, outputs = [], []
+    for i in range(layers):
+        q, k, v, pk, pv = layer_inputs(i)
+        o, prk, prv = layer_outputs(i)
+        inputs += [vi(q, io.onnx, ["batch", "seq", h * d]), vi(k, io.onnx, ["batch", "seq", kv * d]),
+                   vi(v, io.onnx, ["batch", "seq", kv * d]), vi(pk, io.onnx, ["batch", kv, "past", d]),
+                   vi(pv, io.onnx, ["batch", kv, "past", d])]
+        outputs += [vi(o, io.onnx, ["batch", "seq", h * d]), vi(prk, io.onnx, ["batch", kv, "total", d]),
+                    vi(prv, io.onnx, ["batch", kv, "total", d])]
+    inputs.append(vi("position_ids", INT64, ["batch", "seq"]))
+    return inputs, outputs
+
+
+def check_block(p: RopeParams, layers: int, kv: int, dtype: str) -> DType:
+    """The block's I/O dtype, once layers, kv heads, rotary width and dtype are ones it can build."""
+    if not isinstance(layers, int) or layers < 1:
+        raise ParamError("layers", layers, "needs at least 1 layer")
+    if not isinstance(kv, int) or kv < 1 or p.heads % kv:
+        raise ParamError("kv_heads", kv, f"must divide heads={p.heads}")
+    if p.rotary_dim != p.head_dim:
+        raise ParamError("rotary_dim", p.rotary_dim, f"--indexshare rotates whole heads (GroupQueryAttention); use {p.head_dim}")
+    io = get_dtype(dtype)
+    if io.name == "bfloat16":
+        raise ParamError("dtype", dtype, "--indexshare builds float32 or float16 (no bfloat16 attention on onnxruntime CPU)")
+    return io
 
 
 class GraphBuilder:
@@ -266,7 +277,7 @@ def causal_bias(g: GraphBuilder, group: int, io: DType) -> None:
 
 
 def reference(block: Block, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every output in float64, unfused: rope (DESIGN 3.5) on q and k, then causal softmax attention over
+    """Every output in float64, unfused: rope (posexport.rope.encoding.reference) on q and k, then causal softmax attention over
     past + new keys, each query head reading kv head j // group."""
     p = dataclasses.replace(block.params, layout="bshd")
     d, h, kv = p.head_dim, p.heads, block.kv_heads
@@ -312,14 +323,6 @@ def feeds(block: Block, batch: int, seq: int, past: int, rng: np.random.Generato
 
 
 def save(block: Block, out_dir: str | Path, name: str | None = None) -> tuple[Path, Path]:
-    """NAME.onnx and NAME.json, written atomically like every build."""
-    out = Path(out_dir)
-    name = name or ("rope_indexshare" if block.fused else "rope_indexshare_unfused")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        onnx_path, json_path = out / f"{name}.onnx", out / f"{name}.json"
-        atomic_write(onnx_path, block.model_bytes)
-        atomic_write(json_path, (json.dumps(block.manifest, indent=2, sort_keys=True) + "\n").encode())
-    except OSError as e:
-        raise PosexportError(f"--out {out}: cannot write there ({e.strerror}); choose a writable folder") from None
-    return onnx_path, json_path
+    """NAME.onnx and NAME.json, written by the builds' own writer (a Block carries model_bytes and a
+    manifest as an Artifact does): atomically, a folder that cannot be written being one error line."""
+    return export.save(block, out_dir, name or ("rope_indexshare" if block.fused else "rope_indexshare_unfused"))

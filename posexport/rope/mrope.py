@@ -1,5 +1,5 @@
 """Multimodal RoPE (M-RoPE, Qwen2-VL / Qwen2.5-VL): rope whose frequencies are split into three sections,
-each turned by its own row of position_ids — temporal, height, width.
+each turned by its own row of position_ids — temporal, height, width (docs/models.md).
 
     position_ids: [3, batch, seq]   row 0 temporal, row 1 height, row 2 width (text tokens: three equal rows)
     mrope_section = (t, h, w), t + h + w = head_dim/2: frequencies θ_0 … θ_(t−1) turn with row 0, the next h
@@ -7,14 +7,15 @@ each turned by its own row of position_ids — temporal, height, width.
 
     cos_i = cos(position_ids[s(i)] · θ_i), s(i) the section of frequency i;  y as rope's half layout
 
-Each section has its own two-level float64 tables (posexport.tables) over its frequencies, so every
-position below the limit is exact and any other raises; the three lookups are concatenated along the
-frequencies and handed to the rope backends' rotation (portable, onnx23, ort), which take per-token
-cos/sin. With three equal rows M-RoPE is plain rope.
+A rotation (posexport.encodings.kinds.rotation) with rope's two-level float64 tables over all head_dim/2
+frequencies: each section looks up its own row in its own columns of the tables, so every position below
+the limit is exact and any other raises; the sections' cos/sin are concatenated along the frequencies and
+handed to the rope backends' rotation (portable, onnx23, ort). With three equal rows M-RoPE is plain rope.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,17 +26,16 @@ import torch
 from onnxscript import script
 
 from .. import tables
-from ..contract import BuildOptions, Case, Tables, TensorSpec
+from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
 from ..dtypes import COMPUTE, DType
-from ..encodings.inputs import sequence_cases
+from ..encodings.kinds.rotation import LAYOUTS, Rotation
 from ..encodings.two_level import TwoLevelCosSin, cos_sin_function
 from ..params import check, check_choices, param
 from ..script import POSEXPORT
 from . import backends
-from .encoding import LAYOUTS, RopeEncoding, RotaryEmbedding, apply_rope, pin_position_limit
+from .encoding import pin_position_limit
 
-ROWS = ("temporal", "height", "width")
-# Height and width of a vision token sit this far at most from its temporal position in the sweep.
+# Height and width rows of a vision token sit this far at most behind its temporal row in the sweep.
 GRID_SPREAD = 24
 
 
@@ -61,7 +61,7 @@ class MRopeParams:
               f"needs three positive counts summing to head_dim/2 = {self.head_dim // 2}")
         pin_position_limit(self)
 
-    # What the rope backends' rotation reads: the whole head rotates, half-split pairs.
+    # What the rotation reads: the whole head rotates, half-split pairs.
     @property
     def rotary_dim(self) -> int:
         return self.head_dim
@@ -76,54 +76,62 @@ def section_slices(p: MRopeParams) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
-def inv_freq(p: MRopeParams) -> np.ndarray:
-    return tables.plain_inv_freq(p.head_dim, p.base)
+def build_tables(p: MRopeParams) -> tables.TwoLevelTables:
+    return tables.build_two_level(tables.plain_inv_freq(p.head_dim, p.base), p.position_limit)
 
 
 def section_tables(p: MRopeParams) -> list[tables.TwoLevelTables]:
-    """One two-level table set per section, over that section's frequencies."""
-    return [tables.build_two_level(inv_freq(p)[part], p.position_limit) for part in section_slices(p)]
+    """Each section's columns of the tables (the same float64 values: columns are independent)."""
+    full = build_tables(p)
+    return [dataclasses.replace(full, **{f: getattr(full, f)[:, part] for f in ("fine_cos", "fine_sin", "coarse_cos", "coarse_sin")})
+            for part in section_slices(p)]
 
 
-def reference(p: MRopeParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-    x = np.asarray(feeds["x"]).astype(np.float64)
-    rows = np.asarray(feeds["position_ids"])
-    theta = np.concatenate([tables.angles(rows[k], inv_freq(p)[part]) for k, part in enumerate(section_slices(p))], axis=-1)
-    heads_axis = 2 if p.layout == "bshd" else 1
-    cos, sin = np.expand_dims(np.cos(theta), heads_axis), np.expand_dims(np.sin(theta), heads_axis)
-    return apply_rope(x, cos, sin, "half")
-
-
-class MRotaryEmbedding(torch.nn.Module):
-    """Three two-level lookups (one per row and section), concatenated, then rope's rotation."""
-
-    forward = RotaryEmbedding.forward
+class SectionCosSin(torch.nn.Module):
+    """cos, sin [b, s, n] from position_ids [3, b, s]: row k looked up in section k's columns."""
 
     def __init__(self, p: MRopeParams):
         super().__init__()
-        self.p = p
         self.sections = torch.nn.ModuleList(TwoLevelCosSin(t) for t in section_tables(p))
 
-    def cos_sin(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         pairs = [source(position_ids[k]) for k, source in enumerate(self.sections)]
         return torch.cat([c for c, _ in pairs], dim=-1), torch.cat([s for _, s in pairs], dim=-1)
 
 
-def mrope_functions(p: MRopeParams, io: DType, op: Any, backend: str) -> list[Any]:
-    """posexport.MRope(x, position_ids, 12 tables): per-section cos/sin, then the backend's RopeRotate."""
-    # Every section's tables have the same rows (same limit), so one lookup function serves all three.
-    cos_sin = cos_sin_function(section_tables(p)[0], op)
-    rotation = backends.get_backend(backend).rotation(p, io.onnx, op)
-    rotate = rotation[-1]
+def section_cos_sin_function(p: MRopeParams, op: Any) -> Any:
+    """posexport.MRopeCosSin(position_ids [3, b, s], fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin:
+    row k of position_ids looked up in columns [a_k, b_k) of the tables (a small Slice of each table)."""
+    lookup = cos_sin_function(build_tables(p), op)
+    (_, a), (_, b), (_, n) = [(s.start, s.stop) for s in section_slices(p)]
 
     @script(POSEXPORT, default_opset=op)
-    def MRope(x, position_ids, fc0, fs0, cc0, cs0, fc1, fs1, cc1, cs1, fc2, fs2, cc2, cs2):
-        c0, s0 = cos_sin(op.Gather(position_ids, op.Constant(value_int=0), axis=0), fc0, fs0, cc0, cs0)
-        c1, s1 = cos_sin(op.Gather(position_ids, op.Constant(value_int=1), axis=0), fc1, fs1, cc1, cs1)
-        c2, s2 = cos_sin(op.Gather(position_ids, op.Constant(value_int=2), axis=0), fc2, fs2, cc2, cs2)
-        return rotate(x, op.Concat(c0, c1, c2, axis=-1), op.Concat(s0, s1, s2, axis=-1))
+    def MRopeSection(rows, lo, hi, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        axis = op.Constant(value_ints=[1])
+        cos, sin = lookup(rows, op.Slice(fine_cos, lo, hi, axis), op.Slice(fine_sin, lo, hi, axis),
+                          op.Slice(coarse_cos, lo, hi, axis), op.Slice(coarse_sin, lo, hi, axis))
+        return cos, sin
 
-    return [MRope, cos_sin, *rotation]
+    @script(POSEXPORT, default_opset=op)
+    def MRopeCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        start, mid, end = op.Constant(value_ints=[0]), op.Constant(value_ints=[a]), op.Constant(value_ints=[b])
+        last = op.Constant(value_ints=[n])
+        c0, s0 = MRopeSection(op.Gather(position_ids, op.Constant(value_int=0), axis=0), start, mid, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        c1, s1 = MRopeSection(op.Gather(position_ids, op.Constant(value_int=1), axis=0), mid, end, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        c2, s2 = MRopeSection(op.Gather(position_ids, op.Constant(value_int=2), axis=0), end, last, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        return op.Concat(c0, c1, c2, axis=-1), op.Concat(s0, s1, s2, axis=-1)
+
+    return MRopeCosSin
+
+
+def reference_cos_sin(p: MRopeParams, position_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    inv_freq = tables.plain_inv_freq(p.head_dim, p.base)
+    theta = np.concatenate([tables.angles(position_ids[k], inv_freq[part]) for k, part in enumerate(section_slices(p))], axis=-1)
+    return np.cos(theta), np.sin(theta)
+
+
+def reference(p: MRopeParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    return ENCODING.reference(p, feeds)
 
 
 def grid_rows(rng: np.random.Generator, temporal: np.ndarray, limit: int) -> np.ndarray:
@@ -133,59 +141,48 @@ def grid_rows(rng: np.random.Generator, temporal: np.ndarray, limit: int) -> np.
     return np.concatenate([temporal[None], np.clip(temporal[None] - spread, 0, limit - 1)]).astype(np.int64)
 
 
-class MRopeEncoding(RopeEncoding):
-    """Rope's contract (x, tolerance, largest position) with position_ids [3, batch, seq]."""
+def on_text_rows(prop: Property) -> Property:
+    """A rope property checked on text tokens: [batch, seq] position_ids become three equal rows."""
 
+    def check(runner: Any, p: Any, dtype: DType, rng: np.random.Generator) -> Any:
+        def three(feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+            rows = np.asarray(feeds["position_ids"])
+            return runner({**feeds, "position_ids": np.stack([rows] * 3)} if rows.ndim == 2 else feeds)
+
+        return prop.check(three, p, dtype, rng)
+
+    return dataclasses.replace(prop, check=check)
+
+
+class MRopeEncoding(Rotation):
     name = "mrope"
     Params = MRopeParams
+
+    def reference_cos_sin(self, p: MRopeParams, position_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return reference_cos_sin(p, position_ids)
+
+    def cos_sin_module(self, p: MRopeParams) -> torch.nn.Module:
+        return SectionCosSin(p)
+
+    def tables(self, p: MRopeParams, opts: BuildOptions) -> Tables:
+        return Tables(build_tables(p).as_dict(COMPUTE.numpy))
+
+    def cos_sin_function(self, p: MRopeParams, op: Any) -> Any:
+        return section_cos_sin_function(p, op)
+
+    def rotate_functions(self, p: MRopeParams, opts: BuildOptions, op: Any) -> list[Any]:
+        return backends.get_backend(opts.backend).rotation(p, opts.dtype.onnx, op)
 
     def inputs(self, p: MRopeParams) -> list[TensorSpec]:
         x, _ = super().inputs(p)  # rope's x; position_ids gain the three rows
         return [x, TensorSpec("position_ids", (3, "batch", "seq"), is_float=False)]
 
-    def reference(self, p: MRopeParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return reference(p, feeds)
-
-    def torch_module(self, p: MRopeParams, opts: BuildOptions) -> torch.nn.Module:
-        return MRotaryEmbedding(p)
-
-    def tables(self, p: MRopeParams, opts: BuildOptions) -> Tables:
-        arrays = {}
-        for k, t in enumerate(section_tables(p)):
-            arrays.update({f"{name}_{ROWS[k]}": value for name, value in t.as_dict(COMPUTE.numpy).items()})
-        return Tables(arrays)
-
-    def script_functions(self, p: MRopeParams, opts: BuildOptions, op: Any) -> list[Any]:
-        return mrope_functions(p, opts.dtype, op, opts.backend)
-
     def feeds(self, p: MRopeParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
         feeds = super().feeds(p, case, dtype, rng)  # rope's x, and its positions as the temporal row
         return feeds | {"position_ids": grid_rows(rng, feeds["position_ids"], p.position_limit)}
 
-    def cases(self, p: MRopeParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return sequence_cases(p.max_positions, p.position_limit, seqs, batches)
-
-    def properties(self, p: MRopeParams) -> list:
-        """Rope's relative position, norms and limit, on text tokens (three equal position rows)."""
-        from .. import properties as props
-
-        def text(runner: Any, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            bshd = p.layout == "bshd"
-            y = runner({"x": x if bshd else np.ascontiguousarray(np.swapaxes(x, 1, 2)), "position_ids": np.stack([rows] * 3)})
-            return y if bshd else np.swapaxes(y, 1, 2)
-
-        def feeds_at(rows: np.ndarray, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-            case = Case("limit", {"batch": 1, "seq": rows.shape[1]})
-            return self.feeds(p, case, dtype, rng) | {"position_ids": np.stack([rows] * 3)}
-
-        def tolerance(dtype: DType, largest: int) -> float:
-            return 4 * dtype.bound(largest)  # as rope's: normalised scores round like the outputs
-
-        return [
-            props.relative_position(text, p.heads, p.head_dim, p.position_limit, tolerance),
-            props.norm_preserved(text, p.heads, p.head_dim, p.head_dim, p.position_limit, 1.0, tolerance),
-            props.raises_past_limit(feeds_at, p.position_limit),
-        ]
+    def properties(self, p: MRopeParams) -> list[Property]:
+        return [on_text_rows(prop) for prop in super().properties(p)]
 
 
 ENCODING = MRopeEncoding()

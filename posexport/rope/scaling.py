@@ -1,10 +1,12 @@
-"""RoPE frequency scalings (DESIGN 3.5): each one small function with the same signature.
+"""RoPE frequency scalings (docs/encodings.md, RoPE › Scalings): each one small function with one signature.
 
 A scaling maps (rotary_dim d, base b, the rope parameters, the run-time length) to the float64 inverse
 frequencies and the attention factor that multiplies cos and sin. The torch module, the onnxscript
 function and the reference all take their frequencies from here. Each scaling's function is registered
 beside the parameters it requires and allows, so that parameter validation and config import
-(posexport.config) share one list.
+(posexport.rope.config) share one list, and beside the graph-side cos/sin source it needs
+(posexport.rope.sources: two-level tables, stacked regimes, or in-graph dynamic frequencies) and the
+length L0 where it switches regime or band. Adding a scaling is one function and one SCALINGS entry.
 
 Two scalings depend on the run-time length seq_len = max(position_ids) + 1 (over the whole batch):
 `dynamic` (the base grows continuously past max_positions) and `longrope` (short or long factors, switched
@@ -98,7 +100,7 @@ def yarn_ramp(dim: int, base: float, p: Any) -> np.ndarray:
 
 
 def yarn(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
-    """inv_freq_i = (θ_i/s)·ramp_i + θ_i·(1 − ramp_i), attention factor from mscale (DESIGN 3.5)."""
+    """inv_freq_i = (θ_i/s)·ramp_i + θ_i·(1 − ramp_i), attention factor g(s, mscale)/g(s, mscale_all_dim)."""
     theta = plain_inv_freq(dim, base)
     ramp = yarn_ramp(dim, base, p)
     return theta / p.factor * ramp + theta * (1 - ramp), yarn_attention_factor(p)
@@ -115,19 +117,20 @@ def llama3(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[n
     return np.where(wavelength < original / p.high_freq_factor, theta, out), 1.0
 
 
-def longrope_original(p: Any) -> int:
+def original_or_trained(p: Any) -> int:
+    """L0, the pre-scaling context: original_max_positions, or max_positions when it is not given."""
     return p.original_max_positions or p.max_positions
 
 
 def longrope_attention_factor(p: Any) -> float:
     if p.attention_factor is not None:
         return p.attention_factor
-    s = p.max_positions / longrope_original(p)
-    return math.sqrt(1 + math.log(s) / math.log(longrope_original(p))) if s > 1 else 1.0
+    s = p.max_positions / original_or_trained(p)
+    return math.sqrt(1 + math.log(s) / math.log(original_or_trained(p))) if s > 1 else 1.0
 
 
 def longrope_is_long(p: Any, seq_len: int | None) -> bool:
-    return seq_len is not None and seq_len > longrope_original(p)
+    return seq_len is not None and seq_len > original_or_trained(p)
 
 
 def longrope(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
@@ -161,14 +164,35 @@ def check_longrope(p: Any) -> None:
 ScalingFn = Callable[[int, float, Any, "int | None"], tuple[np.ndarray, float]]
 
 
+def no_switch(p: Any) -> int | None:
+    return None
+
+
+def trained_length(p: Any) -> int:
+    return p.max_positions
+
+
+def original_length(p: Any) -> int | None:
+    return p.original_max_positions
+
+
+# The graph-side cos/sin sources a scaling may declare (posexport.rope.sources builds each one):
+TABLES = "tables"  # fixed frequencies: one set of two-level tables
+REGIMES = "regimes"  # two frequency sets, tables stacked; the call's seq_len > switch(p) picks the second
+DYNAMIC = "dynamic"  # frequencies formed in float64 inside the graph from the call's seq_len
+
+
 @dataclass(frozen=True)
 class Scaling:
-    """A scaling's function with the parameters it needs and those it also accepts."""
+    """A scaling's function with the parameters it needs and those it also accepts, the graph-side
+    cos/sin source it needs, and the length L0 where it changes regime or bands (None: nowhere)."""
 
     compute: ScalingFn
     required: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
     check: Callable[[Any], None] | None = None
+    source: str = TABLES
+    switch: Callable[[Any], int | None] = no_switch
 
     @property
     def accepted(self) -> tuple[str, ...]:
@@ -179,17 +203,21 @@ SCALINGS: dict[str, Scaling] = {
     "default": Scaling(default),
     "linear": Scaling(linear, ("factor",)),
     "ntk": Scaling(ntk, ("factor",), check=check_base_exponent),
-    "dynamic": Scaling(dynamic, ("factor",), check=check_base_exponent),
+    "dynamic": Scaling(dynamic, ("factor",), check=check_base_exponent, source=DYNAMIC, switch=trained_length),
     "yarn": Scaling(
         yarn,
         ("factor",),
         ("original_max_positions", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate"),
         check=check_yarn,
+        switch=original_or_trained,
     ),
-    "llama3": Scaling(llama3, ("factor", "original_max_positions", "low_freq_factor", "high_freq_factor"), check=check_llama3),
+    "llama3": Scaling(
+        llama3, ("factor", "original_max_positions", "low_freq_factor", "high_freq_factor"), check=check_llama3,
+        switch=original_length,
+    ),
     "longrope": Scaling(
         longrope, ("short_factor", "long_factor"), ("original_max_positions", "attention_factor"),
-        check=check_longrope,
+        check=check_longrope, source=REGIMES, switch=original_or_trained,
     ),
 }
 
@@ -227,10 +255,11 @@ def frequencies(p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
 
 def switch_length(p: Any) -> int | None:
     """The length L0 at which a scaling changes regime or bands (None for plain, linear and ntk)."""
-    if p.scaling == "dynamic":
-        return p.max_positions
-    if p.scaling in ("yarn", "longrope"):
-        return p.original_max_positions or p.max_positions
-    if p.scaling == "llama3":
-        return p.original_max_positions
-    return None
+    return SCALINGS[p.scaling].switch(p)
+
+
+def steady_span(p: Any) -> int:
+    """Positions [0, span) over which the frequencies do not depend on the call's length: below the
+    switch for a scaling decided per call (dynamic, longrope), the whole graph's range otherwise."""
+    spec = SCALINGS[p.scaling]
+    return spec.switch(p) if spec.source != TABLES else p.position_limit

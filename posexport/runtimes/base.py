@@ -1,44 +1,102 @@
-"""The runtime protocol: a runtime says whether it can run, loads a built artifact, and runs feeds.
+"""The runtime base: a runtime says whether it can run, loads a built artifact into a session, and a
+session runs feeds (once, or many times with its inputs and outputs bound for timing).
 
-Running is kept apart from comparing (posexport.parity): a session returns the graph's output and knows
-nothing of references or tolerances.
+Running is kept apart from comparing (posexport.parity) and from timing (posexport.bench): a session
+returns the graph's output and knows nothing of references, tolerances or clocks. A runtime file holds
+only what is its own: the defaults below say "available, supports everything, no caveat, no known
+limitation, runs once per call"; see docs/runtimes.md for each runtime's traps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import onnx
+
+from ..contract import DOMAIN
 
 if TYPE_CHECKING:
     from ..contract import Artifact
 
 
-class Session(Protocol):
+@dataclass(frozen=True)
+class SessionOptions:
+    """How a session is set up: ``threads`` intra-op threads (0: the runtime's default); ``profile``
+    asks the runtime to record per-op times where it can (Session.profile)."""
+
+    threads: int = 0
+    profile: bool = False
+
+
+class Bound:
+    """A run whose inputs (and, where the runtime can, preallocated outputs) are bound once: call it to
+    run again without re-binding; ``outputs()`` reads what the last call wrote."""
+
+    def __init__(self, call: Callable[[], object], outputs: Callable[[], Sequence[np.ndarray]]):
+        self.call = call
+        self.outputs = outputs
+
+    def __call__(self) -> None:
+        self.call()
+
+
+class Session(ABC):
+    @abstractmethod
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        """The graph's single output for these feeds, as a numpy array in the graph's dtype."""
+        """The graph's first output for these feeds, as a numpy array in the graph's dtype."""
+
+    def bind(self, feeds: Mapping[str, np.ndarray]) -> Bound:
+        """The timing capability: a zero-argument call that runs these feeds. By default a plain run;
+        runtimes that can bind inputs and outputs once (onnxruntime's I/O binding) override it."""
+        last: list[np.ndarray] = []
+
+        def call() -> None:
+            last[:] = [self.run(feeds)]
+
+        return Bound(call, lambda: list(last))
+
+    def profile(self) -> list[tuple[str, float]]:
+        """Share of node time by op type over the runs so far, largest first (empty: not recorded)."""
+        return []
 
 
-class Runtime(Protocol):
+class Runtime(ABC):
     name: str
     description: str
-    # Property name -> why this runtime is known to break it (DESIGN 6: report known traps, never hide
-    # them). A broken property listed here is reported as a known limitation instead of a failure.
-    limitations: Mapping[str, str]
+    # Where its sessions compute: baselines timed on the host (PyTorch eager) are timed in "cpu" groups.
+    device: ClassVar[str] = "cpu"
+    # False for a runtime that runs the encoding's own module instead of the ONNX graph (torch): it takes
+    # no bare graph, and a bench does not time it once per backend (every backend is the same module).
+    runs_graphs: ClassVar[bool] = True
+    # Property name -> why this runtime is known to break it: known traps are reported, never hidden.
+    # A broken property listed here is reported as a known limitation instead of a failure.
+    limitations: Mapping[str, str] = {}
 
     def available(self) -> tuple[bool, str]:
         """(True, '') when installed and usable here, else (False, why)."""
+        return True, ""
 
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
         """(True, '') when this runtime can run this graph correctly, else (False, why)."""
-
-    def load(self, artifact: Artifact) -> Session: ...
+        return True, ""
 
     def caveats(self, artifact: Artifact) -> str:
         """What in this graph this runtime is known to compute differently ('' when nothing): shown next
         to its results so that a failure points at its cause."""
+        return ""
+
+    @abstractmethod
+    def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> Session: ...
+
+
+def bfloat16_bits(array: np.ndarray) -> np.ndarray:
+    """A bfloat16 array as its uint16 bits, contiguous (the bits of a strided view would be read as if
+    contiguous): how onnxruntime and OpenVINO take bfloat16, which numpy lacks."""
+    return np.ascontiguousarray(array).view(np.uint16)
 
 
 def output_shape(artifact: Artifact, feeds: Mapping[str, np.ndarray]) -> tuple[int, ...]:
@@ -62,4 +120,4 @@ def all_nodes(model: onnx.ModelProto):
 
 
 def domains(model: onnx.ModelProto) -> set[str]:
-    return {node.domain for node in all_nodes(model)} | {imp.domain for imp in model.opset_import if imp.domain != "posexport"}
+    return {node.domain for node in all_nodes(model)} | {imp.domain for imp in model.opset_import if imp.domain != DOMAIN}

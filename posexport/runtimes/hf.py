@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import checkpoint
 from ..contract import Artifact
+from .base import Runtime, Session, SessionOptions
 
 # transformers forms rope angles as float32 position × float32 inverse frequency: the angle of the fastest
 # pair (θ_0 = 1) is off by up to a few float32 ulps of the position, ~6e-3 at position 100000 in practice.
@@ -57,7 +58,7 @@ def torch_float(array: np.ndarray) -> Any:
     return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
 
 
-class RopeSession:
+class RopeSession(Session):
     """The model's rotary embedding class gives cos/sin (or DeepSeek-V2's complex freqs); its apply
     function rotates x as q."""
 
@@ -97,7 +98,7 @@ def trained(entry: Mapping[str, Any]) -> Any:
     return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (entry["hf"]["key"],))))
 
 
-class T5Session:
+class T5Session(Session):
     """T5Attention.compute_bias of a layer holding the model's trained table; queries sit at the end."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
@@ -118,7 +119,7 @@ class T5Session:
         return (scores + bias).numpy()
 
 
-class AlibiSession:
+class AlibiSession(Session):
     """BLOOM's build_alibi_tensor or MPT's build_mpt_alibi_tensor (sliced to k_len as MPT's attention does),
     shifted per query row by the bias at the query's own position, with the causal mask: the graph's form
     of the same attention (softmax removes the per-row constant)."""
@@ -153,7 +154,7 @@ class AlibiSession:
         return (scores + shifted).numpy()
 
 
-class LearnedSession:
+class LearnedSession(Session):
     """x + the model's trained position table at position_ids: an nn.Embedding as GPT-2, BERT and RoBERTa
     hold it, or OPT's OPTLearnedPositionalEmbedding, which adds its offset of 2 itself."""
 
@@ -179,7 +180,7 @@ class LearnedSession:
         return (torch_float(feeds["x"]) + rows).numpy()
 
 
-class VitSession:
+class VitSession(Session):
     """ViTEmbeddings' own interpolate_pos_encoding on the model's trained table, added to [cls | patches]."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
@@ -200,7 +201,7 @@ class VitSession:
             return (tokens + positions).numpy()
 
 
-class WhisperSinusoidSession:
+class WhisperSinusoidSession(Session):
     """x + transformers' own whisper `sinusoids(length, d_model)` (what fills the encoder's position table)
     at position_ids."""
 
@@ -218,10 +219,11 @@ class WhisperSinusoidSession:
 SESSIONS = {"rope": RopeSession, "t5": T5Session, "alibi": AlibiSession, "learned": LearnedSession, "vit": VitSession, "whisper-sinusoid": WhisperSinusoidSession}
 
 
-class Hf:
+class Hf(Runtime):
     name = "hf"
     description = "transformers: the model's own position code (judged with the model-agreement bound)"
-    limitations: dict[str, str] = {}
+    # It runs the model's code, never the ONNX graph.
+    runs_graphs = False
 
     def __init__(self, model: Mapping[str, Any] | None = None):
         self.model = model
@@ -251,6 +253,6 @@ class Hf:
         angles = artifact.encoding.position_scaled_tolerance
         return model_bound(graph_bound, artifact.encoding.largest_position(artifact.params, feeds) if angles else None)
 
-    def load(self, artifact: Artifact) -> Any:
+    def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> Session:
         entry = self.entry(artifact)
         return SESSIONS[entry["hf"]["kind"]](artifact, entry)

@@ -1,4 +1,4 @@
-"""OpenVINO on the CPU, in float32 (DESIGN 6).
+"""OpenVINO on the CPU, in float32 (its traps: docs/runtimes.md).
 
 Two traps are handled here rather than hidden:
 - OpenVINO's CPU plugin may default to bf16 inference on CPUs that have it: the model is compiled with
@@ -21,8 +21,9 @@ import onnx
 import onnx.inliner
 
 from ..contract import Artifact
+from ..dtypes import is_bfloat16
 from ..properties import RAISES_PAST_LIMIT
-from .base import all_nodes
+from .base import Bound, Runtime, Session, SessionOptions, all_nodes, bfloat16_bits
 
 GATHER_OUT_OF_RANGE = (
     "OpenVINO's Gather returns zeros for an out-of-range index instead of raising, so positions past the "
@@ -59,35 +60,49 @@ def partial_contrib_rotary(model: onnx.ModelProto) -> str | None:
     return None
 
 
-class OpenVinoSession:
-    def __init__(self, artifact: Artifact):
+class OpenVinoSession(Session):
+    def __init__(self, artifact: Artifact, options: SessionOptions):
         import openvino as ov
 
         self.ov = ov
         self.dtype = artifact.options.dtype
         # OpenVINO's ONNX frontend does not take model-local functions reliably: inline them first.
         model = onnx.inliner.inline_local_functions(artifact.model)
+        config = {"INFERENCE_PRECISION_HINT": "f32"}
+        if options.threads:
+            config["INFERENCE_NUM_THREADS"] = options.threads
         core = ov.Core()
-        self.compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        self.compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", config)
         precision = self.compiled.get_property("INFERENCE_PRECISION_HINT")
         if str(precision) not in ("<Type: 'float32'>", "f32", "float32"):
             raise RuntimeError(f"OpenVINO compiled in {precision}, not float32, despite INFERENCE_PRECISION_HINT=f32")
         self.request = self.compiled.create_infer_request()
 
     def tensor(self, array: np.ndarray):
-        if array.dtype.name == "bfloat16":
-            return self.ov.Tensor(np.ascontiguousarray(array).view(np.uint16), array.shape, self.ov.Type.bf16)
+        """OpenVINO takes bfloat16 as its bits with its own bf16 type."""
+        if is_bfloat16(array):
+            return self.ov.Tensor(bfloat16_bits(array), array.shape, self.ov.Type.bf16)
         return self.ov.Tensor(np.ascontiguousarray(array))
+
+    def output(self) -> np.ndarray:
+        out = self.request.get_output_tensor(0)
+        data = np.array(out.data, copy=True)
+        if self.dtype.name == "bfloat16":
+            return data.view(np.uint16).view(self.dtype.numpy).reshape(tuple(out.shape))
+        return data.astype(self.dtype.numpy, copy=False)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         self.request.infer({name: self.tensor(array) for name, array in feeds.items()})
-        out = self.request.get_output_tensor(0)
-        if self.dtype.name == "bfloat16":
-            return np.array(out.data, copy=True).view(np.uint16).view(self.dtype.numpy).reshape(tuple(out.shape))
-        return np.array(out.data, copy=True).astype(self.dtype.numpy, copy=False)
+        return self.output()
+
+    def bind(self, feeds: Mapping[str, np.ndarray]) -> Bound:
+        """Input tensors set on the infer request once; each call infers on them."""
+        for name, array in feeds.items():
+            self.request.set_tensor(name, self.tensor(array))
+        return Bound(self.request.infer, lambda: [self.output()])
 
 
-class OpenVino:
+class OpenVino(Runtime):
     """``run_partial_contrib_rotary`` runs graphs known to come out wrong (to show that parity fails)."""
 
     name = "openvino"
@@ -130,5 +145,5 @@ class OpenVino:
             )
         return ""
 
-    def load(self, artifact: Artifact) -> OpenVinoSession:
-        return OpenVinoSession(artifact)
+    def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> OpenVinoSession:
+        return OpenVinoSession(artifact, options)

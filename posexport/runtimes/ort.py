@@ -1,66 +1,123 @@
-"""onnxruntime on the CPU execution provider."""
+"""onnxruntime on the CPU execution provider (graph optimisation on or off); ort_cuda.py reuses the
+session with the CUDA provider."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
+import os
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import onnx
 
 from ..contract import Artifact
-from .base import output_shape
+from ..dtypes import is_bfloat16, numpy_dtype
+from .base import Bound, Runtime, Session, SessionOptions, bfloat16_bits, output_shape
 
 
-class OrtSession:
-    def __init__(self, artifact: Artifact, providers: list[str], optimize: bool, threads: int = 0, config: Mapping[str, str] | None = None):
+class OrtSession(Session):
+    def __init__(self, artifact: Artifact, providers: list[str], optimize: bool, options: SessionOptions = SessionOptions(),
+                 config: Mapping[str, str] | None = None):
         import onnxruntime as ort
 
         self.ort = ort
         # Failures reach the caller as exceptions; onnxruntime's own log would print them twice.
         ort.set_default_logger_severity(4)
         self.artifact = artifact
-        options = ort.SessionOptions()
-        options.graph_optimization_level = (
-            ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        )
-        options.log_severity_level = 4
-        if threads:
-            options.intra_op_num_threads = threads
-        for key, value in (config or {}).items():
-            options.add_session_config_entry(key, value)
-        self.session = ort.InferenceSession(artifact.model_bytes, options, providers=providers)
+        self.session = ort.InferenceSession(artifact.model_bytes, self.session_options(optimize, options, config), providers=providers)
         self.device = "cuda" if providers[0].startswith("CUDA") else "cpu"
 
-    def ort_value(self, array: np.ndarray):
-        """numpy has no bfloat16 that onnxruntime reads directly: pass its bits with the ONNX type."""
-        if array.dtype.name == "bfloat16":
-            # The bits of a strided view would be read as if contiguous: copy first.
-            bits = np.ascontiguousarray(array).view(np.uint16)
-            return self.ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.TensorProto.BFLOAT16)
-        return self.ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
+    def session_options(self, optimize: bool, options: SessionOptions, config: Mapping[str, str] | None):
+        ort = self.ort
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.log_severity_level = 4
+        if options.threads:
+            so.intra_op_num_threads = options.threads
+            so.inter_op_num_threads = 1
+        if options.profile:
+            so.enable_profiling = True
+            so.profile_file_prefix = os.path.join(tempfile.gettempdir(), "posexport_profile")
+        for key, value in (config or {}).items():
+            so.add_session_config_entry(key, value)
+        return so
+
+    def ort_value(self, array: np.ndarray, device: str = "cpu"):
+        """numpy has no bfloat16 that onnxruntime reads directly: pass its bits with the ONNX type
+        (on the host: onnxruntime copies them to the device)."""
+        if is_bfloat16(array):
+            return self.ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bfloat16_bits(array), onnx.TensorProto.BFLOAT16)
+        return self.ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), device, 0)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         binding = self.session.io_binding()
         for name, array in feeds.items():
             binding.bind_ortvalue_input(name, self.ort_value(array))
         out_name = self.session.get_outputs()[0].name
-        dtype = self.artifact.options.dtype.numpy
         # Bind a numpy buffer as the output so every dtype, bfloat16 included, comes back as numpy.
-        out = np.empty(output_shape(self.artifact, feeds), dtype=dtype)
+        out = np.empty(output_shape(self.artifact, feeds), dtype=self.artifact.options.dtype.numpy)
         binding.bind_ortvalue_output(out_name, self.ort_value(out))
         self.session.run_with_iobinding(binding)
         return out
 
+    def bind(self, feeds: Mapping[str, np.ndarray]) -> Bound:
+        """I/O binding on the provider's device: inputs bound once, and every output bound to a buffer
+        allocated once, so each call writes every output byte and allocates nothing. One first run,
+        with outputs allocated by onnxruntime, gives their shapes (no contract needed: bare graphs too)."""
+        binding = self.session.io_binding()
+        for name, array in feeds.items():
+            binding.bind_ortvalue_input(name, self.ort_value(array, self.device))
+        names = [o.name for o in self.session.get_outputs()]
+        for name in names:
+            binding.bind_output(name, self.device)
+        self.session.run_with_iobinding(binding)
+        arrays = [np.empty(v.shape(), dtype=numpy_type(v.data_type())) for v in binding.get_outputs()]
+        values = [self.ort_value(a, self.device) for a in arrays]
+        binding.clear_binding_outputs()
+        for name, value in zip(names, values):
+            binding.bind_ortvalue_output(name, value)
+        # Host buffers are the arrays themselves (bfloat16 always lives on the host); device ones are copied back.
+        on_host = [self.device == "cpu" or is_bfloat16(a) for a in arrays]
+        return Bound(lambda: self.session.run_with_iobinding(binding),
+                     lambda: [a if host else v.numpy() for a, v, host in zip(arrays, values, on_host)])
 
-class OrtCpu:
-    """onnxruntime, CPU execution provider; ``optimize`` toggles graph optimisation (DESIGN 6)."""
+    def profile(self) -> list[tuple[str, float]]:
+        """Share of node time by op type over the runs so far (onnxruntime's profiler), largest five."""
+        if not self.session.get_session_options().enable_profiling:
+            return []
+        path = self.session.end_profiling()
+        try:
+            events = json.loads(Path(path).read_text())
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        by_op: dict[str, float] = {}
+        for e in events:
+            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+                op = e.get("args", {}).get("op_name", "?")
+                by_op[op] = by_op.get(op, 0.0) + float(e.get("dur", 0))
+        total = sum(by_op.values()) or 1.0
+        return sorted(((op, t / total) for op, t in by_op.items()), key=lambda kv: -kv[1])[:5]
+
+
+def numpy_type(ort_type: str) -> np.dtype:
+    """'tensor(float16)' -> numpy's dtype (bfloat16 through posexport.dtypes, which knows where it lives)."""
+    name = ort_type.removeprefix("tensor(").removesuffix(")")
+    return numpy_dtype("float32" if name == "float" else "float64" if name == "double" else name)
+
+
+class OrtCpu(Runtime):
+    """onnxruntime, CPU execution provider; ``optimize`` toggles graph optimisation (both are run by
+    parity so that a fault that optimisation introduces or hides shows as a difference)."""
 
     def __init__(self, name: str, optimize: bool):
         self.name = name
         self.optimize = optimize
         self.description = f"onnxruntime CPU, graph optimisation {'on' if optimize else 'off'}"
-        self.limitations: dict[str, str] = {}
 
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("onnxruntime") is None:
@@ -71,11 +128,5 @@ class OrtCpu:
             return False, "this onnxruntime build has no CPUExecutionProvider"
         return True, ""
 
-    def supports(self, artifact: Artifact) -> tuple[bool, str]:
-        return True, ""
-
-    def caveats(self, artifact: Artifact) -> str:
-        return ""
-
-    def load(self, artifact: Artifact) -> OrtSession:
-        return OrtSession(artifact, ["CPUExecutionProvider"], self.optimize)
+    def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> OrtSession:
+        return OrtSession(artifact, ["CPUExecutionProvider"], self.optimize, options)

@@ -1,4 +1,4 @@
-"""onnxruntime-gpu on the CUDA execution provider, strict: no silent CPU fallback (DESIGN 6).
+"""onnxruntime-gpu on the CUDA execution provider, strict: no silent CPU fallback.
 
 The session is created with the CUDA provider alone and with ``session.disable_cpu_ep_fallback``, so a
 node that the CUDA provider cannot run is a load error naming the node instead of a quiet CPU kernel
@@ -10,15 +10,16 @@ from __future__ import annotations
 import importlib.util
 
 from ..contract import Artifact
+from .base import Runtime, SessionOptions
 from .ort import OrtSession
 
 STRICT = {"session.disable_cpu_ep_fallback": "1"}
 
 
-class OrtCuda:
+class OrtCuda(Runtime):
     name = "ort-cuda"
     description = "onnxruntime-gpu, CUDA execution provider only, CPU fallback disabled"
-    limitations: dict[str, str] = {}
+    device = "cuda"
 
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("onnxruntime") is None:
@@ -33,14 +34,8 @@ class OrtCuda:
             )
         return True, ""
 
-    def supports(self, artifact: Artifact) -> tuple[bool, str]:
-        return True, ""
-
-    def caveats(self, artifact: Artifact) -> str:
-        return ""
-
-    def load(self, artifact: Artifact) -> OrtSession:
-        session = OrtSession(artifact, ["CUDAExecutionProvider"], optimize=True, config=STRICT)
+    def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> OrtSession:
+        session = OrtSession(artifact, ["CUDAExecutionProvider"], optimize=True, options=options, config=STRICT)
         used = session.session.get_providers()
         if used[:1] != ["CUDAExecutionProvider"]:
             raise RuntimeError(f"onnxruntime did not create a CUDA session (providers in use: {', '.join(used)})")

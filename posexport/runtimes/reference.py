@@ -1,4 +1,4 @@
-"""onnx's ReferenceEvaluator: the ONNX specification executed in numpy."""
+"""onnx's ReferenceEvaluator: the ONNX specification executed in numpy (single-threaded; no options)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..contract import Artifact
-from .base import domains
+from .base import Runtime, Session, SessionOptions, domains
 
 
-class ReferenceSession:
+class ReferenceSession(Session):
     def __init__(self, artifact: Artifact):
         from onnx.reference import ReferenceEvaluator
 
@@ -18,25 +18,18 @@ class ReferenceSession:
         self.dtype = artifact.options.dtype.numpy
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        (out,) = self.evaluator.run(None, dict(feeds))
+        out = self.evaluator.run(None, dict(feeds))[0]
         return np.asarray(out).astype(self.dtype, copy=False)
 
 
-class Reference:
+class Reference(Runtime):
     name = "reference"
     description = "onnx.reference.ReferenceEvaluator (the ONNX spec in numpy)"
-    limitations: dict[str, str] = {}
-
-    def available(self) -> tuple[bool, str]:
-        return True, ""
 
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
         if "com.microsoft" in domains(artifact.model):
             return False, "the reference evaluator has no com.microsoft contrib ops"
         return True, ""
 
-    def caveats(self, artifact: Artifact) -> str:
-        return ""
-
-    def load(self, artifact: Artifact) -> ReferenceSession:
+    def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> ReferenceSession:
         return ReferenceSession(artifact)

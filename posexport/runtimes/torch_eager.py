@@ -8,41 +8,42 @@ import numpy as np
 import torch
 
 from ..contract import Artifact
+from ..dtypes import from_torch, to_torch
+from .base import Bound, Runtime, Session, SessionOptions
 
 
-class TorchSession:
+class TorchSession(Session):
     def __init__(self, artifact: Artifact):
-        self.artifact = artifact
         self.module = artifact.encoding.torch_module(artifact.params, artifact.options).eval()
         self.names = [s.name for s in artifact.encoding.inputs(artifact.params)]
-        self.dtype = artifact.options.dtype
-
-    def tensor(self, array: np.ndarray) -> torch.Tensor:
-        if array.dtype.name == "bfloat16":
-            return torch.from_numpy(array.view(np.uint16).astype(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(np.ascontiguousarray(array))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         with torch.no_grad():
-            y = self.module(*(self.tensor(feeds[n]) for n in self.names))
-        if y.dtype == torch.bfloat16:
-            return y.view(torch.int16).numpy().view(np.uint16).view(self.dtype.numpy)
-        return y.numpy()
+            return from_torch(self.module(*(to_torch(feeds[n]) for n in self.names)))
+
+    def bind(self, feeds: Mapping[str, np.ndarray]) -> Bound:
+        """The inputs become tensors once; each call runs the module on them."""
+        tensors = [to_torch(feeds[n]) for n in self.names]
+        last: list[torch.Tensor] = []
+
+        def call() -> None:
+            with torch.no_grad():
+                last[:] = [self.module(*tensors)]
+
+        return Bound(call, lambda: [from_torch(t) for t in last])
 
 
-class TorchEager:
+class TorchEager(Runtime):
     name = "torch"
     description = "PyTorch eager module (the same maths, before export; it does not run the ONNX graph)"
-    limitations: dict[str, str] = {}
-
-    def available(self) -> tuple[bool, str]:
-        return True, ""
+    runs_graphs = False
 
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
+        if artifact.encoding is None:
+            return False, "a bare ONNX graph has no torch module to run"
         return True, ""
 
-    def caveats(self, artifact: Artifact) -> str:
-        return ""
-
-    def load(self, artifact: Artifact) -> TorchSession:
+    def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> TorchSession:
+        if options.threads:
+            torch.set_num_threads(options.threads)  # process-wide in torch: the last session's count holds
         return TorchSession(artifact)

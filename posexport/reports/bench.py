@@ -1,0 +1,141 @@
+"""Bench results as a terminal table (rich), Markdown (with the command, the machine and its load) and a
+PNG plot; JSON is BenchResult.to_json. Every file is written through posexport.files.write_output."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+from ..bench import BenchResult, Row, graph_size_note
+from ..errors import PosexportError
+from ..files import write_output
+from .markdown import md_table
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def profile_text(profile: list[tuple[str, float]]) -> str:
+    return ", ".join(f"{op} {share:.0%}" for op, share in profile)
+
+
+def header(result: BenchResult) -> list[str]:
+    m = result.meta
+    lines = ["# posexport bench", ""]
+    if m.get("command"):
+        lines += ["Command:", "", "```sh", m["command"], "```", ""]
+    lines += [f"Measured {m['time_utc']} UTC on {m['cpu_count']} CPU(s) ({m['processor']}), load average "
+              f"{' / '.join(str(x) for x in m['load_average'])} (1/5/15 min) at the end of the run; "
+              f"{m['threads']} thread(s) for every runtime and torch; {m['warmup']} warm-up runs, median of {m['repeats']}.",
+              "", "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()), ""]
+    lines += [f"- {runtime}: {description}" for runtime, description in m.get("runtimes", {}).items()]
+    lines += [f"- {runtime} not measured: {why}" for runtime, why in m.get("skipped_runtimes", {}).items()]
+    return lines + [""]
+
+
+def group_table(rs: list[Row], is_block: bool) -> list[str]:
+    r0 = rs[0]
+    if is_block:
+        lines = [f"## IndexShare attention block — {r0.runtime}, {r0.dtype}, seq {r0.seq}", ""]
+        lines += md_table(("subject", "shape (q)", "median ms", "IQR ms", "min ms", "graph bytes", "note"),
+                          ((r.subject, str(r.shape), fmt(r.median_ms), fmt(r.iqr_ms), fmt(r.min_ms), str(r.graph_bytes or "—"), r.note) for r in rs))
+    else:
+        lines = [f"## {r0.encoding} — {r0.runtime}, {r0.dtype}, x {r0.shape}", ""]
+        lines += md_table(("subject", "median ms", "IQR ms", "min ms", "× copy", "graph bytes", "note"),
+                          ((r.subject, fmt(r.median_ms), fmt(r.iqr_ms), fmt(r.min_ms), fmt(r.ratio_to_copy, 2), str(r.graph_bytes or "—"), r.note)
+                           for r in rs))
+    profiled = [r for r in rs if r.profile]
+    if profiled:
+        lines += ["Profile (share of node time by op type, onnxruntime profiler):", ""]
+        lines += [f"- {r.subject}: {profile_text(r.profile)}" for r in profiled] + [""]
+    return lines
+
+
+def markdown(result: BenchResult, size_note: str | None = None) -> str:
+    lines = header(result)
+    groups: dict[tuple, list[Row]] = {}
+    for r in result.rows:
+        groups.setdefault((r.encoding, r.runtime, r.dtype, r.seq, r.kind == "indexshare"), []).append(r)
+    for key, rs in groups.items():
+        lines += group_table(rs, key[-1])
+    if result.targets:
+        lines += ["## Targets (docs/benchmarks.md)", ""]
+        lines += md_table(("target", "measured", "limit", "met", "profile of the subject"),
+                          ((t["target"], str(t["measured"]), str(t["limit"]), "yes" if t["met"] else "NO — " + t["miss"], t["profile"] or "—")
+                           for t in result.targets))
+    if size_note:
+        lines += ["## Graph size", "", size_note, ""]
+    return "\n".join(lines)
+
+
+def plot_png(result: BenchResult) -> bytes:
+    """Time and ratio to the copy against sequence length, one line per subject (and runtime/dtype)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in result.rows if r.kind != "indexshare" and np.isfinite(r.median_ms)]
+    if not rows:
+        raise PosexportError("--plot: no timed rows to plot")
+    series: dict[str, list[Row]] = {}
+    several = len({(r.encoding, r.runtime, r.dtype) for r in rows}) > 1
+    for r in rows:
+        series.setdefault(r.subject + (f" [{r.encoding} {r.runtime} {r.dtype}]" if several else ""), []).append(r)
+    fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for label, rs in series.items():
+        rs = sorted(rs, key=lambda r: r.seq)
+        style = "--" if rs[0].kind == "baseline" else "-"
+        ax_t.plot([r.seq for r in rs], [r.median_ms for r in rs], style, marker="o", label=label)
+        ax_r.plot([r.seq for r in rs], [r.ratio_to_copy for r in rs], style, marker="o", label=label)
+    for ax, ylabel in ((ax_t, "median time (ms)"), (ax_r, "time / copy")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.set_yscale("log")
+    ax_r.axhline(1.0, color="grey", lw=0.8)
+    ax_r.legend(fontsize=7, loc="best")
+    fig.suptitle(f"posexport bench — {result.meta['threads']} thread(s)")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def plot(result: BenchResult, path: str | Path) -> Path:
+    return write_output(path, plot_png(result), "--plot")
+
+
+def write_reports(result: BenchResult, json_out: str | Path | None = None, markdown_out: str | Path | None = None,
+                  plot_out: str | Path | None = None) -> None:
+    """The files `posexport bench` was asked for; the Markdown closes with the rope graph-size note."""
+    if json_out:
+        write_output(json_out, result.to_json(), "--json")
+    if markdown_out:
+        note = graph_size_note() if "rope" in result.meta.get("encodings", ()) else None
+        write_output(markdown_out, markdown(result, note), "--markdown")
+    if plot_out:
+        plot(result, plot_out)
+
+
+def render_terminal(result: BenchResult, console) -> None:
+    from rich.table import Table
+
+    m = result.meta
+    console.print(f"threads {m['threads']}, load average {m['load_average']}, median of {m['repeats']} after {m['warmup']} warm-up runs")
+    table = Table(title_justify="left")
+    for col in ("encoding", "runtime", "dtype", "seq", "subject", "median ms", "IQR ms", "× copy", "note"):
+        table.add_column(col)
+    for r in result.rows:
+        table.add_row(r.encoding, r.runtime, r.dtype, str(r.seq), r.subject, fmt(r.median_ms), fmt(r.iqr_ms), fmt(r.ratio_to_copy, 2), r.note)
+    console.print(table)
+    for runtime, why in m.get("skipped_runtimes", {}).items():
+        console.print(f"[yellow]{runtime} skipped[/]: {why}")
+    for t in result.targets:
+        state = "[green]met[/]" if t["met"] else f"[red]missed[/] ({t['miss']})"
+        console.print(f"target {t['target']}: {t['measured']} — {state}")
