@@ -46,7 +46,7 @@ def saved_model(folder: Path, config_cls: str, model_cls: str, **kwargs: Any) ->
 
 ROPE = ("llama31", "llama-raw", "mistral", "qwen2-yarn", "qwen3", "gemma2", "gemma3", "gemma3-raw", "phi3-su", "pythia",
         "stablelm", "glm4", "deepseek-v2", "deepseek-v3", "qwen2-vl", "qwen2-vl-raw", "falcon")
-TRAINED = ("t5", "gpt2", "opt", "bert", "roberta", "vit", "whisper", "bloom", "mpt")
+TRAINED = ("t5", "gpt2", "opt", "bert", "roberta", "vit", "whisper", "swin", "bloom", "mpt")
 
 
 # name -> how to make it: rope architectures need a config only.
@@ -123,5 +123,7 @@ def trained_models(root: Path) -> dict[str, Path]:
                                encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
                                encoder_ffn_dim=32, decoder_ffn_dim=32, max_source_positions=64, max_target_positions=48,
                                num_mel_bins=8, pad_token_id=1, bos_token_id=2, eos_token_id=3, decoder_start_token_id=2),
+        "swin": saved_model(root / "tiny-swin", "SwinConfig", "SwinModel", image_size=32, patch_size=4, embed_dim=16,
+                            depths=[1, 2], num_heads=[2, 4], window_size=4),
         "mpt": saved_config(root / "tiny-mpt", "MptConfig", **small, d_model=48, n_layers=2, n_heads=6, max_seq_len=4096),
     }

@@ -50,6 +50,7 @@ READERS: dict[str, str] = {
     "camembert": "learned",
     "qwen2_vl": "qwen_vl",
     "qwen2_5_vl": "qwen_vl",
+    "swin": "swin",
     "vit": "vit",
     "whisper": "whisper",
 }

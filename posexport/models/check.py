@@ -6,7 +6,6 @@ graph's parameters) and `<runtime> vs hf` (the graph, as each runtime ran it, ag
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +49,9 @@ def run_model_parity(folder: str | Path, graph: str | Path | None = None, runtim
                      dtypes: tuple[str, ...] = ("float32",), build: dict[str, Any] | None = None,
                      **options: Any) -> parity.Report:
     """parity.run_parity on the model's graphs (or GRAPH) with `hf` added, then each runtime vs hf."""
-    if importlib.util.find_spec("transformers") is None:
-        raise PosexportError("--from-model: judging a graph against the model's own code needs transformers "
-                             "(pip install 'posexport[hf]')")
+    ok, why = Hf().available()
+    if not ok:
+        raise PosexportError(f"--from-model: judging a graph against the model's own code needs the hf runtime: {why}")
     pairs = model_artifacts(folder, graph, list(dtypes), **(build or {}))
     chosen = parity.resolve_runtimes([n for n in (runtimes or []) if n != "hf"] or None)
     report = parity.Report()

@@ -18,6 +18,7 @@ the model); a graph without a model reports it unavailable, saying why.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ from .base import Runtime, Session, SessionOptions
 # The bound allows 8 ulps (2^-21 · p) on top of the graph's own bound: 0.05 at 1e5, 8e-6 at 16, against
 # errors of order 1 from a misread.
 ANGLE_ULPS = 2.0**-21
+MIN_TRANSFORMERS = 5
 
 
 def model_bound(graph_bound: float, largest_position: int | None) -> float:
@@ -201,6 +203,23 @@ class VitSession(Session):
             return (tokens + positions).numpy()
 
 
+class SwinSession(Session):
+    """SwinRelativePositionBias (its own index buffer) holding the block's trained table, added to scores."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        from transformers.models.swin.modeling_swin import SwinRelativePositionBias
+
+        window = entry["hf"]["window"]
+        self.bias = SwinRelativePositionBias(artifact.params.heads, (window, window)).eval()
+        self.bias.relative_position_bias_table.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return (torch_float(feeds["scores"]) + self.bias()).numpy()
+
+
 class WhisperSinusoidSession(Session):
     """x + transformers' own whisper `sinusoids(length, d_model)` (what fills the encoder's position table)
     at position_ids."""
@@ -216,7 +235,16 @@ class WhisperSinusoidSession(Session):
         return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
 
 
-SESSIONS = {"rope": RopeSession, "t5": T5Session, "alibi": AlibiSession, "learned": LearnedSession, "vit": VitSession, "whisper-sinusoid": WhisperSinusoidSession}
+# The recipe's kind (posexport.models' roles) -> the session running the model's code for it.
+SESSIONS = {
+    "rope": RopeSession,
+    "t5": T5Session,
+    "alibi": AlibiSession,
+    "learned": LearnedSession,
+    "vit": VitSession,
+    "swin": SwinSession,
+    "whisper-sinusoid": WhisperSinusoidSession,
+}
 
 
 class Hf(Runtime):
@@ -234,6 +262,9 @@ class Hf(Runtime):
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("transformers") is None:
             return False, "transformers is not installed (pip install 'posexport[hf]')"
+        version = importlib.metadata.version("transformers")
+        if int(version.split(".")[0]) < MIN_TRANSFORMERS:
+            return False, f"transformers {version} is older than {MIN_TRANSFORMERS}.0, whose classes this runtime calls (pip install 'posexport[hf]')"
         return True, ""
 
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
