@@ -194,3 +194,14 @@ def test_a_graph_built_from_a_model_carries_it_for_runtimes_hf(built):
 def test_plan_reads_every_zoo_model(zoo):
     for folder in zoo.values():
         assert read_model(folder).roles
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "phi-3-mini-128k-instruct", "qwen2.5-7b-instruct-yarn"])
+def test_published_configs_agree_with_transformers(tmp_path, name):
+    """Real sizes and scalings (head_dim 128, llama3 bands, Phi-3's 48 longrope factors, YaRN 4×): the
+    graph and transformers' own rotary agree at 0…16, around L0 and at 100000."""
+    from .test_models_read import preset_folder
+
+    (b,) = build_model(preset_folder(tmp_path, name), None, {"heads": 2}, backend="portable")
+    report = parity.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(1,), properties=False)
+    assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]

@@ -153,3 +153,26 @@ def test_manifest_records_the_model(tmp_path):
     model = built.artifact.manifest["model"]
     assert (built.name, model["architecture"], model["role"], model["layers"]) == ("tiny-rope", "mistral", "rope", [0, 1])
     assert json.dumps(model)
+
+
+def preset_folder(tmp_path: Path, name: str) -> Path:
+    from posexport.rope import config
+
+    return raw(tmp_path / name, config.preset_config(name))
+
+
+def test_bundled_presets_read_the_same_as_from_config(tmp_path):
+    """The published configs behind the presets (Llama-2/3.1, Phi-3-128k, Qwen2.5-YaRN, Vicuna-16k) give the
+    same rope parameters through --from-model as through --preset."""
+    from posexport.registry import get_encoding
+    from posexport.rope import config
+
+    rope = get_encoding("rope")
+    for name in config.preset_names():
+        (role,) = read_model(preset_folder(tmp_path, name)).roles
+        assert rope.params(**role.values) == rope.params(**config.from_preset(name)), name
+
+
+def test_mpt_nested_position_keys_are_checked_too(tmp_path):
+    fails(raw(tmp_path / "m", {"model_type": "mpt", "n_heads": 4, "attn_config": {"alibi": True, "rope": True}}),
+          "attn_config.rope", "mpt")

@@ -9,7 +9,7 @@ an error, as posexport's alibi has no such parameter).
 
 from __future__ import annotations
 
-from .config import ModelConfig
+from .config import POSITION_WORDS, ModelConfig
 from .plan import Role
 
 ROW_SHIFT = ("the model adds slope·(key position) — equal to the graph's −slope·(i − j) up to a per-query constant "
@@ -30,6 +30,9 @@ def read(cfg: ModelConfig) -> list[Role]:
     bias_max = attn.get("alibi_bias_max", MPT_BIAS_MAX)
     if bias_max != MPT_BIAS_MAX:
         cfg.fail("attn_config.alibi_bias_max", bias_max, f"posexport's alibi has MPT's default slopes (alibi_bias_max = {MPT_BIAS_MAX}) only")
+    for key, value in attn.items():
+        if key not in ("alibi", "alibi_bias_max") and value not in (None, False) and POSITION_WORDS.search(key):
+            cfg.fail(f"attn_config.{key}", value, "posexport reads MPT's alibi only")
     if attn.get("alibi") is False:
         cfg.fail("attn_config.alibi", False, "transformers' MPT adds alibi whatever this says; fix the config")
     # transformers' MPT never uses a learned position table, whatever learned_pos_emb says.

@@ -15,6 +15,10 @@ from . import read_model
 from .plan import ModelPlan, Role
 
 
+# Encodings applied inside attention: a role without layer numbers is used by every layer.
+ATTENTION = ("rope", "mrope", "t5", "alibi", "swin")
+
+
 @dataclass
 class Built:
     role: Role
@@ -65,7 +69,10 @@ def save_model(built: list[Built], out_dir: str | Path) -> list[tuple[Path, Path
 def describe(built: Built) -> str:
     """One line: which layers use this graph."""
     layers = built.role.layers
-    span = "the input embeddings" if not layers else f"layers {compress(layers)}"
+    if layers:
+        span = f"layers {compress(layers)}"
+    else:
+        span = "every layer" if built.role.encoding in ATTENTION else "the input embeddings"
     return f"{built.name}: {built.role.encoding} ({built.role.role}) used by {span}"
 
 

@@ -24,7 +24,9 @@ def heads_and_dim(cfg: ModelConfig, head_dim_default: int | None = None) -> tupl
 
 
 def layers(cfg: ModelConfig, key: str = "num_hidden_layers") -> tuple[int, ...]:
-    return tuple(range(cfg.number(key, integer=True)))
+    """Every layer; () when the config does not say how many (a trimmed config): the role then reads
+    "every layer"."""
+    return tuple(range(cfg.number(key, 0, integer=True)))
 
 
 def kv_note(cfg: ModelConfig, heads: int) -> tuple[str, ...]:
