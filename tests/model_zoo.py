@@ -46,7 +46,7 @@ def saved_model(folder: Path, config_cls: str, model_cls: str, **kwargs: Any) ->
 
 ROPE = ("llama31", "llama-raw", "mistral", "qwen2-yarn", "qwen3", "gemma2", "gemma3", "gemma3-raw", "phi3-su", "pythia",
         "stablelm", "glm4", "deepseek-v2", "deepseek-v3", "qwen2-vl", "qwen2-vl-raw", "falcon")
-TRAINED = ("t5", "gpt2", "opt", "bert", "roberta", "vit", "whisper", "swin", "bloom", "mpt")
+TRAINED = ("t5", "gpt2", "opt", "bert", "roberta", "vit", "deit", "whisper", "swin", "bloom", "mpt")
 
 
 # name -> how to make it: rope architectures need a config only.
@@ -119,6 +119,8 @@ def trained_models(root: Path) -> dict[str, Path]:
         "bloom": saved_config(root / "tiny-bloom", "BloomConfig", **small, hidden_size=48, n_layer=2, n_head=6),
         "vit": saved_model(root / "tiny-vit", "ViTConfig", "ViTModel", hidden_size=32, num_hidden_layers=1,
                            num_attention_heads=2, intermediate_size=32, image_size=32, patch_size=8),
+        "deit": saved_model(root / "tiny-deit", "DeiTConfig", "DeiTModel", hidden_size=32, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=32, image_size=32, patch_size=8),
         "whisper": saved_model(root / "tiny-whisper", "WhisperConfig", "WhisperModel", **small, d_model=32,
                                encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
                                encoder_ffn_dim=32, decoder_ffn_dim=32, max_source_positions=64, max_target_positions=48,

@@ -51,6 +51,10 @@ class VitLearnedParams:
         False, "the table starts with a class-token row (never resampled): adds input cls [batch, 1, dim] and y becomes "
         "the token sequence [batch, 1 + grid_h·grid_w, dim]"
     )
+    distillation_token: bool = param(
+        False, "after the class-token row, a distillation-token row (DeiT): cls becomes [batch, 2, dim] and y "
+        "[batch, 2 + grid_h·grid_w, dim]"
+    )
     max_grid: int = param(64, "largest grid_h and grid_w the graph resamples to; a larger grid makes the runtime raise")
     cubic_coefficient: float = param(
         -0.5, "Keys cubic coefficient a; −0.5 is what torch's bicubic with antialias=True uses (PIL's), −0.75 OpenCV's"
@@ -72,33 +76,41 @@ class VitLearnedParams:
         check(math.isfinite(self.cubic_coefficient) and -1.0 <= self.cubic_coefficient < 0.0,
               "cubic_coefficient", self.cubic_coefficient, "must be in [−1, 0), e.g. −0.5 (torch antialias) or −0.75")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
+        check(self.class_token or not self.distillation_token, "distillation_token", self.distillation_token,
+              "comes after a class token: give --class-token true too")
         if weights_mod.pin_params(self):
             trained_table(self)  # shape errors surface here, naming --weights
 
     @property
+    def prefix(self) -> int:
+        """Token rows before the grid, never resampled: class token, then DeiT's distillation token."""
+        return int(self.class_token) + int(self.distillation_token)
+
+    @property
     def table_rows(self) -> int:
-        return int(self.class_token) + self.trained_h * self.trained_w
+        return self.prefix + self.trained_h * self.trained_w
 
 
 # --- pure functions: the table, antialiased bicubic weights, the float64 oracle --------------------
 
 
 def trained_table(p: VitLearnedParams) -> np.ndarray:
-    """The table [class_token + Gh·Gw, dim] in float64: from --weights, or seeded N(0, 0.02)."""
+    """The table [prefix + Gh·Gw, dim] in float64: from --weights, or seeded N(0, 0.02)."""
     if p.weights is None:
         return np.random.default_rng(p.seed).normal(0.0, 0.02, (p.table_rows, p.dim))
-    return _load_table(p.weights, p.key, p.weights_sha256, p.trained_h, p.trained_w, p.dim, p.class_token)
+    return _load_table(p.weights, p.key, p.weights_sha256, p.trained_h, p.trained_w, p.dim, p.prefix)
 
 
 @functools.lru_cache(maxsize=8)
-def _load_table(path: str, key: str | None, digest: str | None, gh: int, gw: int, dim: int, cls: bool) -> np.ndarray:
+def _load_table(path: str, key: str | None, digest: str | None, gh: int, gw: int, dim: int, prefix: int) -> np.ndarray:
     array = weights_mod.load_table(path, key, None, what="position table")
-    rows = int(cls) + gh * gw
+    rows = prefix + gh * gw
+    cls = prefix > 0
     accepted = [(rows, dim), (1, rows, dim)] + ([] if cls else [(gh, gw, dim)])
     if array.shape not in accepted:
         wanted = " or ".join("[" + ", ".join(map(str, s)) + "]" for s in accepted)
         raise ParamError("weights", path, f"holds a table of shape {list(array.shape)}; expected {wanted}: "
-                         f"{'a class-token row then ' if cls else ''}the --trained-h {gh} × --trained-w {gw} grid "
+                         f"{f'{prefix} token row(s) then ' if cls else ''}the --trained-h {gh} × --trained-w {gw} grid "
                          f"row-major, --dim {dim}{'' if cls else ' (a class-token row needs --class-token true)'}")
     array = array.reshape(rows, dim)
     array.flags.writeable = False
@@ -106,9 +118,9 @@ def _load_table(path: str, key: str | None, digest: str | None, gh: int, gw: int
 
 
 def split_table(p: VitLearnedParams) -> tuple[np.ndarray | None, np.ndarray]:
-    """(class-token row [1, dim] or None, grid [Gh, Gw, dim])."""
+    """(token rows [prefix, dim] or None, grid [Gh, Gw, dim])."""
     table = trained_table(p)
-    cls, grid = (table[:1], table[1:]) if p.class_token else (None, table)
+    cls, grid = (table[: p.prefix], table[p.prefix :]) if p.class_token else (None, table)
     return cls, grid.reshape(p.trained_h, p.trained_w, p.dim)
 
 
@@ -283,8 +295,7 @@ def trained_grid_expected(p: VitLearnedParams) -> props.Expected:
 
     def expected(dtype: DType, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray]:
         feeds = {"x": random_normal(rng, (2, p.trained_h, p.trained_w, p.dim), dtype)} | class_feeds(p, 2, dtype, rng)
-        table = trained_table(p).astype(np.float32)
-        cls_row, grid = (table[:1], table[1:]) if p.class_token else (None, table)
+        cls_row, grid = (part.astype(np.float32) if part is not None else None for part in split_table(p))
         want = feeds["x"].astype(np.float32) + grid.reshape(p.trained_h, p.trained_w, p.dim)[None]
         if p.class_token:
             first = feeds["cls"].astype(np.float32) + cls_row[None]
@@ -295,7 +306,7 @@ def trained_grid_expected(p: VitLearnedParams) -> props.Expected:
 
 
 def class_feeds(p: VitLearnedParams, batch: int, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {"cls": random_normal(rng, (batch, 1, p.dim), dtype)} if p.class_token else {}
+    return {"cls": random_normal(rng, (batch, p.prefix, p.dim), dtype)} if p.class_token else {}
 
 
 # --- the encoding -----------------------------------------------------------------------------------
@@ -317,7 +328,7 @@ class VitLearnedEncoding(GridEncoding):
         return p.trained_h, p.trained_w
 
     def inputs(self, p: VitLearnedParams) -> list[TensorSpec]:
-        return super().inputs(p) + ([TensorSpec("cls", ("batch", 1, p.dim))] if p.class_token else [])
+        return super().inputs(p) + ([TensorSpec("cls", ("batch", p.prefix, p.dim))] if p.class_token else [])
 
     def outputs(self, p: VitLearnedParams) -> list[TensorSpec]:
         if p.class_token:
@@ -326,7 +337,7 @@ class VitLearnedEncoding(GridEncoding):
 
     def derived_axes(self, p: VitLearnedParams, sizes: Mapping[str, int]) -> dict[str, int]:
         if p.class_token:
-            return {"tokens": 1 + sizes["grid_h"] * sizes["grid_w"]}
+            return {"tokens": p.prefix + sizes["grid_h"] * sizes["grid_w"]}
         return {}
 
     def tables(self, p: VitLearnedParams, opts: BuildOptions) -> Tables:

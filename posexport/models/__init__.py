@@ -52,6 +52,7 @@ READERS: dict[str, str] = {
     "qwen2_5_vl": "qwen_vl",
     "swin": "swin",
     "vit": "vit",
+    "deit": "vit",
     "whisper": "whisper",
 }
 

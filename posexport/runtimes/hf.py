@@ -183,12 +183,12 @@ class LearnedSession(Session):
 
 
 class VitSession(Session):
-    """ViTEmbeddings' own interpolate_pos_encoding on the model's trained table, added to [cls | patches]."""
+    """ViTEmbeddings' (DeiTEmbeddings') own interpolate_pos_encoding on the model's trained table, added to
+    [class (and distillation) tokens | patches]."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        from transformers.models.vit.modeling_vit import ViTEmbeddings
-
-        self.embeddings = ViTEmbeddings(auto_config(entry)).eval()
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
         self.embeddings.position_embeddings.data = trained(entry).reshape(self.embeddings.position_embeddings.shape)
         self.patch = entry["hf"]["patch_size"]
 
