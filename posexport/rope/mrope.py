@@ -124,12 +124,6 @@ def section_cos_sin_function(p: MRopeParams, op: Any) -> Any:
     return MRopeCosSin
 
 
-def reference_cos_sin(p: MRopeParams, position_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    inv_freq = tables.plain_inv_freq(p.head_dim, p.base)
-    theta = np.concatenate([tables.angles(position_ids[k], inv_freq[part]) for k, part in enumerate(section_slices(p))], axis=-1)
-    return np.cos(theta), np.sin(theta)
-
-
 def reference(p: MRopeParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
     return ENCODING.reference(p, feeds)
 
@@ -159,7 +153,11 @@ class MRopeEncoding(Rotation):
     Params = MRopeParams
 
     def reference_cos_sin(self, p: MRopeParams, position_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return reference_cos_sin(p, position_ids)
+        """float64 cos, sin [b, s, n]: frequency i turned by row s(i) of position_ids."""
+        inv_freq = tables.plain_inv_freq(p.head_dim, p.base)
+        parts = [tables.angles(position_ids[k], inv_freq[part]) for k, part in enumerate(section_slices(p))]
+        theta = np.concatenate(parts, axis=-1)
+        return np.cos(theta), np.sin(theta)
 
     def cos_sin_module(self, p: MRopeParams) -> torch.nn.Module:
         return SectionCosSin(p)
