@@ -46,7 +46,7 @@ def saved_model(folder: Path, config_cls: str, model_cls: str, **kwargs: Any) ->
 
 ROPE = ("llama31", "llama-raw", "mistral", "qwen2-yarn", "qwen3", "gemma2", "gemma3", "gemma3-raw", "phi3-su", "pythia",
         "stablelm", "glm4", "deepseek-v2", "deepseek-v3", "qwen2-vl", "qwen2-vl-raw", "falcon")
-TRAINED = ("t5", "gpt2", "opt", "bert", "roberta", "vit", "deit", "whisper", "swin", "bloom", "mpt")
+TRAINED = ("t5", "umt5", "gpt2", "opt", "bert", "roberta", "vit", "deit", "whisper", "swin", "bloom", "mpt")
 
 
 # name -> how to make it: rope architectures need a config only.
@@ -107,6 +107,8 @@ def trained_models(root: Path) -> dict[str, Path]:
     return {
         "t5": saved_model(root / "tiny-t5", "T5Config", "T5Model", **small, d_model=32, d_kv=8, d_ff=32, num_layers=2,
                           num_heads=4, relative_attention_num_buckets=16, relative_attention_max_distance=32),
+        "umt5": saved_model(root / "tiny-umt5", "UMT5Config", "UMT5Model", **small, d_model=32, d_kv=8, d_ff=32,
+                            num_layers=2, num_heads=4, relative_attention_num_buckets=16, relative_attention_max_distance=32),
         "gpt2": saved_model(root / "tiny-gpt2", "GPT2Config", "GPT2LMHeadModel", **small, n_embd=32, n_layer=1, n_head=2,
                             n_positions=256),
         "opt": saved_model(root / "tiny-opt", "OPTConfig", "OPTModel", **small, hidden_size=32, num_hidden_layers=1,

@@ -40,6 +40,7 @@ READERS: dict[str, str] = {
     "falcon": "falcon",
     "t5": "t5",
     "mt5": "t5",
+    "umt5": "t5",
     "bloom": "alibi",
     "mpt": "alibi",
     "gpt2": "learned",

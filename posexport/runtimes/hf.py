@@ -101,14 +101,15 @@ def trained(entry: Mapping[str, Any]) -> Any:
 
 
 class T5Session(Session):
-    """T5Attention.compute_bias of a layer holding the model's trained table; queries sit at the end."""
+    """T5Attention's (UMT5Attention's) compute_bias of a layer holding the model's trained table; queries
+    sit at the end, as with a KV cache."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        from transformers.models.t5.modeling_t5 import T5Attention
-
+        recipe = entry["hf"]
         cfg = auto_config(entry)
-        cfg.is_decoder = entry["hf"]["decoder"]
-        self.attention = T5Attention(cfg, has_relative_attention_bias=True).eval()
+        cfg.is_decoder = recipe["decoder"]
+        attention = import_attr(recipe["module"], recipe["attention"])
+        self.attention = attention(cfg, has_relative_attention_bias=True, layer_idx=0).eval()
         self.attention.relative_attention_bias.weight.data = trained(entry)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
