@@ -13,7 +13,7 @@ import pytest
 
 from posexport import export
 from posexport.reports import parity as reports
-from posexport.parity import Outputs
+from posexport.parity import Outputs, read_json, to_json
 
 from .conftest import artifact
 
@@ -52,8 +52,8 @@ def test_reports_in_every_format(built, tmp_path):
                          "--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"), "--markdown", str(tmp_path / "r.md"))
     assert code == 0, out + err
     assert "PASS" in out and "worst error" in out and "relative-position" in out
-    report = reports.read_json(tmp_path / "r.json")
-    assert reports.to_json(report) == (tmp_path / "r.json").read_text()  # round-trips byte for byte
+    report = read_json(tmp_path / "r.json")
+    assert to_json(report) == (tmp_path / "r.json").read_text()  # round-trips byte for byte
     assert report.passed and {r.runtime for r in report.results} == {"ort-cpu", "reference", "openvino"}
     assert {r.runtime for r in report.pairwise} == {"openvino vs ort-cpu", "openvino vs reference", "ort-cpu vs reference"}
     suites = ET.parse(tmp_path / "r.xml").getroot()
@@ -73,7 +73,7 @@ def test_outputs_saved_on_one_machine_are_judged_on_another(built, tmp_path):
     code, out, err = cli("parity", str(built), "--runtimes", "reference", *SMALL, "--no-properties", "--pairwise",
                          "--load-outputs", str(saved), "--json", str(tmp_path / "r.json"))
     assert code == 0, out + err
-    report = reports.read_json(tmp_path / "r.json")
+    report = read_json(tmp_path / "r.json")
     assert {r.runtime for r in report.results} == {"reference", "ort-cpu (saved)"}
     assert {r.runtime for r in report.pairwise} == {"ort-cpu (saved) vs reference"}
     # Other inputs (another seed) cannot be compared with the saved outputs: one clear line.
@@ -109,7 +109,7 @@ def test_parity_from_encoding_options_over_several_dtypes(tmp_path):
     code, out, err = cli("parity", "--encoding", "rope", "--head-dim", "8", "--heads", "1", "--dtype", "float16,bfloat16",
                          "--runtimes", "ort-cpu", "--seqs", "17", "--batches", "1", "--json", str(tmp_path / "r.json"))
     assert code == 0, out + err
-    report = reports.read_json(tmp_path / "r.json")
+    report = read_json(tmp_path / "r.json")
     assert set(report.graphs) == {"rope-float16", "rope-bfloat16"}
     assert {r.comparison.bound for r in report.results if r.graph == "rope-float16"} == {4e-3}
 

@@ -1,5 +1,5 @@
-"""Parity reports: a terminal view (rich), JSON (round-trips through Report.from_dict), JUnit XML for CI
-systems, and Markdown for pull requests. Every view states, per runtime, the observed error and the
+"""Parity reports: a terminal view (rich), JUnit XML for CI systems, and Markdown for pull requests (JSON
+is the report's own codec, posexport.parity.to_json). Every view states, per runtime, the observed error and the
 smallest tolerance that would have passed, and names the failing cases with their lengths and positions.
 """
 
@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..errors import PosexportError
 from ..parity import CaseResult, Report
 from .markdown import md_cell, md_table
 
@@ -102,8 +100,8 @@ def render_terminal(report: Report, console, details: bool = False) -> None:
             rows = [s for s in summaries if s.graph == label and (" vs " in s.runtime) == pairs]
             if not rows:
                 continue
-            title = ("runtime pairs: max|a − b| / max(1, max|b|), bound 2× DESIGN 4.2" if pairs
-                     else "error = max|out − ref| / max(1, max|ref|) = the smallest tolerance that passes (DESIGN 4.2)")
+            title = ("runtime pairs: max|a − b| / max(1, max|b|) ≤ 2 × the bound" if pairs
+                     else "error = max|out − ref| / max(1, max|ref|) ≤ bound; the error is the smallest tolerance that passes")
             table = Table(title=title, title_justify="left")
             for col in ("runtimes" if pairs else "runtime", "cases", "worst error", "bound there", "at case", "failing cases"):
                 table.add_column(col)
@@ -144,24 +142,6 @@ def render_terminal(report: Report, console, details: bool = False) -> None:
         console.print(f"[yellow]{name} unavailable[/]: {escape(why)}", highlight=False)
     colour = "green" if report.passed else "red"
     console.print(f"[{colour}]{verdict_line(report)}[/]", highlight=False)
-
-
-# --- JSON -------------------------------------------------------------------------------------------
-
-
-def to_json(report: Report) -> str:
-    return json.dumps(report.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"
-
-
-def from_json(text: str) -> Report:
-    return Report.from_dict(json.loads(text))
-
-
-def read_json(path: str | Path) -> Report:
-    try:
-        return from_json(Path(path).read_text())
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise PosexportError(f"{path}: not a posexport parity JSON report ({e})") from None
 
 
 # --- JUnit XML --------------------------------------------------------------------------------------
