@@ -10,8 +10,6 @@ import typer
 from rich.console import Console
 from typer.core import TyperCommand
 
-from posexport.contract import DEFAULT_OPSET, DEFAULT_TARGET
-
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -22,6 +20,8 @@ DEFAULT_ENCODING = "rope"
 
 def graph_options() -> dict[str, Any]:
     """Typer option declarations shared by build and parity."""
+    from posexport.contract import DEFAULT_OPSET, DEFAULT_TARGET  # numpy: not needed by `posexport --help`
+
     return dict(
         encoding=typer.Option(DEFAULT_ENCODING, "--encoding", "-e", help="encoding to build (see `posexport list`; its options: `--encoding NAME --help`)"),
         dtype=typer.Option("float32", help="float I/O type: float32, float16 or bfloat16"),
