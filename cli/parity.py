@@ -59,7 +59,7 @@ def parity_command(
         report = parity_from_options(
             graph, parse_options(options), encoding=encoding, dtype=dtype,
             opset=opset, source=source, backend=backend, target=target,
-            runtimes=[r for r in runtimes.split(",") if r], seqs=parse_ints(seqs, "--seqs"),
+            runtimes=[r for r in runtimes.split(",") if r] or None, seqs=parse_ints(seqs, "--seqs"),
             batches=parse_ints(batches, "--batches"), seed=seed, tolerance=parse_tolerance(tolerance),
             pairwise=pairwise, properties=properties, progress=progress, save_outputs=save_outputs,
             load_outputs=load_outputs,

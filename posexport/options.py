@@ -19,7 +19,7 @@ from typing import Any
 from . import export
 from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, Artifact
 from .errors import PosexportError
-from .parity import Outputs, Progress, Report, Tolerance, run_parity
+from .parity import Outputs, Report, run_parity
 from .rope import config
 from .rope.indexshare import Block, build_block, save as save_block
 
@@ -123,25 +123,18 @@ def parity_from_options(
     source: str = "script",
     backend: str = AUTO,
     target: str = DEFAULT_TARGET,
-    runtimes: Sequence[str] | None = None,
-    seqs: tuple[int, ...] | None = None,
-    batches: tuple[int, ...] | None = None,
-    seed: int = 0,
-    tolerance: Tolerance = None,
-    pairwise: bool = False,
-    properties: bool = True,
-    progress: Progress | None = None,
     save_outputs: str | Path | None = None,
     load_outputs: str | Path | None = None,
+    **run: Any,
 ) -> Report:
-    """`posexport parity`: the graphs of :func:`parity_graphs` on every runtime (posexport.parity.run_parity),
-    judging outputs saved by another run too (``load_outputs``) and saving this run's (``save_outputs``)."""
+    """`posexport parity`: the graphs of :func:`parity_graphs` on every runtime, judging outputs saved by
+    another run too (``load_outputs``) and saving this run's (``save_outputs``). ``run`` takes
+    posexport.parity.run_parity's options: runtimes, seqs, batches, seed, tolerance, pairwise, properties,
+    progress."""
     artifacts = parity_graphs(graph, values, encoding=encoding, dtype=dtype, opset=opset, source=source,
                               backend=backend, target=target)
     saved = Outputs.load(load_outputs) if load_outputs else None
-    report = run_parity(artifacts, runtimes or None, seqs=seqs, batches=batches, seed=seed, tolerance=tolerance,
-                        pairwise=pairwise, properties=properties, progress=progress,
-                        keep_outputs=save_outputs is not None, saved=saved)
+    report = run_parity(artifacts, keep_outputs=save_outputs is not None, saved=saved, **run)
     if save_outputs is not None:
         report.outputs.save(save_outputs)
     return report
