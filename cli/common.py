@@ -24,11 +24,13 @@ def graph_options() -> dict[str, Any]:
 
     return dict(
         encoding=typer.Option(DEFAULT_ENCODING, "--encoding", "-e", help="encoding to build (see `posexport list`; its options: `--encoding NAME --help`)"),
-        dtype=typer.Option("float32", help="float I/O type: float32, float16 or bfloat16"),
+        dtype=typer.Option("float32", help="float I/O type(s), comma-separated: float32, float16, bfloat16 (one graph each; build names them NAME-DTYPE)"),
         opset=typer.Option(DEFAULT_OPSET, help="ONNX opset (17 or newer)"),
         source=typer.Option("script", help="script (onnxscript function) or torch (torch.onnx dynamo export)"),
         backend=typer.Option("auto", help="rope expression: auto, portable, onnx23 (opset 23+) or ort (com.microsoft contrib op)"),
         target=typer.Option(DEFAULT_TARGET, help="what --backend auto optimises for: onnxruntime (contrib ops allowed) or standard (standard ops of the opset only)"),
+        preset=typer.Option("", help="rope of a well-known model (see `posexport list`); options given override its values"),
+        from_config=typer.Option(None, "--from-config", help="rope of a model's config.json; options given override its values"),
     )
 
 

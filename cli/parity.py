@@ -16,11 +16,13 @@ TOLERANCE_HELP = ("override the bounds on max|out − ref| / max(1, max|ref|) (d
 def parity_command(
     ctx: typer.Context,
     encoding: str = _opts["encoding"],
-    dtype: str = typer.Option("float32", help="float I/O type(s) to build and check, comma-separated: float32,float16,bfloat16"),
+    dtype: str = _opts["dtype"],
     opset: int = _opts["opset"],
     source: str = _opts["source"],
     backend: str = _opts["backend"],
     target: str = _opts["target"],
+    preset: str = _opts["preset"],
+    from_config: Path = _opts["from_config"],
     runtimes: str = typer.Option("", help="comma-separated runtimes (torch, reference, ort-cpu, ort-cpu-noopt, ort-cuda, openvino); default: all"),
     seqs: str = typer.Option("", help="sequence lengths of the sweep, e.g. 1,17,512"),
     batches: str = typer.Option("", help="batch sizes of the sweep, e.g. 1,3"),
@@ -57,7 +59,7 @@ def parity_command(
             bar.update(task, completed=done, total=total, description=f"parity: {what}")
 
         report = parity_from_options(
-            graph, parse_options(options), encoding=encoding, dtype=dtype,
+            graph, parse_options(options), encoding=encoding, preset=preset or None, from_config=from_config, dtype=dtype,
             opset=opset, source=source, backend=backend, target=target,
             runtimes=[r for r in runtimes.split(",") if r] or None, seqs=parse_ints(seqs, "--seqs"),
             batches=parse_ints(batches, "--batches"), seed=seed, tolerance=parse_tolerance(tolerance),

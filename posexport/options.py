@@ -105,8 +105,9 @@ def parity_graphs(graph: str | Path | None = None, values: Mapping[str, Any] | N
     encoding and its values, one per dtype (``build`` takes build_from_options' other options)."""
     if graph is None:
         return build_from_options(encoding, values, dtype=dtype or "float32", **build).graphs
-    if values:
-        first = "--" + next(iter(values)).replace("_", "-")
+    given = [*(values or {}), *(name for name in ("preset", "from_config") if build.get(name))]
+    if given:
+        first = "--" + given[0].replace("_", "-")
         raise PosexportError(f"{first}: encoding options go with --encoding, not with a built GRAPH")
     if dtype not in (None, "float32"):
         raise PosexportError(f"--dtype {dtype}: a built GRAPH has its own dtype; --dtype goes with --encoding")
@@ -118,6 +119,8 @@ def parity_from_options(
     values: Mapping[str, Any] | None = None,
     *,
     encoding: str = "rope",
+    preset: str | None = None,
+    from_config: str | Path | None = None,
     dtype: str | Sequence[str] | None = None,
     opset: int = DEFAULT_OPSET,
     source: str = "script",
@@ -131,8 +134,8 @@ def parity_from_options(
     another run too (``load_outputs``) and saving this run's (``save_outputs``). ``run`` takes
     posexport.parity.run_parity's options: runtimes, seqs, batches, seed, tolerance, pairwise, properties,
     progress."""
-    artifacts = parity_graphs(graph, values, encoding=encoding, dtype=dtype, opset=opset, source=source,
-                              backend=backend, target=target)
+    artifacts = parity_graphs(graph, values, encoding=encoding, preset=preset, from_config=from_config, dtype=dtype,
+                              opset=opset, source=source, backend=backend, target=target)
     saved = Outputs.load(load_outputs) if load_outputs else None
     report = run_parity(artifacts, keep_outputs=save_outputs is not None, saved=saved, **run)
     if save_outputs is not None:

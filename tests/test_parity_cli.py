@@ -167,3 +167,13 @@ def test_saved_outputs_of_another_graph_are_refused(built, tmp_path):
     code, out, err = cli("parity", "--encoding", "rope", "--head-dim", "16", "--heads", "2", "--dtype", "float16", "--runtimes", "reference",
                          *SMALL, "--no-properties", "--load-outputs", str(saved))
     assert code == 2 and "no saved output matches" in err and len(err.strip().splitlines()) == 1
+
+
+def test_parity_of_a_preset_with_an_override(tmp_path):
+    code, out, err = cli("parity", "--preset", "llama-3.1-8b", "--heads", "2", "--runtimes", "ort-cpu", "--seqs", "17",
+                         "--batches", "1", "--no-properties", "--json", str(tmp_path / "r.json"))
+    assert code == 0, out + err
+    (manifest,) = read_json(tmp_path / "r.json").graphs.values()
+    assert manifest["params"]["scaling"] == "llama3" and manifest["params"]["heads"] == 2
+    code, out, err = cli("parity", str(tmp_path / "absent.onnx"), "--preset", "llama-3.1-8b")
+    assert code == 2 and "--preset: encoding options go with --encoding" in err
