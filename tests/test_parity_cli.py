@@ -26,7 +26,7 @@ def cli(*args: str) -> tuple[int, str, str]:
     from posexport_cli.common import console, err_console
 
     out, err = io.StringIO(), io.StringIO()
-    saved = sys.argv, console.file, err_console.file
+    saved_argv = sys.argv
     sys.argv = ["posexport", *args]
     console.file, err_console.file = out, err
     try:
@@ -36,7 +36,8 @@ def cli(*args: str) -> tuple[int, str, str]:
     except SystemExit as e:
         code = int(e.code or 0)
     finally:
-        sys.argv, console.file, err_console.file = saved
+        # Back to following sys.stdout/sys.stderr (None), not to the streams they were at this moment.
+        sys.argv, console.file, err_console.file = saved_argv, None, None
     return code, out.getvalue(), err.getvalue()
 
 
