@@ -170,3 +170,18 @@ def test_built_files_are_readable_by_others(tmp_path: Path):
     posexport_cli("build", "--head-dim", "8", "--heads", "1", "--out", str(tmp_path), check=True)
     for name in ("rope.onnx", "rope.json"):
         assert (tmp_path / name).stat().st_mode & 0o044 == 0o044, name
+
+
+def test_python_users_build_from_the_same_options(tmp_path: Path):
+    """The library entry behind `posexport build`: one graph per dtype, saved as NAME-DTYPE, and a preset
+    whose values the given ones override."""
+    from posexport.options import build_from_options
+
+    built = build_from_options("alibi", {"heads": 4, "causal": False}, dtype="float16,float32")
+    written = built.save(tmp_path)
+    assert [p.name for p, _ in written] == ["alibi-float16.onnx", "alibi-float32.onnx"]
+    assert [g.manifest["params"]["causal"] for g in built.graphs] == [False, False]
+    (onnx_path, json_path), = build_from_options(preset="llama-3.1-8b", values={"heads": "2"}).save(tmp_path)
+    assert onnx_path.name == "llama-3.1-8b.onnx"
+    manifest = json.loads(json_path.read_text())
+    assert manifest["params"]["heads"] == 2 and manifest["params"]["scaling"] == "llama3"
