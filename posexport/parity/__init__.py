@@ -6,7 +6,6 @@ outputs one run saves and another judges. Rendering the report lives in posexpor
 
 from __future__ import annotations
 
-from ..params import parse_ints
 from .engine import (
     PAIRWISE_FACTOR,
     Progress,
@@ -23,6 +22,6 @@ from .report import CaseResult, Comparison, PropertyOutcome, Report, from_json, 
 
 __all__ = [
     "PAIRWISE_FACTOR", "SAVED", "CaseResult", "Comparison", "Outputs", "Progress", "PropertyOutcome", "Report",
-    "Tolerance", "bound_for", "compare", "feeds_digest", "from_json", "graph_label", "parse_ints",
-    "parse_tolerance", "read_json", "resolve_runtimes", "run_parity", "to_json",
+    "Tolerance", "bound_for", "compare", "feeds_digest", "from_json", "graph_label", "parse_tolerance",
+    "read_json", "resolve_runtimes", "run_parity", "to_json",
 ]
