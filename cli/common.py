@@ -1,37 +1,75 @@
-"""What every command shares: the console, extra-option parsing, and the one-line error path."""
+"""What every command shares: the consoles, the options of build and parity, and a --help that lists the
+chosen encoding's own options. Light on purpose: nothing here imports torch, onnx or onnxscript."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import click
 import typer
 from rich.console import Console
-
-from posexport import export
-from posexport.contract import DEFAULT_TARGET
-from posexport.params import parse_options
+from typer.core import TyperCommand
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 # Commands that take an encoding's parameters as free options (--head-dim 64 …).
 EXTRA_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
-def build_from_cli(ctx: typer.Context, encoding: str, dtype: str, opset: int, source: str, backend: str,
-                   target: str = DEFAULT_TARGET) -> export.Artifact:
-    """Build in memory from --encoding and the encoding's own options left in ctx.args."""
-    values: dict[str, Any] = parse_options(list(ctx.args))
-    return export.build(encoding, values, dtype=dtype, opset=opset, source=source, backend=backend, target=target)
+DEFAULT_ENCODING = "rope"
 
 
 def graph_options() -> dict[str, Any]:
     """Typer option declarations shared by build and parity."""
+    from posexport.contract import DEFAULT_OPSET, DEFAULT_TARGET  # numpy: not needed by `posexport --help`
+
     return dict(
-        encoding=typer.Option("rope", "--encoding", "-e", help="encoding to build (see `posexport list`)"),
-        dtype=typer.Option("float32", help="float I/O type: float32, float16 or bfloat16"),
-        opset=typer.Option(export.DEFAULT_OPSET, help="ONNX opset (17 or newer)"),
+        encoding=typer.Option(DEFAULT_ENCODING, "--encoding", "-e", help="encoding to build (see `posexport list`; its options: `--encoding NAME --help`)"),
+        dtype=typer.Option("float32", help="float I/O type(s), comma-separated: float32, float16, bfloat16 (one graph each; build names them NAME-DTYPE)"),
+        opset=typer.Option(DEFAULT_OPSET, help="ONNX opset (17 or newer)"),
         source=typer.Option("script", help="script (onnxscript function) or torch (torch.onnx dynamo export)"),
         backend=typer.Option("auto", help="rope expression: auto, portable, onnx23 (opset 23+) or ort (com.microsoft contrib op)"),
         target=typer.Option(DEFAULT_TARGET, help="what --backend auto optimises for: onnxruntime (contrib ops allowed) or standard (standard ops of the opset only)"),
+        preset=typer.Option("", help="rope of a well-known model (see `posexport list`); options given override its values"),
+        from_config=typer.Option(None, "--from-config", help="rope of a model's config.json; options given override its values"),
+        from_model=typer.Option(None, "--from-model", help="a model folder (config.json + weights): every positional encoding it uses, read as transformers reads it (docs/models.md)"),
     )
+
+
+def encoding_in(args: list[str]) -> str:
+    """The encoding a command line names (--encoding NAME, -e NAME, --encoding=NAME); a preset or a
+    config means rope."""
+    for i, arg in enumerate(args):
+        if arg.startswith("--encoding="):
+            return arg.partition("=")[2]
+        if arg in ("--encoding", "-e") and i + 1 < len(args):
+            return args[i + 1]
+    return DEFAULT_ENCODING
+
+
+def print_encoding_options(name: str) -> None:
+    """The encoding's parameters as a table: option, default, meaning."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from posexport.registry import get_encoding, summary
+
+    enc = get_encoding(name)
+    table = Table(title=f"{name} options — {summary(name)}", title_justify="left")
+    table.add_column("option", no_wrap=True)
+    table.add_column("default", no_wrap=True)
+    table.add_column("meaning")
+    for option, default, meaning in enc.describe_params():
+        table.add_row(option, escape(default), escape(meaning))  # help texts hold [shapes], not markup
+    console.print(table)
+
+
+class EncodingHelp(TyperCommand):
+    """A command whose --help ends with the options of the encoding on its command line (default rope)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["encoding"] = encoding_in(args)
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help(ctx, formatter)
+        print_encoding_options(ctx.meta.get("encoding", DEFAULT_ENCODING))

@@ -1,26 +1,70 @@
-"""Entry point: assembles the commands and turns every user error into one line and a non-zero exit."""
+"""Entry point: assembles the commands and turns every user error into one line and a non-zero exit.
+
+A command's module is imported only when that command runs (or shows its own --help), so
+`posexport --help` loads none of them and `posexport list` only the light ones.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from posexport.errors import PosexportError
 
-from . import bench, build, extend, parity
 from .common import err_console
 
+# command -> (module of this package that registers it, the line `posexport --help` shows for it)
+COMMANDS = {
+    "list": ("build", "Show every encoding and the rope presets."),
+    "build": ("build", "Build NAME.onnx and its manifest NAME.json."),
+    "extend": ("extend", "Write a larger learned table (and graph): the source is never modified."),
+    "parity": ("parity", "Check built graphs on every runtime against the float64 oracle."),
+    "bench": ("bench", "Time every backend against a plain copy, the naive export and PyTorch eager."),
+}
+
+
+class LazyCommands(TyperGroup):
+    """Commands loaded from their module on first use; the command list shows their one-line help."""
+
+    listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, summary = COMMANDS[name]
+        if self.listing:
+            return click.Command(name, help=summary)
+        commands = typer.Typer()
+        importlib.import_module(f"{__package__}.{module}").register(commands)
+        return typer.main.get_group(commands).commands[name]
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
+
 app = typer.Typer(
+    cls=LazyCommands,
     help="Positional encodings as ONNX graphs: build, check parity on every runtime, benchmark.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-build.register(app)
-extend.register(app)
-parity.register(app)
-bench.register(app)
+
+
+@app.callback()
+def commands() -> None:
+    """Positional encodings as ONNX graphs: build, check parity on every runtime, benchmark."""
 
 
 def main() -> None:

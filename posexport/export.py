@@ -26,7 +26,7 @@ from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSIO
 from .dtypes import DType, get_dtype
 from .encodings.base import Encoding
 from .errors import PosexportError
-from .files import atomic_write
+from .files import write_output
 from .registry import get_encoding
 from .rope.backends import resolve_backend
 from .script import callees_first, called_functions, check_opset, standard_opset
@@ -214,18 +214,20 @@ def make_manifest(enc: Encoding, p: Any, opts: BuildOptions, source: str, model:
     }
 
 
-def save(artifact: Artifact, out_dir: str | Path, name: str | None = None) -> tuple[Path, Path]:
-    """Write NAME.onnx and NAME.json into out_dir (created if needed)."""
+def write_graph(model_bytes: bytes, manifest: dict[str, Any], out_dir: str | Path, name: str) -> tuple[Path, Path]:
+    """NAME.onnx and NAME.json in out_dir (created if needed), each written atomically; a folder that
+    cannot be written is one error line naming --out."""
     out = Path(out_dir)
-    name = name or artifact.encoding.name
-    try:
+    with contextlib.suppress(OSError):  # a folder that cannot be made shows as the write below failing
         out.mkdir(parents=True, exist_ok=True)
-        onnx_path, json_path = out / f"{name}.onnx", out / f"{name}.json"
-        atomic_write(onnx_path, artifact.model_bytes)
-        atomic_write(json_path, (json.dumps(artifact.manifest, indent=2, sort_keys=True) + "\n").encode())
-    except OSError as e:
-        raise PosexportError(f"--out {out}: cannot write there ({e.strerror}); choose a writable folder") from None
+    onnx_path = write_output(out / f"{name}.onnx", model_bytes, "--out")
+    json_path = write_output(out / f"{name}.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n", "--out")
     return onnx_path, json_path
+
+
+def save(artifact: Artifact, out_dir: str | Path, name: str | None = None) -> tuple[Path, Path]:
+    """Write NAME.onnx and NAME.json into out_dir (created if needed); NAME defaults to the encoding's."""
+    return write_graph(artifact.model_bytes, artifact.manifest, out_dir, name or artifact.encoding.name)
 
 
 def load(path: str | Path) -> Artifact:
@@ -252,7 +254,7 @@ def load(path: str | Path) -> Artifact:
 
 
 def check_contract(model: onnx.ModelProto, enc: Encoding, p: Any, opts: BuildOptions, path: Path) -> None:
-    """The graph's inputs and outputs must be the ones the manifest's encoding promises (DESIGN 2)."""
+    """The graph's inputs and outputs must be the ones the manifest's encoding promises (docs/contract.md)."""
     for kind, actual, expected in (("inputs", model.graph.input, enc.inputs(p)), ("outputs", model.graph.output, enc.outputs(p))):
         got = [(v.name, v.type.tensor_type.elem_type) for v in actual]
         want = [(s.name, opts.dtype.onnx if s.is_float else onnx.TensorProto.INT64) for s in expected]

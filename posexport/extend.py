@@ -1,4 +1,4 @@
-"""Extending a learned absolute position table to more positions (DESIGN 3.2, `posexport extend`).
+"""Extending a learned absolute position table to more positions (`posexport extend`).
 
 Two strategies, for a table of M rows extended to N > M rows:
 
@@ -21,6 +21,7 @@ resamples a resampled one), so repeated `interpolate` does not compound its erro
 
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
 
@@ -29,8 +30,9 @@ import numpy as np
 from . import export
 from .encodings.learned import STRATEGIES, check_rows, extend_table
 from .errors import PosexportError
-from .files import atomic_write
+from .files import write_output
 from .weights import SUFFIXES, load_table
+
 
 def extend_graph(path: str | Path, rows: int, strategy: str):
     """A learned graph rebuilt with its table extended to ``rows``; same dtype, opset, source and backend."""
@@ -106,10 +108,6 @@ def extend_file(
     target = out_dir / f"{stem}{source.suffix}"
     if target.resolve() == source.resolve():
         raise PosexportError(f"--name {stem}: would overwrite the source {source}; choose another name or --out")
-    try:
+    with contextlib.suppress(OSError):  # a folder that cannot be made shows as the write below failing
         out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data)
-    except OSError as e:
-        raise PosexportError(f"--out {out_dir}: cannot write there ({e.strerror}); choose a writable folder") from None
-    return [target]
-
+    return [write_output(target, data, "--out")]

@@ -3,7 +3,8 @@
 Each encoding's ``Params`` is a frozen dataclass whose fields carry a help text (and, for choices, the
 allowed values) in their metadata. ``__post_init__`` validates with :func:`check`, so an invalid object
 never exists. The CLI turns every field into an option (``head_dim`` -> ``--head-dim``) through
-:func:`parse_options`; nothing else needs to know an encoding's fields.
+:func:`parse_options`; a bool field is a flag pair (``--causal/--no-causal``), and ``--causal false``
+still works. Nothing else needs to know an encoding's fields.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import types
 import typing
 from typing import Any
 
-from .errors import ParamError
+from .errors import ParamError, PosexportError
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
 
 
 def param(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
@@ -56,24 +60,30 @@ def convert(cls: type, name: str, raw: Any) -> Any:
     kind = field_type(cls, name)
     if raw is None:
         return None
+    if isinstance(raw, bool) and kind is not bool:  # a bare --name (a flag) for a parameter that takes a value
+        raise ParamError(name, raw, f"needs a value: {describe_type(kind)}")
     try:
         if typing.get_origin(kind) is tuple:
             (item,) = {a for a in typing.get_args(kind) if a is not Ellipsis}
             items = raw.split(",") if isinstance(raw, str) else raw
             return tuple(item(x) for x in items)
         if kind is bool:
-            if isinstance(raw, bool):
-                return raw
-            if str(raw).lower() in ("1", "true", "yes", "on"):
-                return True
-            if str(raw).lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
+            return to_bool(raw)
         if kind is int and isinstance(raw, float) and not raw.is_integer():
             raise ValueError(raw)
         return kind(raw)
     except (TypeError, ValueError):
         raise ParamError(name, raw, f"expected {describe_type(kind)}") from None
+
+
+def to_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if str(raw).lower() in TRUE_WORDS:
+        return True
+    if str(raw).lower() in FALSE_WORDS:
+        return False
+    raise ValueError(raw)
 
 
 def describe_type(kind: Any) -> str:
@@ -92,27 +102,51 @@ def build(cls: type, values: dict[str, Any]) -> Any:
     return cls(**{k: convert(cls, k, v) for k, v in values.items()})
 
 
-def parse_options(args: list[str]) -> dict[str, str]:
-    """`['--head-dim', '64', '--flag=x']` -> {'head_dim': '64', 'flag': 'x'}."""
-    values: dict[str, str] = {}
+def parse_options(args: list[str]) -> dict[str, Any]:
+    """`['--head-dim', '64', '--flag=x', '--causal', '--no-bidirectional']` ->
+    {'head_dim': '64', 'flag': 'x', 'causal': True, 'bidirectional': False}.
+
+    An option followed by another option (or by nothing) is a flag: ``--name`` means True and ``--no-name``
+    False (typer's convention); ``--name true|false`` keeps working. Values are checked against each
+    field's type when the parameters are built.
+    """
+    values: dict[str, Any] = {}
     i = 0
     while i < len(args):
         arg = args[i]
         if not arg.startswith("--") or len(arg) == 2:
             raise ParamError("option", arg, "expected --name value")
         name, eq, value = arg[2:].partition("=")
-        if not eq:
-            if i + 1 >= len(args):
-                raise ParamError(name.replace("-", "_"), None, "needs a value")
-            value = args[i + 1]
+        key = name.replace("-", "_")
+        if eq:
+            values[key] = value
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            values[key] = args[i + 1]
             i += 1
-        values[name.replace("-", "_")] = value
+        elif key.startswith("no_") and len(key) > 3:
+            values[key[3:]] = False
+        else:
+            values[key] = True
         i += 1
     return values
 
 
+def parse_ints(text: str | None, option: str) -> tuple[int, ...] | None:
+    """`--seqs 1,17,512` -> (1, 17, 512); empty -> None."""
+    if not text:
+        return None
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise PosexportError(f"{option} {text!r}: expected comma-separated positive integers, e.g. 1,17,512") from None
+    if any(v < 1 for v in values):
+        raise PosexportError(f"{option} {text!r}: every value must be ≥ 1")
+    return values
+
+
 def describe(cls: type) -> list[tuple[str, str, str]]:
-    """(option, default, help) for every field, for `posexport list`."""
+    """(option, default, help) for every field, for `posexport build --encoding NAME --help`; a bool
+    field reads `--name/--no-name`."""
     rows = []
     for f in dataclasses.fields(cls):
         default = f.default
@@ -121,7 +155,10 @@ def describe(cls: type) -> list[tuple[str, str, str]]:
         help_text = f.metadata.get("help", "")
         if f.metadata.get("choices"):
             help_text += f" ({'|'.join(f.metadata['choices'])})"
-        rows.append(("--" + f.name.replace("_", "-"), str(default), help_text))
+        option = "--" + f.name.replace("_", "-")
+        if field_type(cls, f.name) is bool:
+            option += f"/--no-{f.name.replace('_', '-')}"
+        rows.append((option, str(default), help_text))
     return rows
 
 

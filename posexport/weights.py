@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .errors import PosexportError
+from .params import check
 
 SUFFIXES = (".npy", ".safetensors", ".pt", ".pth", ".bin")
 
@@ -79,8 +80,6 @@ def pin(path: str, recorded: str | None) -> tuple[str, str]:
     """(absolute path, sha256) of a --weights file, for a params object: absolute so that a manifest finds
     the file from any folder; when a digest was recorded at build time (a manifest being loaded), the file
     must still have it."""
-    from .params import check
-
     check(Path(path).is_file(), "weights", path, "no such file")
     digest = file_digest(path)
     check(recorded in (None, digest), "weights", path, f"changed since the build (sha256 {digest}, manifest says {recorded})")
@@ -90,8 +89,6 @@ def pin(path: str, recorded: str | None) -> tuple[str, str]:
 def pin_params(p: Any) -> bool:
     """Check a params object's ``weights``/``key``/``weights_sha256`` fields and pin its --weights file in
     place (absolute path and sha256, see :func:`pin`). True when a weights file is given."""
-    from .params import check
-
     check(p.key is None or p.weights is not None, "key", p.key, "names a tensor inside --weights; give --weights too")
     if p.weights is None:
         check(p.weights_sha256 is None, "weights_sha256", p.weights_sha256, "only means something with --weights")

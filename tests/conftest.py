@@ -45,7 +45,7 @@ def session(art: export.Artifact, runtime: str):
 
 
 def normalised_error(out: np.ndarray, ref: np.ndarray) -> float:
-    """DESIGN 4.2: max|out − ref| / max(1, max|ref|)."""
+    """The parity error: max|out − ref| / max(1, max|ref|) (docs/numerics.md)."""
     return float(np.max(np.abs(out.astype(np.float64) - ref)) / max(1.0, float(np.max(np.abs(ref)))))
 
 

@@ -3,22 +3,90 @@
 from __future__ import annotations
 
 import json
+import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from .conftest import posexport_cli
+from .test_parity_cli import cli
 
 
-def test_list_shows_every_encoding_with_parameters():
-    from posexport.registry import list_encodings
+def test_list_shows_every_encoding_and_preset():
+    from posexport.registry import ENCODINGS
+    from posexport.rope.config import preset_names
 
-    out = posexport_cli("list", check=True).stdout
-    for enc in list_encodings():
-        assert enc.name in out
-        for option, default, _ in enc.describe_params():
-            assert option in out
-    assert "--head-dim" in out and "128" in out
+    code, out, err = cli("list")
+    assert code == 0, out + err
+    for entry in ENCODINGS.values():
+        assert entry.name in out
+    assert all(name in out for name in preset_names())
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "t5", "vit-learned"])
+def test_build_help_lists_the_encodings_options(encoding):
+    from posexport.registry import get_encoding
+
+    code, out, err = cli("build", "--encoding", encoding, "--help")
+    assert code == 0, out + err
+    for option, default, _ in get_encoding(encoding).describe_params():
+        assert option in out and default in out
+    assert "--out" in out  # the command's own options come first
+
+
+def test_bool_parameters_are_flag_pairs():
+    from posexport.registry import get_encoding
+
+    options = {row[0] for row in get_encoding("alibi").describe_params()}
+    assert "--causal/--no-causal" in options
+    options = {row[0] for row in get_encoding("vit-learned").describe_params()}
+    assert "--class-token/--no-class-token" in options
+
+
+STARTUP = """
+import sys, time
+start = time.process_time()
+from posexport_cli import main
+sys.argv = ["posexport", *sys.argv[1:]]
+try:
+    main.main()
+except SystemExit:
+    pass
+heavy = [m for m in ("torch", "onnxscript", "onnx", "ml_dtypes", "onnxruntime") if m in sys.modules]
+print("RESULT", time.process_time() - start, ",".join(heavy))
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["list"]])
+def test_help_and_list_start_fast_without_the_heavy_libraries(args):
+    """`posexport --help` and `list` import neither torch nor onnx(script), and answer in under 0.5 s (CPU
+    time of the command in a fresh interpreter, median of 3: wall time on a loaded machine says little)."""
+    times = []
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-c", STARTUP, *args], capture_output=True, text=True, timeout=120)
+        line = proc.stdout.strip().splitlines()[-1]
+        assert line.startswith("RESULT"), proc.stdout + proc.stderr
+        _, seconds, heavy = (line.split(" ") + [""])[:3]
+        assert heavy == "", f"posexport {' '.join(args)} imported {heavy}"
+        times.append(float(seconds))
+    assert statistics.median(times) < 0.5, times
+
+
+@pytest.mark.parametrize("flag", [["--no-causal"], ["--causal", "false"], ["--causal=false"]])
+def test_bool_options_take_the_flag_or_the_word(tmp_path, flag):
+    code, out, err = cli("build", "--encoding", "alibi", "--heads", "4", *flag, "--out", str(tmp_path))
+    assert code == 0, out + err
+    assert json.loads((tmp_path / "alibi.json").read_text())["params"]["causal"] is False
+    code, out, err = cli("build", "--encoding", "alibi", "--causal", "--heads", "4", "--out", str(tmp_path / "on"))
+    assert code == 0, out + err
+    assert json.loads((tmp_path / "on" / "alibi.json").read_text())["params"]["causal"] is True
+
+
+def test_a_value_option_without_its_value_is_one_clear_error():
+    code, out, err = cli("build", "--encoding", "alibi", "--heads")
+    assert code == 2 and err.startswith("error: --heads") and "needs a value" in err, err
 
 
 @pytest.mark.parametrize("source", ["script", "torch"])
@@ -102,3 +170,18 @@ def test_built_files_are_readable_by_others(tmp_path: Path):
     posexport_cli("build", "--head-dim", "8", "--heads", "1", "--out", str(tmp_path), check=True)
     for name in ("rope.onnx", "rope.json"):
         assert (tmp_path / name).stat().st_mode & 0o044 == 0o044, name
+
+
+def test_python_users_build_from_the_same_options(tmp_path: Path):
+    """The library entry behind `posexport build`: one graph per dtype, saved as NAME-DTYPE, and a preset
+    whose values the given ones override."""
+    from posexport.options import build_from_options
+
+    built = build_from_options("alibi", {"heads": 4, "causal": False}, dtype="float16,float32")
+    written = built.save(tmp_path)
+    assert [p.name for p, _ in written] == ["alibi-float16.onnx", "alibi-float32.onnx"]
+    assert [g.manifest["params"]["causal"] for g in built.graphs] == [False, False]
+    (onnx_path, json_path), = build_from_options(preset="llama-3.1-8b", values={"heads": "2"}).save(tmp_path)
+    assert onnx_path.name == "llama-3.1-8b.onnx"
+    manifest = json.loads(json_path.read_text())
+    assert manifest["params"]["heads"] == 2 and manifest["params"]["scaling"] == "llama3"

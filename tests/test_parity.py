@@ -11,7 +11,9 @@ import pytest
 from posexport import export, parity, properties
 from posexport.reports import parity as reports
 from posexport.dtypes import DTYPES
+from posexport.errors import PosexportError
 from posexport.registry import ENCODINGS
+from posexport.runtimes import RUNTIMES
 
 from .conftest import artifact
 
@@ -41,7 +43,7 @@ def test_a_correct_graph_passes_on_every_available_runtime(full_sweep):
     assert full_sweep.passed, reports.verdict_line(full_sweep)
     ran = set(full_sweep.runtimes)
     assert {"torch", "reference", "ort-cpu", "ort-cpu-noopt", "openvino"} <= ran
-    assert set(full_sweep.unavailable) | ran == set(parity.RUNTIMES)
+    assert set(full_sweep.unavailable) | ran == set(RUNTIMES)
     for r in full_sweep.results:
         c = r.comparison
         assert c.normalised <= c.bound and c.p99 <= c.normalised and c.max_abs >= 0
@@ -57,9 +59,9 @@ def test_report_json_round_trips_with_errors_and_infinities():
 
     report = run("frozen", ("reference", "ort-cpu", "openvino"))
     assert any(r.status == "error" for r in report.results) and any(p.error == math.inf for p in report.properties)
-    text = reports.to_json(report)
-    again = reports.from_json(text)
-    assert again == report and reports.to_json(again) == text
+    text = parity.to_json(report)
+    again = parity.from_json(text)
+    assert again == report and parity.to_json(again) == text
     assert '"Infinity"' not in text and "NaN" not in text  # strict JSON
 
 
@@ -78,7 +80,7 @@ def test_inputs_are_seeded_and_shared():
     assert np.all(feeds["x"] != 0)
 
 
-def test_tolerances_follow_design_and_can_be_overridden():
+def test_tolerances_follow_the_dtype_bounds_and_can_be_overridden():
     art16 = artifact("rope", dtype="float16", head_dim=8, heads=1)
     feeds = {"position_ids": np.array([[5000]])}
     assert parity.bound_for(art16, feeds, None) == 4e-3
@@ -103,7 +105,7 @@ def test_progress_reaches_its_total():
 
 
 def test_unknown_runtime_is_one_clear_error():
-    with pytest.raises(parity.PosexportError, match="--runtimes 'tensorrt': unknown runtime; choose from torch"):
+    with pytest.raises(PosexportError, match="--runtimes 'tensorrt': unknown runtime; choose from torch"):
         parity.run_parity(artifact("rope", head_dim=8, heads=1), ["tensorrt"])
 
 
@@ -115,11 +117,11 @@ def test_every_registered_encoding_goes_through_the_engine(name):
     assert report.results and report.passed, reports.verdict_line(report)
 
 
-# --- the generic property checks, on runners written from DESIGN 3 (right) and deliberately wrong ----
+# --- the generic property checks, on runners written from the maths (right) and deliberately wrong ----
 
 
 def sinusoid(positions: np.ndarray, width: int, base: float = 10000.0) -> np.ndarray:
-    """DESIGN 3.1, interleaved pairs."""
+    """Sinusoidal positions (Vaswani et al.), interleaved pairs."""
     i = np.arange(width // 2)
     angles = positions[..., None] / base ** (2 * i / width)
     pe = np.empty(positions.shape + (width,))
@@ -132,7 +134,7 @@ def additive(pe_of):
 
 
 def alibi_bias(q_len: int, k_len: int, heads: int, causal: bool = True, distance=lambda d: d) -> np.ndarray:
-    """DESIGN 3.4 for a power-of-two head count."""
+    """ALiBi biases for a power-of-two head count."""
     slopes = 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
     d = (np.arange(k_len - q_len, k_len)[:, None] - np.arange(k_len)[None, :]).astype(np.float64)
     bias = -slopes[:, None, None] * distance(np.abs(d))[None]
@@ -140,7 +142,7 @@ def alibi_bias(q_len: int, k_len: int, heads: int, causal: bool = True, distance
 
 
 def t5_bucket(rp: np.ndarray, num_buckets: int = 32, max_distance: int = 128) -> np.ndarray:
-    """DESIGN 3.3, bidirectional."""
+    """T5 relative-position buckets, bidirectional."""
     nb = num_buckets // 2
     bucket = nb * (rp > 0)
     n = np.abs(rp)

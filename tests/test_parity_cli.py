@@ -13,7 +13,7 @@ import pytest
 
 from posexport import export
 from posexport.reports import parity as reports
-from posexport.parity import Outputs
+from posexport.parity import Outputs, read_json, to_json
 
 from .conftest import artifact
 
@@ -26,7 +26,7 @@ def cli(*args: str) -> tuple[int, str, str]:
     from posexport_cli.common import console, err_console
 
     out, err = io.StringIO(), io.StringIO()
-    saved = sys.argv, console.file, err_console.file
+    saved_argv = sys.argv
     sys.argv = ["posexport", *args]
     console.file, err_console.file = out, err
     try:
@@ -36,7 +36,8 @@ def cli(*args: str) -> tuple[int, str, str]:
     except SystemExit as e:
         code = int(e.code or 0)
     finally:
-        sys.argv, console.file, err_console.file = saved
+        # Back to following sys.stdout/sys.stderr (None), not to the streams they were at this moment.
+        sys.argv, console.file, err_console.file = saved_argv, None, None
     return code, out.getvalue(), err.getvalue()
 
 
@@ -52,8 +53,8 @@ def test_reports_in_every_format(built, tmp_path):
                          "--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"), "--markdown", str(tmp_path / "r.md"))
     assert code == 0, out + err
     assert "PASS" in out and "worst error" in out and "relative-position" in out
-    report = reports.read_json(tmp_path / "r.json")
-    assert reports.to_json(report) == (tmp_path / "r.json").read_text()  # round-trips byte for byte
+    report = read_json(tmp_path / "r.json")
+    assert to_json(report) == (tmp_path / "r.json").read_text()  # round-trips byte for byte
     assert report.passed and {r.runtime for r in report.results} == {"ort-cpu", "reference", "openvino"}
     assert {r.runtime for r in report.pairwise} == {"openvino vs ort-cpu", "openvino vs reference", "ort-cpu vs reference"}
     suites = ET.parse(tmp_path / "r.xml").getroot()
@@ -73,7 +74,7 @@ def test_outputs_saved_on_one_machine_are_judged_on_another(built, tmp_path):
     code, out, err = cli("parity", str(built), "--runtimes", "reference", *SMALL, "--no-properties", "--pairwise",
                          "--load-outputs", str(saved), "--json", str(tmp_path / "r.json"))
     assert code == 0, out + err
-    report = reports.read_json(tmp_path / "r.json")
+    report = read_json(tmp_path / "r.json")
     assert {r.runtime for r in report.results} == {"reference", "ort-cpu (saved)"}
     assert {r.runtime for r in report.pairwise} == {"ort-cpu (saved) vs reference"}
     # Other inputs (another seed) cannot be compared with the saved outputs: one clear line.
@@ -109,7 +110,7 @@ def test_parity_from_encoding_options_over_several_dtypes(tmp_path):
     code, out, err = cli("parity", "--encoding", "rope", "--head-dim", "8", "--heads", "1", "--dtype", "float16,bfloat16",
                          "--runtimes", "ort-cpu", "--seqs", "17", "--batches", "1", "--json", str(tmp_path / "r.json"))
     assert code == 0, out + err
-    report = reports.read_json(tmp_path / "r.json")
+    report = read_json(tmp_path / "r.json")
     assert set(report.graphs) == {"rope-float16", "rope-bfloat16"}
     assert {r.comparison.bound for r in report.results if r.graph == "rope-float16"} == {4e-3}
 
@@ -167,3 +168,13 @@ def test_saved_outputs_of_another_graph_are_refused(built, tmp_path):
     code, out, err = cli("parity", "--encoding", "rope", "--head-dim", "16", "--heads", "2", "--dtype", "float16", "--runtimes", "reference",
                          *SMALL, "--no-properties", "--load-outputs", str(saved))
     assert code == 2 and "no saved output matches" in err and len(err.strip().splitlines()) == 1
+
+
+def test_parity_of_a_preset_with_an_override(tmp_path):
+    code, out, err = cli("parity", "--preset", "llama-3.1-8b", "--heads", "2", "--runtimes", "ort-cpu", "--seqs", "17",
+                         "--batches", "1", "--no-properties", "--json", str(tmp_path / "r.json"))
+    assert code == 0, out + err
+    (manifest,) = read_json(tmp_path / "r.json").graphs.values()
+    assert manifest["params"]["scaling"] == "llama3" and manifest["params"]["heads"] == 2
+    code, out, err = cli("parity", str(tmp_path / "absent.onnx"), "--preset", "llama-3.1-8b")
+    assert code == 2 and "--preset: encoding options go with --encoding" in err

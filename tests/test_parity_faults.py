@@ -61,7 +61,7 @@ def single_table_graph(p, cos: np.ndarray, sin: np.ndarray) -> onnx.ModelProto:
 
 
 def float64_angles_in_graph(p) -> onnx.ModelProto:
-    """Angles formed at run time in float64 (as DESIGN 4.1 allows), then cos/sin cast to float32."""
+    """Angles formed at run time in float64 (as the numerics allow, docs/numerics.md), then cos/sin cast to float32."""
     rotate, constants = rotation_nodes(p)
     inv_freq, _ = inv_freq_and_factor(p)
     nodes = [

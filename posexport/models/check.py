@@ -14,6 +14,7 @@ import numpy as np
 from .. import export, parity
 from ..contract import Artifact
 from ..errors import PosexportError
+from ..options import dtypes_of
 from ..runtimes.hf import Hf
 from . import read_model
 from .build import build_model
@@ -60,6 +61,20 @@ def run_model_parity(folder: str | Path, graph: str | Path | None = None, runtim
         agreement(part)
         merge(report, part)
     return report
+
+
+def parity_from_model(folder: str | Path, graph: str | Path | None, conflicts: dict[str, Any] | None = None, *,
+                      dtype: str = "float32", runtimes: list[str] | None = None, **options: Any) -> parity.Report:
+    """`posexport parity --from-model DIR [GRAPH]`: ``conflicts`` are options that make no sense with a model
+    (a preset, encoding options, saved outputs); ``options`` are build options (opset, source, backend,
+    target) and run_parity's (seqs, batches, seed, tolerance, pairwise, properties, progress)."""
+    for option, value in (conflicts or {}).items():
+        if value:
+            raise PosexportError(f"{option}: --from-model gives the graphs and their parameters; drop {option}")
+    if graph is not None and dtype != "float32":
+        raise PosexportError(f"--dtype {dtype}: a built GRAPH has its own dtype")
+    build = {k: options.pop(k) for k in ("opset", "source", "backend", "target") if k in options}
+    return run_model_parity(folder, graph, runtimes, tuple(dtypes_of(dtype)), build, **options)
 
 
 def agreement(report: parity.Report) -> None:

@@ -7,16 +7,21 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PosexportError
+from ..options import dtypes_of
+from . import read_model
 from .build import build_model, describe, save_model
 
 
 def build(folder: Path, encoding: str | None, overrides: dict[str, Any], out: Path, name: str | None,
-          conflicts: dict[str, Any] | None = None, **options: Any) -> list[str]:
+          conflicts: dict[str, Any] | None = None, dtype: str = "float32", **options: Any) -> list[str]:
     """Build and save every role of the model; returns the lines to print (files written, layers used)."""
     for option, value in (conflicts or {}).items():
         if value:
             raise PosexportError(f"{option}: --from-model reads the model's own encoding; drop {option}")
-    built = build_model(folder, encoding, overrides, name=name, **options)
+    plan, dtypes = read_model(folder), dtypes_of(dtype)
+    built = [b for d in dtypes for b in build_model(plan, encoding, overrides, name=name, dtype=d, **options)]
+    for b in built if len(dtypes) > 1 else ():  # one graph per dtype: NAME-DTYPE, as `posexport build` names them
+        b.name = f"{b.name}-{b.artifact.options.dtype.name}"
     lines = []
     for b, (onnx_path, json_path) in zip(built, save_model(built, out)):
         m = b.artifact.manifest

@@ -1,6 +1,7 @@
-"""Parity reports: a terminal view (rich), JSON (round-trips through Report.from_dict), JUnit XML for CI
-systems, and Markdown for pull requests. Every view states, per runtime, the observed error and the
-smallest tolerance that would have passed, and names the failing cases with their lengths and positions.
+"""Parity reports: a terminal view (rich), JUnit XML for CI systems, and Markdown for pull requests (JSON
+is the report's own codec, posexport.parity.to_json). Every view states, per runtime, the observed error
+and the smallest tolerance that would have passed, and names the failing cases with their lengths and
+positions.
 """
 
 from __future__ import annotations
@@ -8,10 +9,11 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..errors import PosexportError
-from ..parity import CaseResult, Report
+from rich.markup import escape
+from rich.table import Table
+
+from ..parity import CaseResult, PropertyOutcome, Report
 from .markdown import md_cell, md_table
 
 
@@ -91,50 +93,20 @@ def fmt(value: float) -> str:
 def render_terminal(report: Report, console, details: bool = False) -> None:
     """Per graph: a line naming it, a table per runtime (and per pair), failing cases with their lengths,
     properties as a runtime grid; then unavailable runtimes and the verdict."""
-    from rich.markup import escape
-    from rich.table import Table
-
     summaries = summarise(report)
     for label, m in report.graphs.items():
         console.print(f"[bold]{label}[/]: {m.get('source')}, {m.get('backend')}, opset {m.get('opset')}, "
                       f"params {escape(json.dumps(m.get('params', {}), sort_keys=True))}", highlight=False)
         for pairs in (False, True):
             rows = [s for s in summaries if s.graph == label and (" vs " in s.runtime) == pairs]
-            if not rows:
-                continue
-            title = ("runtime pairs: max|a − b| / max(1, max|b|), bound 2× DESIGN 4.2" if pairs
-                     else "error = max|out − ref| / max(1, max|ref|) = the smallest tolerance that passes (DESIGN 4.2)")
-            table = Table(title=title, title_justify="left")
-            for col in ("runtimes" if pairs else "runtime", "cases", "worst error", "bound there", "at case", "failing cases"):
-                table.add_column(col)
-            for s in rows:
-                style = "green" if s.passed == s.total else "red"
-                failing = ", ".join(s.failing[:5]) + (f" … (+{len(s.failing) - 5})" if len(s.failing) > 5 else "")
-                table.add_row(s.runtime, f"[{style}]{s.passed}/{s.total}[/]", s.worst, fmt(s.worst_bound), s.worst_case, failing)
-            console.print(table)
-
+            if rows:
+                console.print(runtime_table(rows, pairs))
         shown = [r for r in [*report.results, *report.pairwise] if r.graph == label and (details or r.status != "pass")]
         if shown:
-            cases = Table(title="cases" if details else "failing cases", title_justify="left")
-            for col in ("case", "runtime", "status", "lengths", "outcome"):
-                cases.add_column(col)
-            for r in shown:
-                style = "green" if r.status == "pass" else "red"
-                cases.add_row(r.case, r.runtime, f"[{style}]{r.status}[/]", where(r), escape(outcome(r)))
-            console.print(cases)
-
+            console.print(cases_table(shown, details))
         outcomes = [p for p in report.properties if p.graph == label]
         if outcomes:
-            runtimes = list(dict.fromkeys(p.runtime for p in outcomes))
-            grid = Table(title="properties, checked on each runtime's outputs", title_justify="left")
-            grid.add_column("property")
-            for name in runtimes:
-                grid.add_column(name)
-            marks = {"pass": "[green]holds[/]", "fail": "[red]FAILS[/]", "error": "[red]error[/]", "limitation": "[yellow]known limit[/]"}
-            for prop in dict.fromkeys(p.property for p in outcomes):
-                status = {p.runtime: p.status for p in outcomes if p.property == prop}
-                grid.add_row(prop, *(marks[status[name]] if name in status else "" for name in runtimes))
-            console.print(grid)
+            console.print(properties_grid(outcomes))
             for p in outcomes:
                 if p.status != "pass":
                     console.print(f"  {p.property} on {p.runtime}: {escape(p.detail)}", highlight=False)
@@ -146,22 +118,42 @@ def render_terminal(report: Report, console, details: bool = False) -> None:
     console.print(f"[{colour}]{verdict_line(report)}[/]", highlight=False)
 
 
-# --- JSON -------------------------------------------------------------------------------------------
+def runtime_table(rows: list[RuntimeSummary], pairs: bool) -> Table:
+    """One row per runtime (or pair of runtimes): cases passed, worst error, its bound and case."""
+    title = ("runtime pairs: max|a − b| / max(1, max|b|) ≤ 2 × the bound" if pairs
+             else "error = max|out − ref| / max(1, max|ref|) ≤ bound; the error is the smallest tolerance that passes")
+    table = Table(title=title, title_justify="left")
+    for col in ("runtimes" if pairs else "runtime", "cases", "worst error", "bound there", "at case", "failing cases"):
+        table.add_column(col)
+    for s in rows:
+        style = "green" if s.passed == s.total else "red"
+        failing = ", ".join(s.failing[:5]) + (f" … (+{len(s.failing) - 5})" if len(s.failing) > 5 else "")
+        table.add_row(s.runtime, f"[{style}]{s.passed}/{s.total}[/]", s.worst, fmt(s.worst_bound), s.worst_case, failing)
+    return table
 
 
-def to_json(report: Report) -> str:
-    return json.dumps(report.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"
+def cases_table(shown: list[CaseResult], details: bool) -> Table:
+    table = Table(title="cases" if details else "failing cases", title_justify="left")
+    for col in ("case", "runtime", "status", "lengths", "outcome"):
+        table.add_column(col)
+    for r in shown:
+        style = "green" if r.status == "pass" else "red"
+        table.add_row(r.case, r.runtime, f"[{style}]{r.status}[/]", where(r), escape(outcome(r)))
+    return table
 
 
-def from_json(text: str) -> Report:
-    return Report.from_dict(json.loads(text))
-
-
-def read_json(path: str | Path) -> Report:
-    try:
-        return from_json(Path(path).read_text())
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise PosexportError(f"{path}: not a posexport parity JSON report ({e})") from None
+def properties_grid(outcomes: list[PropertyOutcome]) -> Table:
+    """Properties down, runtimes across: holds, FAILS, error or known limit."""
+    runtimes = list(dict.fromkeys(p.runtime for p in outcomes))
+    grid = Table(title="properties, checked on each runtime's outputs", title_justify="left")
+    grid.add_column("property")
+    for name in runtimes:
+        grid.add_column(name)
+    marks = {"pass": "[green]holds[/]", "fail": "[red]FAILS[/]", "error": "[red]error[/]", "limitation": "[yellow]known limit[/]"}
+    for prop in dict.fromkeys(p.property for p in outcomes):
+        status = {p.runtime: p.status for p in outcomes if p.property == prop}
+        grid.add_row(prop, *(marks[status[name]] if name in status else "" for name in runtimes))
+    return grid
 
 
 # --- JUnit XML --------------------------------------------------------------------------------------

@@ -1,0 +1,305 @@
+"""The parity engine: run built graphs on runtimes and judge every output against the float64 oracle.
+
+For each graph: the encoding's seeded sweep of cases (lengths past the trained length and the cached
+rows, decode steps, random offsets), each case's feeds made once and handed byte-identical to every
+runtime, each output compared with the oracle; optionally every pair of runtimes with each other; then
+the encoding's declared properties checked on each runtime's outputs. Running lives in
+posexport.runtimes, rendering in posexport.reports; this module only makes inputs, compares and records.
+The tolerance rule (docs/numerics.md): max|out − ref| / max(1, max|ref|) ≤ the dtype's bound.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..contract import Artifact, Case, Property
+from ..dtypes import DTYPES
+from ..errors import PosexportError
+from ..runtimes import RUNTIMES, Runtime, get_runtime
+from .outputs import SAVED, Outputs, feeds_digest
+from .report import CaseResult, Comparison, PropertyOutcome, Report
+
+# Two runtimes each within the bound of the truth can differ by twice the bound from each other.
+PAIRWISE_FACTOR = 2.0
+# Property checks draw their inputs from generators seeded apart from the sweep's.
+PROPERTY_STREAM = 1_000_003
+
+Progress = Callable[[int, int, str], None]
+Tolerance = float | Mapping[str, float] | None
+
+
+# --- judging one output -----------------------------------------------------------------------------
+
+
+def compare(out: np.ndarray, ref: np.ndarray, bound: float) -> Comparison:
+    """``out`` against ``ref`` (float64). Entries where ref is ±inf (an ALiBi mask) must match exactly."""
+    if out.shape != ref.shape:
+        return Comparison(float("inf"), float("inf"), float("inf"), bound)
+    got = out.astype(np.float64)
+    finite = np.isfinite(ref)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(finite, np.abs(got - ref), np.where(got == ref, 0.0, np.inf))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    scale = max(1.0, float(np.max(np.abs(ref[finite]), initial=0.0)))
+    worst = float(diff.max(initial=0.0))
+    p99 = float(np.percentile(diff, 99)) / scale if diff.size else 0.0
+    return Comparison(worst, worst / scale, p99, bound)
+
+
+def judge(run: Callable[[Mapping[str, np.ndarray]], np.ndarray], feeds: Mapping[str, np.ndarray], ref: np.ndarray,
+          bound: float) -> tuple[dict[str, Any], np.ndarray | None]:
+    """Run once and compare: the CaseResult fields (status, comparison, message) and the output."""
+    try:
+        out = np.asarray(run(feeds))
+    except Exception as e:
+        return dict(status="error", message=one_line(e)), None
+    cmp = compare(out, ref, bound)
+    message = "" if cmp.passed else f"error {cmp.normalised:.2e} > bound {cmp.bound:.1e} (max abs {cmp.max_abs:.2e})"
+    if out.shape != ref.shape:
+        message = f"output shape {out.shape} != expected {ref.shape}"
+    return dict(status="pass" if cmp.passed else "fail", comparison=cmp, message=message), out
+
+
+def one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}"
+
+
+# --- tolerances -------------------------------------------------------------------------------------
+
+
+def bound_for(artifact: Artifact, feeds: Mapping[str, np.ndarray], tolerance: Tolerance) -> float:
+    """The bound on max|out − ref| / max(1, max|ref|) for this case: the dtype's (grown with log2 of the
+    largest position for float32 position-scaled outputs, docs/numerics.md), unless the run overrides it
+    for every dtype or per dtype."""
+    dtype = artifact.options.dtype
+    if isinstance(tolerance, (int, float)):
+        return float(tolerance)
+    if isinstance(tolerance, Mapping) and dtype.name in tolerance:
+        return float(tolerance[dtype.name])
+    enc, p = artifact.encoding, artifact.params
+    largest = enc.largest_position(p, feeds) if enc.position_scaled_tolerance else None
+    return dtype.bound(largest)
+
+
+def parse_tolerance(text: str | None) -> Tolerance:
+    """`--tolerance 1e-5` (every dtype) or `--tolerance float16=5e-3,bfloat16=4e-2`."""
+    if not text:
+        return None
+    error = PosexportError(
+        f"--tolerance {text!r}: expected a positive number, or DTYPE=NUMBER pairs such as float16=5e-3,bfloat16=4e-2"
+    )
+    pairs = [item.partition("=") for item in text.split(",")] if "=" in text else [("", "", text)]
+    out: dict[str, float] = {}
+    for name, _, value in pairs:
+        try:
+            number = float(value)
+        except ValueError:
+            raise error from None
+        if not number > 0 or (name.strip() not in DTYPES and "=" in text):
+            raise error
+        out[name.strip()] = number
+    return out if "=" in text else out[""]
+
+
+# --- runtimes and sessions --------------------------------------------------------------------------
+
+
+def resolve_runtimes(runtimes: Sequence[str | Runtime] | None) -> list[Runtime]:
+    """Runtime names (checked before anything runs) or Runtime objects; default: every registered one."""
+    chosen = [get_runtime(r) if isinstance(r, str) else r for r in (runtimes or list(RUNTIMES))]
+    names = [r.name for r in chosen]
+    if len(set(names)) != len(names):
+        raise PosexportError(f"--runtimes {','.join(names)}: a runtime is named twice")
+    return chosen
+
+
+def open_session(rt: Runtime, art: Artifact) -> tuple[Any, str]:
+    """(session, "") when the runtime can run this graph, else (None, why not)."""
+    ok, why = rt.available()
+    if ok:
+        ok, why = rt.supports(art)
+    if not ok:
+        return None, why
+    try:
+        return rt.load(art), ""
+    except Exception as e:  # a runtime that cannot load the graph says so; the run goes on
+        return None, f"failed to load the graph: {one_line(e)}"
+
+
+def load_sessions(art: Artifact, chosen: list[Runtime], report: Report) -> dict[str, tuple[Runtime, Any]]:
+    """A session per runtime that can run this graph; the others are recorded with their reason."""
+    sessions = {}
+    for rt in chosen:
+        session, why = open_session(rt, art)
+        if session is None:
+            previous = report.unavailable.get(rt.name)
+            report.unavailable[rt.name] = why if previous in (None, why) else f"{previous}; {why}"
+            continue
+        sessions[rt.name] = (rt, session)
+        report.runtimes[rt.name] = rt.description
+        caveat = rt.caveats(art)
+        if caveat:
+            report.notes[rt.name] = caveat
+    return sessions
+
+
+def check_property(label: str, prop: Property, name: str, runtime: Runtime, session: Any, art: Artifact,
+                   rng: np.random.Generator) -> PropertyOutcome:
+    try:
+        result = prop.check(session.run, art.params, art.options.dtype, rng)
+    except Exception as e:
+        return PropertyOutcome(label, prop.name, name, "error", one_line(e), float("inf"))
+    if result.ok:
+        return PropertyOutcome(label, prop.name, name, "pass", result.detail, result.error)
+    known = getattr(runtime, "limitations", {}).get(prop.name)
+    if known:
+        return PropertyOutcome(label, prop.name, name, "limitation", f"{result.detail} — known limitation: {known}", result.error)
+    return PropertyOutcome(label, prop.name, name, "fail", result.detail, result.error)
+
+
+def graph_label(artifact: Artifact) -> str:
+    """encoding-dtype; a graph built --from-model is named by its role (gemma3's rope-local, rope-global)."""
+    role = (artifact.manifest.get("model") or {}).get("role")
+    return f"{role or artifact.encoding.name}-{artifact.options.dtype.name}"
+
+
+def runtime_bound(runtime: Runtime, art: Artifact, feeds: Mapping[str, np.ndarray], bound: float) -> float:
+    """A runtime that runs no graph but the model's own code (hf) judges with its own bound."""
+    own = getattr(runtime, "bound", None)
+    return own(art, feeds, bound) if own else bound
+
+
+# --- the run ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """One graph's part of a run: its sessions, its sweep and its properties."""
+
+    art: Artifact
+    label: str
+    sessions: dict[str, tuple[Runtime, Any]]
+    cases: list[Case]
+    props: list[Property]
+
+    @property
+    def steps(self) -> int:
+        return len(self.cases) * max(1, len(self.sessions)) + len(self.props) * len(self.sessions)
+
+
+@dataclass
+class Sweep:
+    """The state of one run: its settings, the report it fills and the outputs it keeps."""
+
+    report: Report
+    seed: int
+    tolerance: Tolerance
+    pairwise: bool
+    keep_outputs: bool
+    saved: Outputs | None
+    progress: Progress | None
+    total: int = 0
+    done: int = 0
+    outputs: Outputs = field(default_factory=Outputs)
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        if self.progress:
+            self.progress(self.done, self.total, what)
+
+    def plan(self, art: Artifact, chosen: list[Runtime], seqs: tuple[int, ...] | None, batches: tuple[int, ...] | None,
+             properties: bool) -> Plan:
+        label = graph_label(art)
+        self.report.graphs[label] = art.manifest
+        self.outputs.graphs[label] = art.manifest.get("sha256", "")
+        if self.saved is not None:
+            self.saved.check_graph(label, self.outputs.graphs[label])
+        sessions = load_sessions(art, chosen, self.report)
+        props = art.encoding.properties(art.params) if properties else []
+        return Plan(art, label, sessions, art.encoding.cases(art.params, seqs, batches), props)
+
+    def run_case(self, plan: Plan, index: int, case: Case) -> None:
+        """One case on every session (and every saved output of it), then the pairs."""
+        enc, p, label = plan.art.encoding, plan.art.params, plan.label
+        feeds = enc.feeds(p, case, plan.art.options.dtype, np.random.default_rng([self.seed, index]))
+        digest = feeds_digest(feeds)
+        self.outputs.digests[(label, case.label)] = digest
+        ref = np.asarray(enc.reference(p, feeds), dtype=np.float64)
+        bound = bound_for(plan.art, feeds, self.tolerance)
+        info = dict(axes=dict(case.axes), largest_position=enc.largest_position(p, feeds))
+        here: dict[str, np.ndarray] = {}
+        bounds = {name: runtime_bound(runtime, plan.art, feeds, bound) for name, (runtime, _) in plan.sessions.items()}
+        for name, (_, session) in plan.sessions.items():
+            result, out = judge(session.run, feeds, ref, bounds[name])
+            self.report.results.append(CaseResult(label, case.label, name, **result, **info))
+            if out is not None:
+                here[name] = out
+            self.step(f"{label} {case.label} on {name}")
+        if not plan.sessions:
+            self.step(f"{label} {case.label}")
+        for name, out in self.saved.for_case(label, case.label, digest) if self.saved is not None else ():
+            result, _ = judge(lambda _, out=out: out, feeds, ref, bound)
+            self.report.results.append(CaseResult(label, case.label, name, **result, **info))
+            here[name] = out
+        self.compare_pairs(label, case, here, bounds, bound, info)
+        if self.keep_outputs:
+            self.outputs.arrays |= {(label, case.label, name): out for name, out in here.items() if not name.endswith(SAVED)}
+
+    def compare_pairs(self, label: str, case: Case, here: dict[str, np.ndarray], bounds: dict[str, float], bound: float,
+                      info: dict[str, Any]) -> None:
+        if not self.pairwise:
+            return
+        for a, b in itertools.combinations(sorted(here), 2):
+            pair_bound = PAIRWISE_FACTOR * max(bounds.get(a, bound), bounds.get(b, bound))
+            cmp = compare(here[a], here[b].astype(np.float64), pair_bound)
+            status = "pass" if cmp.passed else "fail"
+            self.report.pairwise.append(CaseResult(label, case.label, f"{a} vs {b}", status, cmp, **info))
+
+    def check_properties(self, plan: Plan) -> None:
+        for k, prop in enumerate(plan.props):
+            for name, (runtime, session) in plan.sessions.items():
+                rng = np.random.default_rng([self.seed, PROPERTY_STREAM, k])
+                self.report.properties.append(check_property(plan.label, prop, name, runtime, session, plan.art, rng))
+                self.step(f"{plan.label} {prop.name} on {name}")
+
+
+def run_parity(
+    artifacts: Artifact | Sequence[Artifact],
+    runtimes: Sequence[str | Runtime] | None = None,
+    *,
+    seqs: tuple[int, ...] | None = None,
+    batches: tuple[int, ...] | None = None,
+    seed: int = 0,
+    tolerance: Tolerance = None,
+    pairwise: bool = False,
+    properties: bool = True,
+    progress: Progress | None = None,
+    keep_outputs: bool = False,
+    saved: Outputs | None = None,
+) -> Report:
+    """Every case of each graph's sweep on every runtime, judged against the float64 oracle; then the
+    encoding's properties on each runtime. With ``keep_outputs`` the report carries the outputs; with
+    ``saved`` the outputs another run saved are judged too."""
+    graphs = [artifacts] if isinstance(artifacts, Artifact) else list(artifacts)
+    chosen = resolve_runtimes(runtimes)
+    report = Report(settings={"seed": seed, "seqs": list(seqs or ()), "batches": list(batches or ()),
+                              "tolerance": tolerance, "pairwise": pairwise})
+    sweep = Sweep(report, seed, tolerance, pairwise, keep_outputs, saved, progress)
+    plans = [sweep.plan(art, chosen, seqs, batches, properties) for art in graphs]
+    sweep.total = sum(plan.steps for plan in plans)
+    for plan in plans:
+        for index, case in enumerate(plan.cases):
+            sweep.run_case(plan, index, case)
+        sweep.check_properties(plan)
+    if saved is not None and not any(r.runtime.endswith(SAVED) for r in report.results):
+        raise PosexportError("--load-outputs: no saved output matches this run's graphs and cases; use the same graph, "
+                             "--seqs and --batches as the saving run")
+    if keep_outputs:
+        report.outputs = sweep.outputs
+    return report

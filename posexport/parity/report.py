@@ -1,0 +1,159 @@
+"""The parity report model (what a run found) and its JSON codec, which round-trips byte for byte.
+
+Every error is normalised the same way: max|out − ref| / max(1, max|ref|), ref the float64 oracle. A case
+passes when that error is at most its bound (docs/numerics.md), so the error is also the smallest
+tolerance that would have passed the case.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import PosexportError
+from .outputs import Outputs
+
+
+@dataclass(frozen=True)
+class Comparison:
+    max_abs: float
+    # max|out − ref| / max(1, max|ref|): the bounded error, and so the smallest tolerance that passes.
+    normalised: float
+    p99: float
+    bound: float
+
+    @property
+    def passed(self) -> bool:
+        return bool(np.isfinite(self.normalised)) and self.normalised <= self.bound
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    graph: str  # which built graph (encoding and dtype)
+    case: str
+    runtime: str  # a runtime, or "A vs B" for a pairwise comparison
+    status: str  # pass | fail | error
+    comparison: Comparison | None = None
+    message: str = ""
+    axes: Mapping[str, int] = field(default_factory=dict)
+    largest_position: int | None = None
+
+
+@dataclass(frozen=True)
+class PropertyOutcome:
+    graph: str
+    property: str
+    runtime: str
+    status: str  # pass | fail | error | limitation (a failure the runtime declares as a known trap)
+    detail: str
+    error: float = 0.0
+
+
+@dataclass
+class Report:
+    graphs: dict[str, dict[str, Any]] = field(default_factory=dict)  # graph label -> manifest
+    runtimes: dict[str, str] = field(default_factory=dict)  # runtime that ran -> description
+    unavailable: dict[str, str] = field(default_factory=dict)  # runtime -> why it did not run
+    notes: dict[str, str] = field(default_factory=dict)  # runtime -> what it computes differently in these graphs
+    results: list[CaseResult] = field(default_factory=list)
+    pairwise: list[CaseResult] = field(default_factory=list)
+    properties: list[PropertyOutcome] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    # Runtime outputs, when the run kept them (--save-outputs); never part of the JSON report.
+    outputs: Outputs | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        """Every case on every runtime within its bound, every pair agreeing, every property holding
+        (or broken only where a runtime declares it a known limitation)."""
+        return (
+            bool(self.results)
+            and all(r.status == "pass" for r in [*self.results, *self.pairwise])
+            and all(p.status in ("pass", "limitation") for p in self.properties)
+        )
+
+    def strictly_passed(self) -> bool:
+        """Passed, with every requested runtime available and no known limitation met."""
+        return self.passed and not self.unavailable and all(p.status == "pass" for p in self.properties)
+
+    def counts(self) -> dict[str, int]:
+        out = {"pass": 0, "fail": 0, "error": 0}
+        for r in [*self.results, *self.pairwise]:
+            out[r.status] += 1
+        return out
+
+    def failures(self) -> list[CaseResult]:
+        return [r for r in [*self.results, *self.pairwise] if r.status != "pass"]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f: getattr(self, f) for f in ("graphs", "runtimes", "unavailable", "notes", "settings")}
+        data |= {f: [asdict(r) for r in getattr(self, f)] for f in ("results", "pairwise", "properties")}
+        return finite_json(data | {"passed": self.passed})
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        data = restore_json(data)
+
+        def case(r: Mapping[str, Any]) -> CaseResult:
+            c = r.get("comparison")
+            return CaseResult(**{**r, "comparison": Comparison(**c) if c else None})
+
+        return cls(
+            graphs=dict(data["graphs"]),
+            runtimes=dict(data["runtimes"]),
+            unavailable=dict(data["unavailable"]),
+            notes=dict(data["notes"]),
+            results=[case(r) for r in data["results"]],
+            pairwise=[case(r) for r in data["pairwise"]],
+            properties=[PropertyOutcome(**p) for p in data["properties"]],
+            settings=dict(data["settings"]),
+        )
+
+
+# --- JSON -------------------------------------------------------------------------------------------
+
+
+def finite_json(value: Any) -> Any:
+    """JSON has no inf/nan: write them as the strings "inf", "-inf", "nan" (restore_json reverses it)."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
+NON_FINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
+FLOAT_FIELDS = {"max_abs", "normalised", "p99", "bound", "error"}
+
+
+def restore_json(value: Any, key: str = "") -> Any:
+    if isinstance(value, str) and key in FLOAT_FIELDS:
+        return NON_FINITE[value]
+    if isinstance(value, dict):
+        return {k: restore_json(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [restore_json(v) for v in value]
+    return value
+
+
+def to_json(report: Report) -> str:
+    """Strict JSON (no NaN or Infinity literals), keys sorted: the same report gives the same text."""
+    return json.dumps(report.to_dict(), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def from_json(text: str) -> Report:
+    return Report.from_dict(json.loads(text))
+
+
+def read_json(path: str | Path) -> Report:
+    try:
+        return from_json(Path(path).read_text())
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise PosexportError(f"{path}: not a posexport parity JSON report ({e})") from None
