@@ -325,7 +325,7 @@ def worktree_python(code: str, *args: str, **kwargs) -> subprocess.Popen:
 
 def test_two_processes_building_one_name_leave_a_matching_pair(tmp_path):
     builds = [["--head-dim", "8", "--heads", "1"], ["--head-dim", "16", "--heads", "4", "--dtype", "float16"]]
-    procs = [worktree_python(LOOP, "10", *args, "--out", str(tmp_path), "--name", "same") for args in builds]
+    procs = [worktree_python(LOOP, "6", *args, "--out", str(tmp_path), "--name", "same") for args in builds]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
