@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -280,7 +280,7 @@ def read_manifest(json_path: Path) -> dict[str, Any]:
     return manifest
 
 
-def manifest_field(manifest: dict[str, Any], key: str, ok: Any, json_path: Path, accepts: str) -> None:
+def manifest_field(manifest: dict[str, Any], key: str, ok: Callable[[Any], bool], json_path: Path, accepts: str) -> None:
     value = manifest.get(key)
     if not ok(value):
         raise PosexportError(f"{json_path}: {key} = {json.dumps(value)[:80]}: expected {accepts}; rebuild with `posexport build`")
@@ -355,7 +355,7 @@ def refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
         if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
             location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
             raise PosexportError(
-                f"{path}: tensor {tensor.name!r} is stored as external data ({location!r}); posexport only loads "
+                f"{path}: tensor {tensor.name[:80]!r} is stored as external data ({location[:80]!r}); posexport only loads "
                 "self-contained graphs it built"
             )
 
