@@ -11,6 +11,7 @@ The tolerance rule (docs/numerics.md): max|out − ref| / max(1, max|ref|) ≤ t
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,7 +93,7 @@ def parse_tolerance(text: str | None) -> Tolerance:
     if not text:
         return None
     error = PosexportError(
-        f"--tolerance {text!r}: expected a positive number, or DTYPE=NUMBER pairs such as float16=5e-3,bfloat16=4e-2"
+        f"--tolerance {text!r}: expected a positive finite number, or DTYPE=NUMBER pairs such as float16=5e-3,bfloat16=4e-2"
     )
     pairs = [item.partition("=") for item in text.split(",")] if "=" in text else [("", "", text)]
     out: dict[str, float] = {}
@@ -101,10 +102,26 @@ def parse_tolerance(text: str | None) -> Tolerance:
             number = float(value)
         except ValueError:
             raise error from None
-        if not number > 0 or (name.strip() not in DTYPES and "=" in text):
+        if not valid_bound(number) or (name.strip() not in DTYPES and "=" in text):
             raise error
         out[name.strip()] = number
     return out if "=" in text else out[""]
+
+
+def valid_bound(number: Any) -> bool:
+    return isinstance(number, (int, float)) and not isinstance(number, bool) and 0 < number < math.inf
+
+
+def check_settings(tolerance: Tolerance, seed: Any) -> None:
+    """A run's tolerance (a positive finite bound, overall or per dtype) and seed (a non-negative integer),
+    checked before anything runs: an infinite or NaN bound would pass every output."""
+    bounds = tolerance.items() if isinstance(tolerance, Mapping) else [("", tolerance)] if tolerance is not None else []
+    for name, bound in bounds:
+        if not valid_bound(bound) or (name and name not in DTYPES):
+            raise PosexportError(f"--tolerance {name + '=' if name else ''}{bound!r}: expected a positive finite number"
+                                 + (f" for a dtype ({', '.join(DTYPES)})" if name else ""))
+    if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
+        raise PosexportError(f"--seed {seed!r}: expected a non-negative integer")
 
 
 # --- runtimes and sessions --------------------------------------------------------------------------
@@ -287,6 +304,7 @@ def run_parity(
     encoding's properties on each runtime. With ``keep_outputs`` the report carries the outputs; with
     ``saved`` the outputs another run saved are judged too."""
     graphs = [artifacts] if isinstance(artifacts, Artifact) else list(artifacts)
+    check_settings(tolerance, seed)
     chosen = resolve_runtimes(runtimes)
     report = Report(settings={"seed": seed, "seqs": list(seqs or ()), "batches": list(batches or ()),
                               "tolerance": tolerance, "pairwise": pairwise})
