@@ -205,3 +205,13 @@ def test_published_configs_agree_with_transformers(tmp_path, name):
     (b,) = build_model(preset_folder(tmp_path, name), None, {"heads": 2}, backend="portable")
     report = parity.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(1,), properties=False)
     assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
+
+
+def test_hf_runs_only_transformers_code_from_a_local_folder(built):
+    art = built["llama31"][0].artifact
+    entry = art.manifest["model"]
+    for bad, why in ((dict(entry, folder="meta-llama/Llama-3.1-8B"), "not here"),
+                     (dict(entry, hf=dict(entry["hf"], module="os")), "not a transformers model module"),
+                     (dict(entry, hf=dict(entry["hf"], rotary="system")), "not transformers position code")):
+        ok, message = Hf(bad).supports(art)
+        assert not ok and why in message

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,31 @@ def model_bound(graph_bound: float, largest_position: int | None) -> float:
     return graph_bound + ANGLE_ULPS * max(1, largest_position or 0)
 
 
+# A recipe names transformers code; a manifest is user input, so only these names are ever imported.
+MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
+CALLABLES = {
+    "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
+    "apply": re.compile(r"apply_rotary_pos_emb(_interleave)?|apply_rotary_emb"),
+    "attention": re.compile(r"(UM)?T5Attention"),
+    "embeddings": re.compile(r"(ViT|DeiT)Embeddings"),
+}
+
+
+def recipe_problem(entry: Mapping[str, Any]) -> str:
+    """Why this model entry cannot be run ('' when it can): a local model folder, transformers code only."""
+    if not isinstance(entry.get("folder"), str) or not Path(entry["folder"]).is_dir():
+        return f"the model folder {entry.get('folder')!r} is not here (a local folder is needed; nothing is downloaded)"
+    recipe = entry.get("hf")
+    if not isinstance(recipe, Mapping) or recipe.get("kind") not in SESSIONS:
+        return f"no transformers code for {entry.get('architecture')} role {entry.get('role')}"
+    if "module" in recipe and not MODULE.fullmatch(str(recipe["module"])):
+        return f"recipe module {recipe['module']!r} is not a transformers model module"
+    for field, allowed in CALLABLES.items():
+        if field in recipe and not allowed.fullmatch(str(recipe[field])):
+            return f"recipe {field} {recipe[field]!r} is not transformers position code"
+    return ""
+
+
 def import_attr(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
@@ -50,7 +76,7 @@ def import_attr(module: str, name: str) -> Any:
 def auto_config(entry: Mapping[str, Any]) -> Any:
     from transformers import AutoConfig
 
-    cfg = AutoConfig.from_pretrained(entry["folder"])
+    cfg = AutoConfig.from_pretrained(entry["folder"], local_files_only=True)
     return cfg.get_text_config() if entry["hf"].get("text_config") else cfg
 
 
@@ -270,12 +296,10 @@ class Hf(Runtime):
 
     def supports(self, artifact: Artifact) -> tuple[bool, str]:
         entry = self.entry(artifact)
-        if entry is None:
+        if not isinstance(entry, Mapping):
             return False, "no model: build the graph with --from-model DIR, or run parity --from-model DIR"
-        kind = entry["hf"].get("kind")
-        if kind not in SESSIONS:
-            return False, f"no transformers code for {entry['architecture']} role {entry['role']} ({kind})"
-        return True, ""
+        problem = recipe_problem(entry)
+        return not problem, problem
 
     def caveats(self, artifact: Artifact) -> str:
         return "judged with the model-agreement bound (graph bound + 2^-21 · largest position)"
