@@ -46,7 +46,7 @@ def saved_model(folder: Path, config_cls: str, model_cls: str, **kwargs: Any) ->
 
 ROPE = ("llama31", "llama-raw", "mistral", "qwen2-yarn", "qwen3", "gemma2", "gemma3", "gemma3-raw", "phi3-su", "pythia",
         "stablelm", "glm4", "deepseek-v2", "deepseek-v3", "qwen2-vl", "qwen2-vl-raw", "falcon")
-TRAINED = ("t5", "umt5", "gpt2", "opt", "bert", "roberta", "vit", "deit", "whisper", "swin", "bloom", "mpt")
+TRAINED = ("t5", "umt5", "gpt2", "opt", "bert", "roberta", "vit", "deit", "whisper", "swin", "beit", "beit-shared", "bloom", "mpt")
 
 
 # name -> how to make it: rope architectures need a config only.
@@ -129,5 +129,11 @@ def trained_models(root: Path) -> dict[str, Path]:
                                num_mel_bins=8, pad_token_id=1, bos_token_id=2, eos_token_id=3, decoder_start_token_id=2),
         "swin": saved_model(root / "tiny-swin", "SwinConfig", "SwinModel", image_size=32, patch_size=4, embed_dim=16,
                             depths=[1, 2], num_heads=[2, 4], window_size=4),
+        "beit": saved_model(root / "tiny-beit", "BeitConfig", "BeitModel", hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=32, image_size=32, patch_size=8,
+                            use_relative_position_bias=True),
+        "beit-shared": saved_model(root / "tiny-beit-shared", "BeitConfig", "BeitModel", hidden_size=32,
+                                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, image_size=32,
+                                   patch_size=8, use_shared_relative_position_bias=True),
         "mpt": saved_config(root / "tiny-mpt", "MptConfig", **small, d_model=48, n_layers=2, n_heads=6, max_seq_len=4096),
     }

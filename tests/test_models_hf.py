@@ -215,3 +215,13 @@ def test_hf_runs_only_transformers_code_from_a_local_folder(built):
                      (dict(entry, hf=dict(entry["hf"], rotary="system")), "not transformers position code")):
         ok, message = Hf(bad).supports(art)
         assert not ok and why in message
+
+
+def test_swin_class_token_index_is_beits():
+    from transformers.models.beit.modeling_beit import BeitRelativePositionBias
+
+    from posexport.encodings.swin import relative_index
+
+    for window in ((4, 4), (3, 5)):
+        theirs = BeitRelativePositionBias.generate_relative_position_index(window).numpy()
+        assert np.array_equal(relative_index(*window, class_token=True), theirs)

@@ -52,6 +52,7 @@ READERS: dict[str, str] = {
     "qwen2_vl": "qwen_vl",
     "qwen2_5_vl": "qwen_vl",
     "swin": "swin",
+    "beit": "beit",
     "vit": "vit",
     "deit": "vit",
     "whisper": "whisper",

@@ -247,6 +247,22 @@ class SwinSession(Session):
             return (torch_float(feeds["scores"]) + self.bias()).numpy()
 
 
+class BeitSession(Session):
+    """BeitRelativePositionBias holding the layer's (or the shared) trained table, at the trained grid."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        from transformers.models.beit.modeling_beit import BeitRelativePositionBias
+
+        self.bias = BeitRelativePositionBias(auto_config(entry)).eval()
+        self.bias.relative_position_bias_table.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return (torch_float(feeds["scores"]) + self.bias(self.bias.window_size)).numpy()
+
+
 class WhisperSinusoidSession(Session):
     """x + transformers' own whisper `sinusoids(length, d_model)` (what fills the encoder's position table)
     at position_ids."""
@@ -270,6 +286,7 @@ SESSIONS = {
     "learned": LearnedSession,
     "vit": VitSession,
     "swin": SwinSession,
+    "beit": BeitSession,
     "whisper-sinusoid": WhisperSinusoidSession,
 }
 
