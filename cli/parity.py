@@ -40,9 +40,8 @@ def parity_command(
     load_outputs: Path = typer.Option(None, "--load-outputs", help="judge outputs saved by another run (e.g. a GPU machine) too"),
     strict: bool = typer.Option(False, help="also fail on an unavailable runtime or a known runtime limitation"),
 ) -> None:
-    """Check GRAPH.onnx (built by `posexport build`, its manifest beside it), or graphs built from --encoding
-    and its options, on every runtime. With --from-model DIR, also against the model's own code (runtime hf,
-    docs/models.md). Exit 0 only when every case passed."""
+    """Check GRAPH.onnx (built by `posexport build`, its manifest beside it), graphs built from --encoding and its
+    options, or --from-model DIR's (also against its own code, docs/models.md) on every runtime. Exit 0 only when every case passed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from posexport.files import write_output
@@ -65,15 +64,13 @@ def parity_command(
             bar.update(task, completed=done, total=total, description=f"parity: {what}")
 
         run = dict(runtimes=[r for r in runtimes.split(",") if r] or None, seqs=parse_ints(seqs, "--seqs"),
-                   batches=parse_ints(batches, "--batches"), seed=seed, tolerance=tolerance_bound,
-                   pairwise=pairwise, properties=properties, progress=progress)
-        build = dict(dtype=dtype, opset=opset, source=source, backend=backend, target=target)
+                   batches=parse_ints(batches, "--batches"), seed=seed, tolerance=tolerance_bound, pairwise=pairwise,
+                   properties=properties, progress=progress, dtype=dtype, opset=opset, source=source, backend=backend, target=target)
         if from_model is not None:
-            report = model_report(from_model, graph, options, preset, from_config, save_outputs, load_outputs, build, run)
+            report = model_report(from_model, graph, options, preset, from_config, save_outputs, load_outputs, run)
         else:
             report = parity_from_options(graph, parse_options(options), encoding=encoding, preset=preset or None,
-                                         from_config=from_config, save_outputs=save_outputs, load_outputs=load_outputs,
-                                         **build, **run)
+                                         from_config=from_config, save_outputs=save_outputs, load_outputs=load_outputs, **run)
     reports.render_terminal(report, console, details=details)
     for path, render, option in written:
         write_output(path, render(report), option)
@@ -95,13 +92,13 @@ def report_files(json_out: Path | None, junit_out: Path | None, markdown_out: Pa
 
 
 def model_report(folder: Path, graph: Path | None, options: list[str], preset: str, from_config: Path | None,
-                 save_outputs: Path | None, load_outputs: Path | None, build: dict, run: dict):
+                 save_outputs: Path | None, load_outputs: Path | None, run: dict):
     """parity --from-model: options that make no sense with a model are refused by the library."""
     from posexport.models.check import parity_from_model
 
     conflicts = {"--preset": preset, "--from-config": from_config, "--save-outputs": save_outputs,
                  "--load-outputs": load_outputs, **{option: True for option in options[:1]}}
-    return parity_from_model(folder, graph, conflicts, **build, **run)
+    return parity_from_model(folder, graph, conflicts, **run)
 
 
 def graph_and_options(args: list[str]) -> tuple[Path | None, list[str]]:
