@@ -120,14 +120,14 @@ def test_a_pythia_misread_fails_against_the_model_by_orders_of_magnitude(zoo, py
     assert short.normalised > 1000 * short.bound
     far = model[next(c for c in model if c.startswith("far@"))].comparison
     assert far.normalised > 10 * far.bound
-    assert any(r.runtime == "ort-cpu vs hf" and r.status == "fail" for r in report.pairwise)
+    assert any(r.runtime == "hf vs ort-cpu" and r.status == "fail" for r in report.pairwise)
 
 
 def test_pythia_built_from_the_folder_passes(zoo, built, tmp_path):
     (onnx_path, _), = save_model(built["pythia"], tmp_path)
     report = run_model_parity(zoo["pythia"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
     assert report.passed
-    assert {r.runtime for r in report.pairwise} == {"ort-cpu vs hf"}
+    assert {r.runtime for r in report.pairwise} == {"hf vs ort-cpu"}
 
 
 def cli(*args: str) -> int:
@@ -151,7 +151,7 @@ def test_cli_build_and_parity_from_model(zoo, tmp_path):
                "--batches", "1", "--no-properties", "--json", str(tmp_path / "report.json")) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert {r["runtime"] for r in report["results"]} == {"ort-cpu", "hf"}
-    assert {r["runtime"] for r in report["pairwise"]} == {"ort-cpu vs hf"}
+    assert {r["runtime"] for r in report["pairwise"]} == {"hf vs ort-cpu"}
 
 
 def test_build_lines_say_which_layers_use_which_graph(zoo, tmp_path):
