@@ -44,7 +44,7 @@ def saved_model(folder: Path, config_cls: str, model_cls: str, **kwargs: Any) ->
     return folder
 
 
-ROPE = ("llama31", "llama-raw", "mistral", "qwen2-yarn", "qwen3", "gemma2", "gemma3", "gemma3-raw", "phi3-su", "pythia",
+ROPE = ("llama31", "llama-raw", "mistral", "qwen2-yarn", "qwen3", "gemma2", "gemma3", "gemma3-raw", "gemma3-vlm", "phi3-su", "pythia",
         "stablelm", "glm4", "deepseek-v2", "deepseek-v3", "qwen2-vl", "qwen2-vl-raw", "falcon")
 TRAINED = ("t5", "umt5", "gpt2", "opt", "bert", "roberta", "vit", "deit", "whisper", "swin", "beit", "beit-shared", "bloom", "mpt")
 
@@ -72,6 +72,11 @@ def rope_models(root: Path) -> dict[str, Path]:
                                                      "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
                                                      "rope_scaling": {"rope_type": "linear", "factor": 8.0},
                                                      "max_position_embeddings": 131072}),
+        "gemma3-vlm": raw(root / "tiny-gemma3-vlm", {
+            "model_type": "gemma3", "mm_tokens_per_image": 256, "vision_config": {"model_type": "siglip_vision_model"},
+            "text_config": {"model_type": "gemma3_text", **SMALL, "num_hidden_layers": 6, "head_dim": 16,
+                            "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                            "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "max_position_embeddings": 131072}}),
         "phi3-su": raw(root / "tiny-phi3-su", {"model_type": "phi3", **SMALL, "max_position_embeddings": 131072,
                                                "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
                                                "rope_scaling": {"type": "su", "short_factor": phi_factors,
