@@ -30,6 +30,9 @@ COMMANDS = {
     "extend": ("extend", "Write a larger learned table (and graph): the source is never modified."),
     "parity": ("parity", "Check built graphs on every runtime against the float64 oracle."),
     "bench": ("bench", "Time every backend against a plain copy, the naive export and PyTorch eager."),
+    "doctor": ("surgery", "Find the positional-encoding sites of any exported model and their faults."),
+    "patch": ("surgery", "Replace those sites with posexport's exact maths; nothing else changes."),
+    "model-parity": ("surgery", "Whole-model parity: a model against its original or transformers in float64."),
 }
 
 

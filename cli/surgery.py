@@ -1,0 +1,187 @@
+"""`posexport doctor`, `posexport patch` and `posexport model-parity`: model surgery on any exported
+model (posexport.surgery holds the logic; this module parses options and renders tables)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from posexport.errors import PosexportError
+from posexport.files import write_output
+from posexport.params import parse_options
+from posexport.reports.surgery import doctor_markdown, parity_markdown
+
+from .common import EXTRA_OPTIONS, console
+
+
+def source_options() -> dict[str, Any]:
+    return dict(
+        from_model=typer.Option(None, "--from-model", help="a transformers model folder (config.json): its rope parameters"),
+        from_config=typer.Option(None, "--from-config", help="a model's config.json: its rope parameters"),
+        preset=typer.Option("", help="rope of a well-known model (see `posexport list`)"),
+        position_limit=typer.Option(None, "--position-limit", help="positions the patched model covers exactly"),
+    )
+
+
+_src = source_options()
+
+
+def requested(ctx: typer.Context, from_model: Path | None, from_config: Path | None, preset: str) -> dict[str, Any] | None:
+    from posexport.surgery import requested_values
+
+    return requested_values(from_model, from_config, preset or None, parse_options(list(ctx.args)))
+
+
+def site_tables(report: dict[str, Any]) -> list[Table]:
+    """The sites (what was found and recovered) and, below, every fault and note with its numbers."""
+    sites = Table(title=f"positional-encoding sites of {report['model']}", title_justify="left", show_lines=True)
+    for column in ("#", "kind", "node", "feeds", "recovered"):
+        sites.add_column(column)
+    findings = Table(title="faults and notes", title_justify="left")
+    for column in ("#", "fault", "detail"):
+        findings.add_column(column)
+    for number, site in enumerate(report["sites"], 1):
+        feeds = site["feeds"]
+        shown = ", ".join(feeds[:2]) + (f" … ({len(feeds)} nodes)" if len(feeds) > 2 else "")
+        recovered = "\n".join(f"{k}: {v}" for k, v in site["recovered"].items() if v not in (None, ""))
+        sites.add_row(str(number), site["kind"], escape(site["node"]), escape(shown), escape(recovered))
+        for fault in site["faults"]:
+            findings.add_row(str(number), fault["fault"], escape(fault["detail"]))
+        for note in site["notes"]:
+            findings.add_row(str(number), "(note)", escape(note))
+    return [sites, findings]
+
+
+def doctor_command(
+    ctx: typer.Context,
+    model: Path = typer.Argument(..., help="the .onnx model (external data is read from beside it)"),
+    from_model: Path = _src["from_model"],
+    from_config: Path = _src["from_config"],
+    preset: str = _src["preset"],
+    position_limit: int = typer.Option(None, "--position-limit", help="where to project the precision (default 131072)"),
+    json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file"),
+    markdown: Path = typer.Option(None, "--markdown", help="also write the report as Markdown to this file"),
+    fail_on: bool = typer.Option(False, "--fail-on", help="exit 1 when any fault is found"),
+) -> None:
+    """Find every positional-encoding site of MODEL and report its parameters and faults, with numbers.
+    Rope options (--base 500000 …) may be given like build's."""
+    from posexport.surgery import doctor
+
+    report = doctor(model, requested(ctx, from_model, from_config, preset), position_limit)
+    for table in site_tables(report):
+        console.print(table)
+    for note in report.get("notes", []):
+        console.print(escape(note))
+    if "genai_context_length" in report:
+        console.print(f"genai_config.json context_length: {report['genai_context_length']}")
+    console.print(f"{report['faults']} fault(s) in {len(report['sites'])} site(s)")
+    write_reports(report, json_out, markdown, doctor_markdown)
+    if fail_on and report["faults"]:
+        raise typer.Exit(1)
+
+
+def patch_command(
+    ctx: typer.Context,
+    model: Path = typer.Argument(..., help="the .onnx model to patch"),
+    out: Path = typer.Option(..., "--out", "-o", help="the patched model (external data goes beside it)"),
+    from_model: Path = _src["from_model"],
+    from_config: Path = _src["from_config"],
+    preset: str = _src["preset"],
+    position_limit: int = _src["position_limit"],
+) -> None:
+    """Replace every positional-encoding site of MODEL by posexport's exact maths; nothing else changes.
+    Without a parameter source the sites' own recovered parameters are used (shown below)."""
+    from posexport.surgery import patch_file
+
+    done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit)
+    for entry in done.describe():
+        params = {k: v for k, v in entry["params"].items() if v not in (None, [], ())}
+        console.print(f"patched {escape(entry['site'])} ({entry['kind']}) with {escape(json.dumps(params))}")
+    console.print("wrote " + ", ".join(str(f) for f in done.files))
+
+
+def parity_rows(report: dict[str, Any]) -> tuple[Table, list[str]]:
+    """The per-output error table, and the runtimes' own messages where a model failed to run."""
+    table = Table(title=f"{report['model']} against {report['reference']} (error: max|out − ref| / max(1, max|ref|))", title_justify="left")
+    shows_original = any("original_fails" in row for row in report["rows"])
+    for column in ("runtime", "case", "output", "error", *(["original"] if shows_original else []), "result"):
+        table.add_column(column)
+    messages = []
+    for row in report["rows"]:
+        error = f"{row['error']:.2e}" if "error" in row else "—"
+        extra = []
+        if shows_original:
+            extra = ["fails" if row["original_fails"] else f"{row['original_error']:.2e}" if "original_error" in row else "—"]
+            if row["original_fails"]:
+                messages.append(f"{row['runtime']}, {row['case']}: the original fails: {row['original_fails']}")
+        if row["model_fails"]:
+            result = "FAIL: model fails"
+            messages.append(f"{row['runtime']}, {row['case']}: the model fails: {row['model_fails']}")
+        elif row["reference_fails"]:
+            result = "ok, reference fails"
+            messages.append(f"{row['runtime']}, {row['case']}: the reference fails: {row['reference_fails']}")
+        else:
+            result = "ok" if row["ok"] else f"FAIL (> {report['tolerance']:g})"
+        table.add_row(row["runtime"], row["case"], escape(row["output"]), error, *extra, escape(result))
+    return table, messages
+
+
+def model_parity_command(
+    model: Path = typer.Option(..., "--model", help="the model under test (e.g. the patched one)"),
+    against: Path = typer.Option(None, "--against", help="the reference ONNX model (e.g. the original)"),
+    against_hf: Path = typer.Option(None, "--against-hf", help="a transformers model folder, run in float64 as the reference"),
+    original: Path = typer.Option(None, "--original", help="the model before the patch: its error and failures are shown beside the model's"),
+    prompt: list[int] = typer.Option([16], "--prompt", help="prompt lengths to run from position 0 (repeatable)"),
+    past: list[int] = typer.Option([], "--past", help="decode one token after this many cached positions (repeatable)"),
+    runtimes: str = typer.Option("ort,ort-noopt", help="comma-separated: ort, ort-noopt"),
+    tolerance: float = typer.Option(1e-4, help="largest normalised error max|out − ref| / max(1, max|ref|) that passes"),
+    dim: list[str] = typer.Option([], "--dim", help="size of a symbolic input dimension, NAME=N (repeatable)"),
+    seed: int = typer.Option(0, help="seed of the generated feeds"),
+    json_out: Path = typer.Option(None, "--json", help="also write the rows as JSON to this file"),
+    markdown: Path = typer.Option(None, "--markdown", help="also write the rows as Markdown to this file"),
+) -> None:
+    """Whole-model parity: seeded feeds from MODEL's signature, the same on every runtime, every output
+    compared with the reference. Exits 1 when the model fails or drifts past --tolerance."""
+    from posexport.surgery import FeedCase, model_parity
+    from posexport.surgery.hfref import hf_reference
+
+    if (against is None) == (against_hf is None):
+        raise PosexportError("give exactly one of --against ORIGINAL.onnx and --against-hf DIR")
+    sizes = {}
+    for item in dim:
+        name, _, value = item.partition("=")
+        if not value.isdigit():
+            raise PosexportError(f"--dim {item}: expected NAME=N")
+        sizes[name.lower()] = int(value)
+    cases = [FeedCase(n) for n in prompt] + [FeedCase(1, n) for n in past]
+    reference = against if against is not None else hf_reference(against_hf)
+    report = model_parity(model, reference, cases, runtimes=tuple(r for r in runtimes.split(",") if r),
+                          tolerance=tolerance, seed=seed, dims=sizes, original=original)
+    table, messages = parity_rows(report)
+    console.print(table)
+    for message in messages:
+        console.print(escape(message))
+    write_reports(report, json_out, markdown, parity_markdown)
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+def write_reports(report: dict[str, Any], json_out: Path | None, markdown: Path | None,
+                  render: Callable[[dict[str, Any]], str]) -> None:
+    """The report as JSON and/or Markdown files, as asked."""
+    if json_out:
+        write_output(json_out, json.dumps(report, indent=2, sort_keys=True) + "\n", "--json")
+    if markdown:
+        write_output(markdown, render(report), "--markdown")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor", context_settings=EXTRA_OPTIONS)(doctor_command)
+    app.command("patch", context_settings=EXTRA_OPTIONS)(patch_command)
+    app.command("model-parity")(model_parity_command)

@@ -1,0 +1,99 @@
+"""``posexport doctor``: every positional-encoding site of a model, what was recovered from it, and its
+faults with numbers, as a report (dict, JSON-able) that the CLI renders as a table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ..errors import PosexportError
+from ..rope.encoding import RopeParams
+from .find import KINDS, find_in
+from .graph import Graph, load
+from .sites import Fault, Site
+from .source import Candidates, candidates, choose
+
+
+def genai_context(model_path: Path | None) -> int | None:
+    """context_length of an onnxruntime-genai folder's genai_config.json, if the model sits in one."""
+    if model_path is None or not (model_path.parent / "genai_config.json").is_file():
+        return None
+    try:
+        return int(json.loads((model_path.parent / "genai_config.json").read_text())["model"]["context_length"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def params_or_fault(site: Site, values: Candidates | None, graph: Graph) -> RopeParams | None:
+    """The site's rope when known and consistent with the graph; a mismatch becomes a fault."""
+    if site.kind not in KINDS or not KINDS[site.kind].patchable or "rotary_dim" not in site.recovered:
+        return None
+    if values is None and site.recovered.get("recognised") is None:
+        return None
+    try:
+        return choose(site, values, None, lambda p: KINDS[site.kind].check(graph, site, p))
+    except PosexportError as e:
+        site.faults.append(Fault("parameters-mismatch", str(e)))
+        return None
+
+
+def reaching(graph: Graph, output: str) -> set[str]:
+    """Names of the nodes ``output`` is computed from."""
+    names, todo = set(), [output]
+    while todo:
+        node = graph.producer.get(todo.pop())
+        if node is not None and node.name not in names:
+            names.add(node.name)
+            todo += [i for i in node.input if i]
+    return names
+
+
+def disconnected(graph: Graph, sites: list[Site]) -> str | None:
+    """A line naming the attention nodes fed by a site that the first output (the logits) ignores."""
+    outputs = [o.name for o in graph.model.graph.output]
+    if not outputs:
+        return None
+    first = "logits" if "logits" in outputs else outputs[0]
+    used = reaching(graph, first)
+    ignored = [f for s in sites for f in s.feeds if f and f not in used]
+    if not ignored:
+        return None
+    return (f"{first!r} does not depend on {', '.join(ignored[:4])}{' …' if len(ignored) > 4 else ''}: the exporter wired the output "
+            "past those layers (seen with onnxruntime-genai 0.18 and transformers 5.x in tiny models), so no parity of "
+            f"{first!r} can check them")
+
+
+def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None,
+             model_path: Path | None = None) -> dict[str, Any]:
+    """The doctor's report for a loaded model; ``values`` are the rope options (one or several candidates)
+    the model should compute, e.g. from its folder."""
+    graph = Graph(model)
+    sites = find_in(graph)
+    values = candidates(values)
+    context = {"scalings": {v.get("scaling", "default") for v in values or []}, "position_limit": position_limit}
+    for site in sites:
+        p = params_or_fault(site, values, graph)
+        KINDS[site.kind].diagnose(graph, site, p, context)
+    report: dict[str, Any] = {
+        "model": str(model_path) if model_path else None,
+        "sites": [s.as_dict() for s in sites],
+        "faults": sum(len(s.faults) for s in sites),
+    }
+    context_length = genai_context(model_path)
+    if context_length is not None:
+        report["genai_context_length"] = context_length
+    if not sites:
+        report["notes"] = ["no positional-encoding site found (kinds looked for: " + ", ".join(KINDS) + ")"]
+    wiring = disconnected(graph, sites)
+    if wiring:
+        report["notes"] = report.get("notes", []) + [wiring]
+    return report
+
+
+def doctor(path: str | Path, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None) -> dict[str, Any]:
+    """The doctor's report for the model file at ``path`` (external data read from beside it)."""
+    path = Path(path)
+    return diagnose(load(path), values, position_limit, path)

@@ -1,0 +1,103 @@
+"""Frequencies read back from a graph, recognised as a rope posexport knows, and the float64 error of
+what the graph computes: from stored cos/sin caches, or from float32 angles formed on every call."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..rope import encoding as rope
+from ..tables import plain_inv_freq
+
+# Recovered frequencies agree with a recognised rope to this relative error (float32 storage and the
+# exporter's float32 angles leave ~1e-7; a different base or factor is orders of magnitude away).
+RECOGNISED = 2e-5
+# A cos/sin error above this is a fault (float32 rounding of exact values is 6e-8).
+PRECISION_FAULT = 1e-6
+# Where precision is projected when no position limit is asked for.
+PROJECTED = 1 << 17
+
+
+def from_cache(cos: np.ndarray, sin: np.ndarray) -> tuple[np.ndarray, float]:
+    """(inv_freq float64 [n], attention factor) from caches [rows, n]: the angle of row 1 gives each
+    frequency to within a turn, the last row refines it (unwrapped), and row 0 holds the factor."""
+    c, s = cos.astype(np.float64), sin.astype(np.float64)
+    factor = float(np.hypot(c[0], s[0]).mean())
+    coarse = np.arctan2(s[1], c[1]) if len(c) > 1 else np.zeros(c.shape[1])
+    last = len(c) - 1
+    if last < 2:
+        return coarse, factor
+    angle = np.arctan2(s[last], c[last])
+    turns = np.round((coarse * last - angle) / (2 * math.pi))
+    return (angle + 2 * math.pi * turns) / last, factor
+
+
+def snap_base(inv_freq: np.ndarray) -> float:
+    """The base whose plain rope gives the second frequency, rounded to 6 significant digits."""
+    dim = 2 * len(inv_freq)
+    base = float(inv_freq[1]) ** (-dim / 2)
+    return float(f"{base:.6g}")
+
+
+def close(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(len(a)) and float(np.max(np.abs(a / b - 1))) <= RECOGNISED
+
+
+def close_to_cache(got: np.ndarray, expected: np.ndarray, cache: np.ndarray) -> bool:
+    """Frequencies read back from a cache agree with ``expected``: to RECOGNISED relative, plus what the
+    cache's own rounding allows (a few units of its float type in the last row's angle)."""
+    slack = 4 * float(np.finfo(cache.dtype).eps) / max(len(cache) - 1, 1)
+    return bool(len(got)) and bool(np.all(np.abs(got - expected) <= RECOGNISED * expected + slack))
+
+
+def recognise(inv_freq: np.ndarray) -> dict[str, Any] | None:
+    """Rope options of a plain or linearly scaled rope that gives these frequencies, else None."""
+    if len(inv_freq) < 2 or not np.all(np.isfinite(inv_freq)) or np.any(inv_freq <= 0):
+        return None
+    dim = 2 * len(inv_freq)
+    factor = 1.0 / float(inv_freq[0])
+    scaled = inv_freq * factor
+    base = snap_base(scaled)
+    if base <= 1 or not close(scaled, plain_inv_freq(dim, base)):
+        return None
+    values: dict[str, Any] = {"head_dim": dim, "base": base}
+    if abs(factor - 1) > RECOGNISED:
+        values |= {"scaling": "linear", "factor": float(f"{factor:.6g}")}
+    return values
+
+
+def exact_from(inv_freq: np.ndarray, factor: float, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 cos/sin [len(positions), n] of these frequencies, attention factor applied."""
+    theta = np.asarray(positions, dtype=np.float64)[:, None] * np.asarray(inv_freq, dtype=np.float64)
+    return np.cos(theta) * factor, np.sin(theta) * factor
+
+
+def cache_error(cos: np.ndarray, sin: np.ndarray, truth: tuple[np.ndarray, float], row: int) -> float:
+    """max |cache − float64| over cos and sin at ``row``; ``truth`` is (inv_freq, attention factor)."""
+    c, s = exact_from(*truth, np.array([row]))
+    return float(max(np.max(np.abs(cos[row].astype(np.float64) - c[0])), np.max(np.abs(sin[row].astype(np.float64) - s[0]))))
+
+
+def float32_error(inv_freq32: np.ndarray, factor: float, truth: tuple[np.ndarray, float], position: int) -> float:
+    """max |cos/sin − float64| of angles formed per call in float32 (position · inv_freq, then Cos/Sin);
+    ``truth`` is the (inv_freq, attention factor) the graph should compute."""
+    angle = np.float32(position) * inv_freq32.astype(np.float32)
+    c, s = exact_from(*truth, np.array([position]))
+    got_c = np.cos(angle).astype(np.float64) * factor
+    got_s = np.sin(angle).astype(np.float64) * factor
+    return float(max(np.max(np.abs(got_c - c[0])), np.max(np.abs(got_s - s[0]))))
+
+
+def dynamic_gap(inv_freq: np.ndarray, factor: float, p: rope.RopeParams, length: int) -> float:
+    """max |cos/sin of the graph's fixed frequencies − dynamic NTK's| at the last position of a call of
+    ``length`` tokens (both in float64: the gap is the scaling, not the rounding)."""
+    dynamic, _ = rope.inv_freq_and_factor(p, length)
+    fixed = (length - 1) * inv_freq.astype(np.float64)
+    moving = (length - 1) * dynamic
+    return float(max(np.max(np.abs(factor * np.cos(fixed) - np.cos(moving))), np.max(np.abs(factor * np.sin(fixed) - np.sin(moving)))))
+
+
+def describe(inv_freq: np.ndarray) -> str:
+    return ", ".join(f"{v:.6g}" for v in inv_freq[:4]) + (" …" if len(inv_freq) > 4 else "")

@@ -1,0 +1,237 @@
+"""Fused rotary ops that read cos/sin caches [rows, rotary_dim/2]: com.microsoft GroupQueryAttention
+(do_rotary=1, onnxruntime-genai's builder), com.microsoft.RotaryEmbedding and ONNX RotaryEmbedding.
+
+Every op reading the same pair of caches is one site. The caches are constant initializers, or, for
+LongRoPE (onnxruntime-genai's Phi-3), If(total length > L0) choosing a long pair over a short one. They
+bound the positions (GroupQueryAttention raises once total_sequence_length exceeds their rows) and are
+usually computed with float32 angles. The rewrite rebuilds every cache from float64 angles (the long or
+only pair up to the position limit, the short pair at its own rows), in the caches' own float type; the
+ops, their attributes and every other tensor stay as they are."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.numpy_helper as onh
+
+from ..errors import PosexportError
+from ..rope import encoding as rope
+from ..rope.scaling import switch_length
+from .freqs import PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache, recognise
+from .graph import Graph, attribute, node_label
+from .sites import Fault, Site, SiteKind
+
+# op type -> (cos_cache input index, sin_cache input index, pair-layout attribute)
+OPS = {
+    ("com.microsoft", "GroupQueryAttention"): (7, 8, "rotary_interleaved"),
+    ("com.microsoft", "RotaryEmbedding"): (2, 3, "interleaved"),
+    ("", "RotaryEmbedding"): (1, 2, "interleaved"),
+}
+# What a runtime does once positions reach the cache's rows.
+PAST_LIMIT = {
+    "GroupQueryAttention": "onnxruntime raises (cos_cache dimension 0 shall not be less than total_sequence_length)",
+    "RotaryEmbedding": "onnxruntime raises (position_ids value … is out of range [0, rows))",
+}
+METADATA_KEY = "posexport.position_limits"
+
+
+def reads_caches(node: onnx.NodeProto) -> tuple[int, int, str] | None:
+    spec = OPS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+    if spec is None or len(node.input) <= spec[1] or not node.input[spec[0]] or not node.input[spec[1]]:
+        return None
+    if node.op_type == "GroupQueryAttention" and not attribute(node, "do_rotary", 0):
+        return None
+    return spec
+
+
+def chosen_limits(model: onnx.ModelProto) -> dict[str, int]:
+    """Cache names whose rows a posexport patch chose on request (recorded in the model's metadata)."""
+    for entry in model.metadata_props:
+        if entry.key == METADATA_KEY:
+            return json.loads(entry.value)
+    return {}
+
+
+def record_limit(model: onnx.ModelProto, cache: str, rows: int) -> None:
+    limits = chosen_limits(model) | {cache: rows}
+    for entry in model.metadata_props:
+        if entry.key == METADATA_KEY:
+            entry.value = json.dumps(limits, sort_keys=True)
+            return
+    model.metadata_props.add(key=METADATA_KEY, value=json.dumps(limits, sort_keys=True))
+
+
+@dataclass
+class CachePair:
+    """One cos/sin cache pair and how to write a replacement where it is stored."""
+
+    cos: np.ndarray
+    sin: np.ndarray
+    write: Callable[[np.ndarray, np.ndarray], None]
+
+
+def stored(graph: Graph, cos: str, sin: str) -> CachePair | None:
+    """Caches held as initializers."""
+    if cos not in graph.initializers or sin not in graph.initializers:
+        return None
+
+    def write(new_cos: np.ndarray, new_sin: np.ndarray) -> None:
+        graph.initializers[cos].CopyFrom(onh.from_array(new_cos, cos))
+        graph.initializers[sin].CopyFrom(onh.from_array(new_sin, sin))
+
+    return CachePair(graph.array(cos), graph.array(sin), write)
+
+
+def branch_pair(branch: onnx.GraphProto, cos_index: int, sin_index: int) -> CachePair | None:
+    """The Constant cos/sin an If branch returns at these output positions."""
+    producers = {o: n for n in branch.node for o in n.output}
+    nodes = [producers.get(branch.output[i].name) for i in (cos_index, sin_index)]
+    if any(n is None or n.op_type != "Constant" or [a.name for a in n.attribute] != ["value"] for n in nodes):
+        return None
+    tensors = [n.attribute[0].t for n in nodes]
+
+    def write(new_cos: np.ndarray, new_sin: np.ndarray) -> None:
+        for tensor, value in zip(tensors, (new_cos, new_sin)):
+            tensor.CopyFrom(onh.from_array(value, tensor.name))
+
+    return CachePair(onh.to_array(tensors[0]), onh.to_array(tensors[1]), write)
+
+
+def switched(graph: Graph, cos: str, sin: str) -> tuple[list[CachePair], int] | None:
+    """([short, long], L0) of If(Greater(total length, L0)) returning a long pair, else a short one."""
+    node = graph.producer.get(cos)
+    if node is None or node.op_type != "If" or graph.producer.get(sin) is not node:
+        return None
+    greater = graph.producer.get(node.input[0])
+    switch = graph.array(greater.input[1]) if greater is not None and greater.op_type == "Greater" else None
+    branches = {a.name: a.g for a in node.attribute}
+    indexes = list(node.output).index(cos), list(node.output).index(sin)
+    pairs = [branch_pair(branches[b], *indexes) for b in ("else_branch", "then_branch") if b in branches]
+    if switch is None or switch.size != 1 or len(pairs) != 2 or None in pairs:
+        return None
+    return pairs, int(switch.reshape(()))
+
+
+def read_caches(graph: Graph, cos: str, sin: str) -> tuple[list[CachePair], int | None] | None:
+    """The cache pairs an op reads (one, or LongRoPE's short and long) and the switch length, or None."""
+    single = stored(graph, cos, sin)
+    if single is not None:
+        return [single], None
+    return switched(graph, cos, sin)
+
+
+def describe_pairs(pairs: list[CachePair], switch: int | None) -> dict[str, Any]:
+    """What the caches give back: rows, width, float type, frequencies and attention factor (per regime)."""
+    inv_freq, factor = from_cache(pairs[0].cos, pairs[0].sin)
+    out: dict[str, Any] = {
+        "rows": int(pairs[-1].cos.shape[0]), "rotary_dim": 2 * int(pairs[0].cos.shape[1]), "dtype": str(pairs[0].cos.dtype),
+        "inv_freq": describe(inv_freq), "attention_factor": round(factor, 7),
+        "recognised": recognise(inv_freq) if switch is None else None,
+    }
+    if switch is not None:
+        long_freq, long_factor = from_cache(pairs[1].cos, pairs[1].sin)
+        out |= {"regime_switch": switch, "short_rows": int(pairs[0].cos.shape[0]), "long_inv_freq": describe(long_freq),
+                "long_attention_factor": round(long_factor, 7)}
+    return out
+
+
+def regimes(p: rope.RopeParams, switch: int | None) -> list[tuple[np.ndarray, float]]:
+    """(inv_freq, attention factor) the parameters give each cache pair: short then long for LongRoPE."""
+    if switch is None:
+        return [rope.inv_freq_and_factor(p)]
+    return [rope.inv_freq_and_factor(p, switch), rope.inv_freq_and_factor(p, switch + 1)]
+
+
+class CacheKind(SiteKind):
+    name = "rope-cache"
+    summary = "fused rotary op reading cos/sin caches (GroupQueryAttention, RotaryEmbedding)"
+
+    def match(self, graph: Graph) -> list[Site]:
+        sites: dict[tuple[str, str], Site] = {}
+        for node in graph.model.graph.node:
+            spec = reads_caches(node)
+            if spec is None:
+                continue
+            key = (node.input[spec[0]], node.input[spec[1]])
+            if key not in sites:
+                sites[key] = self.new_site(graph, node, spec, key)
+            sites[key].feeds.append(node.name)
+        return list(sites.values())
+
+    def new_site(self, graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str], key: tuple[str, str]) -> Site:
+        interleaved = bool(attribute(node, spec[2], 0))
+        recovered: dict[str, Any] = {"op": node.op_type, "cos_cache": key[0], "sin_cache": key[1],
+                                     "pair_layout": "interleaved" if interleaved else "half"}
+        site = Site(self.name, node_label(node), [], recovered, {"cos": key[0]})
+        found = read_caches(graph, *key)
+        if found is None or any(c.cos.ndim != 2 or c.cos.shape != c.sin.shape for c in found[0]):
+            recovered["caches"] = "computed in the graph (neither constant [rows, n] caches nor an If between two such pairs)"
+            return site
+        site.tensors |= {"pairs": found[0], "switch": found[1]}
+        recovered |= describe_pairs(*found)
+        return site
+
+    def check(self, graph: Graph, site: Site, p: rope.RopeParams) -> None:
+        if "pairs" not in site.tensors:
+            raise PosexportError(f"{site.anchor}: its cos/sin caches are {site.recovered['caches']}; posexport cannot rebuild them")
+        switch = site.tensors["switch"]
+        if (switch is not None) != (p.scaling == "longrope") or p.scaling == "dynamic":
+            what = f"switch to a long pair past length {switch} (LongRoPE)" if switch is not None else "are one fixed pair"
+            raise PosexportError(f"{site.anchor}: the caches {what}, which cannot follow the {p.scaling} scaling; refusing to guess")
+        if switch is not None and switch != switch_length(p):
+            raise PosexportError(f"{site.anchor}: the caches switch past length {switch}, the parameters at {switch_length(p)}")
+        for pair, (inv_freq, factor) in zip(site.tensors["pairs"], regimes(p, switch)):
+            got, got_factor = from_cache(pair.cos, pair.sin)
+            factor_slack = 1e-4 * factor + 4 * float(np.finfo(pair.cos.dtype).eps)
+            if not close_to_cache(got, inv_freq, pair.cos) or abs(got_factor - factor) > factor_slack:
+                raise PosexportError(
+                    f"{site.anchor}: the caches hold frequencies {describe(got)} (factor {got_factor:g}), not those of the "
+                    f"{p.scaling} rope asked for ({describe(inv_freq)}, factor {factor:g}); refusing to guess"
+                )
+
+    def rewrite(self, graph: Graph, site: Site, p: rope.RopeParams) -> None:
+        pairs, switch = site.tensors["pairs"], site.tensors["switch"]
+        for index, (pair, (inv_freq, factor)) in enumerate(zip(pairs, regimes(p, switch))):
+            rows = p.position_limit if index == len(pairs) - 1 else pair.cos.shape[0]
+            cos, sin = exact_from(inv_freq, factor, np.arange(rows))
+            pair.write(cos.astype(pair.cos.dtype), sin.astype(pair.sin.dtype))
+        record_limit(graph.model, site.tensors["cos"], p.position_limit)
+
+    def diagnose(self, graph: Graph, site: Site, p: rope.RopeParams | None, context: dict[str, Any]) -> None:
+        if "pairs" not in site.tensors:
+            site.faults.append(Fault("unrecognised-caches", f"{site.recovered['caches']}: posexport cannot measure or rebuild them"))
+            return
+        pairs, switch, rows = site.tensors["pairs"], site.tensors["switch"], site.recovered["rows"]
+        if chosen_limits(graph.model).get(site.tensors["cos"]) != rows:
+            site.faults.append(Fault("position-limit", f"the caches stop at position {rows - 1}; past it {PAST_LIMIT[site.recovered['op']]}", rows))
+        else:
+            site.notes.append(f"position limit {rows} (chosen with posexport patch)")
+        if pairs[0].cos.dtype == np.float16:
+            site.faults.append(Fault("float16-cache", "cos/sin stored in float16: error ~5e-4 at any position", 4.9e-4))
+        moving = sorted(context["scalings"] & {"dynamic", "longrope"})
+        if moving and switch is None:
+            site.faults.append(Fault("dynamic-exported-static", f"the model config says {' and '.join(moving)}, but the caches are fixed"))
+            return
+        if p is None:
+            site.notes.append("precision not measured: frequencies unrecognised; pass --from-model DIR or --from-config FILE")
+            return
+        for pair, truth in zip(pairs, regimes(p, switch)):
+            self.precision(site, pair, truth, context.get("position_limit"))
+
+    @staticmethod
+    def precision(site: Site, pair: CachePair, truth: tuple[np.ndarray, float], limit: int | None) -> None:
+        last = len(pair.cos) - 1
+        error = cache_error(pair.cos, pair.sin, truth, last)
+        target = limit or PROJECTED
+        projected = error * target / max(last, 1)
+        site.recovered.setdefault("cache_error_last_row", []).append(error)
+        detail = f"cos/sin vs float64: {error:.2e} at row {last}; growing with position, ~{projected:.1e} at position {target}"
+        if error > PRECISION_FAULT:
+            site.faults.append(Fault("precision", detail, error))
+        else:
+            site.notes.append(detail.split(";")[0] + " (exact to float rounding)")

@@ -1,0 +1,100 @@
+"""Where the rope parameters of a patch come from: a model folder (--from-model, read by
+posexport.models: every rope the model uses, e.g. Gemma-3's local and global ones), a config file
+(--from-config), a bundled preset, explicit options, or, by default, what the site itself gives back.
+Each site takes the first candidate rope its check accepts, so a model's two ropes find their sites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+from .. import params as params_mod
+from ..errors import PosexportError
+from ..models import read_model
+from ..rope import config
+from ..rope.encoding import RopeParams
+from .sites import Site
+
+
+Candidates = list[dict[str, Any]]
+
+
+def model_values(directory: str | Path) -> Candidates:
+    """Rope options of every rope a transformers model folder uses (config.json read by posexport.models)."""
+    return [dict(role.values) for role in read_model(directory).roles if role.encoding == "rope"]
+
+
+def requested_values(from_model: str | Path | None = None, from_config: str | Path | None = None,
+                     preset: str | None = None, options: dict[str, Any] | None = None) -> Candidates | None:
+    """Candidate rope options the user gave (at most one source, explicit options on top of each), or None."""
+    chosen = [name for name, v in (("--from-model", from_model), ("--from-config", from_config), ("--preset", preset)) if v]
+    if len(chosen) > 1:
+        raise PosexportError(f"{' and '.join(chosen)}: give one source of rope parameters")
+    if from_model:
+        found = model_values(from_model)
+    elif from_config:
+        found = [config.from_config_file(from_config)]
+    elif preset:
+        found = [config.from_preset(preset)]
+    else:
+        found = [{}] if options else []
+        if not options:
+            return None
+    return [values | dict(options or {}) for values in found]
+
+
+def candidates(values: dict[str, Any] | Candidates | None) -> Candidates | None:
+    """One rope's options, several candidates, or None (each site's recognised rope)."""
+    return [values] if isinstance(values, dict) else values
+
+
+def choose(site: Site, values: dict[str, Any] | Candidates | None, position_limit: int | None,
+           check: Callable[[RopeParams], None]) -> RopeParams:
+    """The first candidate rope that the site's ``check`` accepts (or the site's recognised rope when none
+    is given); when none fits, the error names the node and why each candidate does not."""
+    options = candidates(values)
+    if options is None:
+        p = site_params(site, None, position_limit, site.recovered.get("rows"))
+        check(p)
+        return p
+    if not options:
+        raise PosexportError(f"{site.anchor}: the model folder describes no rope to compare it with or patch it with")
+    errors = []
+    for values_ in options:
+        try:
+            p = site_params(site, values_, position_limit, site.recovered.get("rows"))
+            check(p)
+            return p
+        except PosexportError as e:
+            errors.append(str(e))
+    if len(errors) == 1:
+        raise PosexportError(errors[0])
+    reasons = "; ".join(e.removeprefix(f"{site.anchor}: ") for e in errors)
+    raise PosexportError(f"{site.anchor}: none of the model's {len(errors)} ropes fits it: {reasons}")
+
+
+def site_params(site: Site, values: dict[str, Any] | None, position_limit: int | None,
+                default_max: int | None = None) -> RopeParams:
+    """RopeParams for one site: the user's values when given, else what the site was recognised as;
+    the rotated width is the site's own, and an unrecognised site without values is an error."""
+    if values is None:
+        values = site.recovered.get("recognised")
+        if values is None:
+            raise PosexportError(
+                f"{site.anchor}: its frequencies are not a plain or linearly scaled rope "
+                f"({site.recovered.get('inv_freq')}); pass --from-model DIR, --from-config FILE or --preset so the patch is not a guess"
+            )
+    values = dict(values)
+    width = site.recovered["rotary_dim"]
+    rotary = values.get("rotary_dim") or values.get("head_dim")
+    if rotary is not None and int(rotary) != width:
+        raise PosexportError(f"{site.anchor}: rotates {width} channels but the parameters say rotary_dim {rotary}")
+    values["head_dim"], values["rotary_dim"] = width, width
+    values.setdefault("max_positions", default_max or 4096)
+    if position_limit is None and "rows" in site.recovered:
+        # A cache keeps its rows, or grows to the model's max positions: more only on request.
+        position_limit = max(site.recovered["rows"], int(values["max_positions"]))
+    if position_limit is not None:
+        values["position_limit"] = position_limit
+    return params_mod.build(RopeParams, values)

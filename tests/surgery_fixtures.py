@@ -1,0 +1,211 @@
+"""Tiny random transformers models in temp folders (no downloads), exported by the real exporters:
+torch.onnx (dynamo, and the TorchScript exporter), onnxscript's onnxruntime fusions and onnxruntime-genai's
+model builder. Each export is made once per test session, in a temp folder removed at exit."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(tempfile.mkdtemp(prefix="posexport-surgery-"))
+atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
+VOCAB = 100
+
+# Rope scalings of the fixtures, as transformers' config spells them (max_position_embeddings 64 unless set).
+SCALINGS: dict[str, dict[str, Any] | None] = {
+    "default": None,
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 256},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+    "dynamic": {"rope_type": "dynamic", "factor": 4.0},
+}
+
+
+# What every tiny model shares: 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, and weights
+# large enough (std 0.3) that the logits depend on positions.
+TINY = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+
+
+def tiny_llama(name: str, scaling: str, max_positions: int = 64, base: float = 10000.0) -> Path:
+    """A tiny seeded Llama with the given rope scaling, saved to a folder with a tokenizer."""
+    from transformers import LlamaConfig
+
+    return save(name, LlamaConfig(max_position_embeddings=max_positions, rope_theta=base, rope_scaling=SCALINGS[scaling], **TINY))
+
+
+def tiny_phi3(name: str = "phi3-longrope") -> Path:
+    """A tiny Phi-3 with LongRoPE (L0 64, max 256: attention factor √(1 + ln 4 / ln 64))."""
+    from transformers import Phi3Config
+
+    short, long = [1.0 + 0.1 * i for i in range(8)], [1.0 + 0.5 * i for i in range(8)]
+    return save(name, Phi3Config(max_position_embeddings=256, original_max_position_embeddings=64,
+                                 rope_scaling={"type": "longrope", "short_factor": short, "long_factor": long}, **TINY))
+
+
+def tiny_gemma3(name: str = "gemma3") -> Path:
+    """A tiny Gemma-3: sliding layers with plain rope (base 10000), full layers with linear factor 8 (base 1e6)."""
+    from transformers import Gemma3TextConfig
+
+    ropes = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+             "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}}
+    return save(name, Gemma3TextConfig(head_dim=16, max_position_embeddings=256, sliding_window=16,
+                                       layer_types=["sliding_attention", "full_attention"], rope_parameters=ropes, **TINY))
+
+
+def save(name: str, config: Any) -> Path:
+    """The seeded model of ``config`` and a WordLevel tokenizer, in ROOT/name (made once)."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    folder = ROOT / name
+    if (folder / "config.json").is_file():
+        return folder
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).eval().save_pretrained(folder)
+    tokenizer = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(VOCAB)}, unk_token="t3"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="t1", eos_token="t2", pad_token="t0",
+                            unk_token="t3").save_pretrained(folder)
+    return folder
+
+
+def as_plain(folder: Path) -> Path:
+    """The same weights with plain rope in the config: how a dynamic-NTK model gets exported today."""
+    plain = folder.with_name(folder.name + "-plain")
+    if not plain.is_dir():
+        plain.mkdir()
+        for f in folder.iterdir():
+            (plain / f.name).write_bytes(f.read_bytes())
+        config = json.loads((plain / "config.json").read_text())
+        config.pop("rope_scaling", None)
+        config["rope_parameters"] = {"rope_type": "default", "rope_theta": config.get("rope_parameters", {}).get("rope_theta", 10000.0)}
+        (plain / "config.json").write_text(json.dumps(config))
+    return plain
+
+
+@functools.lru_cache(maxsize=None)
+def torch_export(folder: Path, position_ids: bool = True, dynamo: bool = True) -> Path:
+    """torch.onnx.export of the model (dynamo, or the TorchScript exporter with axes named b and s):
+    input_ids, attention_mask[, position_ids] -> logits."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out = folder.with_name(folder.name + ("" if dynamo else "-torchscript") + ".onnx")
+    model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, input_ids, attention_mask, position_ids=None):  # noqa: ANN001
+            kwargs = {"position_ids": position_ids} if position_ids is not None else {}
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **kwargs).logits
+
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
+    names = ["input_ids", "attention_mask", "position_ids"][: 3 if position_ids else 2]
+    example = (torch.randint(0, VOCAB, (2, 8)), torch.ones(2, 8, dtype=torch.int64), torch.arange(8).expand(2, 8))[: len(names)]
+    axes = {"dynamic_shapes": {n: {0: batch, 1: seq} for n in names}} if dynamo else \
+        {"dynamic_axes": {n: {0: "b", 1: "s"} for n in names}, "opset_version": 18}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Logits(), example, str(out), dynamo=dynamo, input_names=names, output_names=["logits"], verbose=False, **axes)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def genai_export(folder: Path) -> Path:
+    """onnxruntime-genai's builder (fp32, CPU) of the model folder: a folder with model.onnx(.data),
+    genai_config.json and the tokenizer."""
+    out = folder.with_name(folder.name + "-genai")
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(folder), "-o", str(out),
+               "-p", "fp32", "-e", "cpu", "-c", str(ROOT / "cache")]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"onnxruntime-genai builder failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return out / "model.onnx"
+
+
+def llama3_inv_freq(config: dict[str, Any]) -> np.ndarray:
+    """Llama-3's frequencies written out here in float64, independently of posexport's scalings."""
+    rope = config["rope_parameters"]
+    dim = config["head_dim"]
+    theta = rope["rope_theta"] ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+    factor, low, high, original = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"], rope["original_max_position_embeddings"]
+    wavelength = 2 * np.pi / theta
+    smooth = (original / wavelength - low) / (high - low)
+    out = np.where(wavelength > original / low, theta / factor, (1 - smooth) * theta / factor + smooth * theta)
+    return np.where(wavelength < original / high, theta, out)
+
+
+def normalised_error(out: np.ndarray, ref: np.ndarray) -> float:
+    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    return float(np.max(np.abs(out - ref)) / max(1.0, float(np.max(np.abs(ref)))))
+
+
+def tiny_gpt2(name: str = "gpt2") -> Path:
+    """A tiny GPT-2: a learned position table (wpe) of 128 rows."""
+    from transformers import GPT2Config
+
+    return save(name, GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=128, bos_token_id=1, eos_token_id=2))
+
+
+def tiny_bloom(name: str = "bloom") -> Path:
+    """A tiny BLOOM: ALiBi with 4 heads."""
+    from transformers import BloomConfig
+
+    return save(name, BloomConfig(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4, bos_token_id=1, eos_token_id=2, pad_token_id=0))
+
+
+@functools.lru_cache(maxsize=None)
+def ort_fused(model: Path) -> Path:
+    """onnxscript's onnxruntime fusions (optimize_for_ort) applied to an export."""
+    import onnx_ir as ir
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    out = model.with_name(model.stem + "-fused.onnx")
+    fused, _ = optimize_for_ort(ir.load(str(model)))
+    ir.save(fused, str(out), external_data=out.name + ".data")
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def t5_encoder_export() -> Path:
+    """A tiny T5 encoder (32 buckets, 4 heads) by torch.onnx's TorchScript exporter (dynamo cannot export
+    T5's attention view with dynamic shapes in torch 2.13): input_ids, attention_mask -> hidden states."""
+    import torch
+    from transformers import T5Config, T5EncoderModel
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+                      relative_attention_num_buckets=32, relative_attention_max_distance=128)
+    model = T5EncoderModel(config).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, input_ids, attention_mask):  # noqa: ANN001
+            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    out = ROOT / "t5-encoder.onnx"
+    axes = {0: "batch", 1: "seq"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Hidden(), (torch.randint(0, VOCAB, (2, 8)), torch.ones(2, 8, dtype=torch.int64)), str(out), dynamo=False,
+                          input_names=["input_ids", "attention_mask"], output_names=["hidden"],
+                          dynamic_axes={"input_ids": axes, "attention_mask": axes}, opset_version=18)
+    return out
