@@ -32,7 +32,7 @@ COMMANDS = {
     "bench": ("bench", "Time every backend against a plain copy, the naive export and PyTorch eager."),
     "doctor": ("surgery", "Find the positional-encoding sites of any exported model and their faults."),
     "patch": ("surgery", "Replace those sites with posexport's exact maths; nothing else changes."),
-    "model-parity": ("surgery", "Whole-model parity: a model against its original or transformers in float64."),
+    "model-parity": ("surgery", "Whole-model parity (also `parity --model`): a model against its original or transformers in float64."),
 }
 
 
@@ -53,6 +53,12 @@ class LazyCommands(TyperGroup):
         commands = typer.Typer()
         importlib.import_module(f"{__package__}.{module}").register(commands)
         return typer.main.get_group(commands).commands[name]
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        # `parity --model M --against O` is whole-model parity: one verb for both kinds of parity.
+        if args and args[0] == "parity" and any(a == "--model" or a.startswith("--model=") for a in args[1:]):
+            args = ["model-parity", *args[1:]]
+        return super().resolve_command(ctx, args)
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         self.listing = True

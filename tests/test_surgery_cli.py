@@ -52,6 +52,8 @@ def test_doctor_patch_and_model_parity_from_the_command_line(genai, tmp_path):
     assert "| ort | 1 token(s) at position 3000 | (all) | — |  | ok (reference fails: cos_cache dimension 0" in (tmp_path / "parity.md").read_text()
     assert code == 0 and "the reference fails: cos_cache dimension 0 shall not be less than total_sequence_length" in out
     assert cli("model-parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort")[0] == 1
+    # The same check spelled as `parity --model`.
+    assert cli("parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort")[0] == 1
 
 
 def test_patch_errors_name_the_node_and_leave_nothing(genai, tmp_path):
