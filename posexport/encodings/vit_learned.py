@@ -34,6 +34,7 @@ from .. import weights as weights_mod
 from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
 from ..dtypes import COMPUTE, DType
 from ..errors import ParamError
+from .. import limits
 from ..params import check, param
 from ..script import POSEXPORT
 from .inputs import random_normal
@@ -70,6 +71,8 @@ class VitLearnedParams:
         check(math.isfinite(self.cubic_coefficient) and -1.0 <= self.cubic_coefficient < 0.0,
               "cubic_coefficient", self.cubic_coefficient, "must be in [−1, 0), e.g. −0.5 (torch antialias) or −0.75")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
+        limits.check_tokens([("dim", self.dim)], "x (one patch each)")
+        limits.check_product([("trained_h", self.trained_h), ("trained_w", self.trained_w), ("dim", self.dim)], "the position table")
         if weights_mod.pin_params(self):
             trained_table(self)  # shape errors surface here, naming --weights
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import tables
+from .. import limits, tables
 from ..contract import BuildOptions, Case, Tables
 from ..encodings.kinds.rotation import LAYOUTS, PAIR_LAYOUTS, Rotation, apply_rope, rotate_reference
 from ..params import check, check_choices, param
@@ -67,12 +67,14 @@ class RopeParams:
         check(0 < self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0,
               "rotary_dim", self.rotary_dim, f"must be even and in [2, head_dim={self.head_dim}]")
         check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
-        check(self.max_positions >= 1, "max_positions", self.max_positions, "must be ≥ 1")
+        check(1 <= self.max_positions <= 1 << 31, "max_positions", self.max_positions, "must be in [1, 2^31]")
         if self.position_limit is None:
             wanted = max(MIN_LIMIT, 2 * self.max_positions)
-            object.__setattr__(self, "position_limit", 1 << math.ceil(math.log2(wanted)))
+            object.__setattr__(self, "position_limit", min(1 << math.ceil(math.log2(wanted)), 1 << 31))
         check(self.max_positions <= self.position_limit <= 1 << 31, "position_limit", self.position_limit,
               f"must be in [max_positions={self.max_positions}, 2^31]")
+        limits.check_tokens([("heads", self.heads), ("head_dim", self.head_dim)])
+        limits.check_two_level("head_dim", self.head_dim, self.rotary_dim // 2, self.position_limit, regimes=2)
         scaling.validate(self)
 
 

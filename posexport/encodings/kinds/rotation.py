@@ -169,7 +169,7 @@ class Rotation(Encoding):
         return {"x": random_normal(rng, self.x_shape(p, batch, seq), dtype), "position_ids": positions(rng, batch, seq, case)}
 
     def cases(self, p: Any, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return sequence_cases(p.max_positions, p.position_limit, seqs, batches) + self.extra_cases(p, batches)
+        return self.within_limits(p, sequence_cases(p.max_positions, p.position_limit, seqs, batches) + self.extra_cases(p, batches), seqs, batches)
 
     def largest_position(self, p: Any, feeds: Mapping[str, np.ndarray]) -> int | None:
         return int(np.max(feeds["position_ids"]))
