@@ -25,6 +25,7 @@ from . import __version__, params as params_mod
 from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSION, PORTABLE, SOURCES, Artifact, BuildOptions, TensorSpec
 from .dtypes import DType, get_dtype
 from .encodings.base import Encoding
+from .encodings.guards import guard_graph
 from .errors import PosexportError
 from .files import write_output
 from .registry import get_encoding
@@ -152,7 +153,7 @@ def torch_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         for dim, name in zip(value.type.tensor_type.shape.dim, spec.dims):
             if isinstance(name, str):
                 dim.dim_param = name
-    return model
+    return guard_graph(model, specs, opts.opset)  # position_ids must be [batch, seq] of x, as in script graphs
 
 
 class ExportWrapper(torch.nn.Module):

@@ -96,11 +96,11 @@ def _load_mapping(file: Path, suffix: str) -> dict[str, np.ndarray]:
 
 
 def tensor_array(tensor: Any, file: Path) -> np.ndarray:
-    """A torch tensor as float64 numpy; complex and bool tensors are refused (a cast would drop the
+    """A torch tensor as float32 numpy; complex and bool tensors are refused (a cast would drop the
     imaginary part, or make numbers of flags)."""
     if tensor.is_complex() or str(tensor.dtype) == "torch.bool":
         raise PosexportError(f"--weights {file}: holds a {str(tensor.dtype).removeprefix('torch.')} tensor; a table holds real numbers")
-    return tensor.detach().double().numpy()
+    return tensor.detach().float().numpy()  # the tables' float32, as they will be used
 
 
 def _pick(tensors: dict[str, np.ndarray], key: str | None, path: str) -> np.ndarray:

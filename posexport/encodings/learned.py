@@ -26,6 +26,7 @@ from .. import limits
 from ..params import check, check_choices, param
 from ..script import POSEXPORT
 from ..weights import load_table, pin_params
+from .guards import OUT_OF_RANGE, name_nodes
 from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS, affordable
 from .kinds.rows import AdditiveRows
 
@@ -159,7 +160,7 @@ def learned_functions(rows: int, op: Any) -> list[Any]:
         safe = op.Where(negative, op.Constant(value_int=rows), position_ids)
         return op.Gather(table, safe)
 
-    return [LearnedRows]
+    return [name_nodes(LearnedRows, "Gather", OUT_OF_RANGE)]
 
 
 def table_cases(rows: int, seqs: tuple[int, ...] | None, batches: tuple[int, ...] | None) -> list[Case]:
