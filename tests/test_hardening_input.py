@@ -251,3 +251,12 @@ def test_max_positions_is_judged_as_itself():
         get_encoding("rope").params(max_positions=10**15)
     p = get_encoding("rope").params(max_positions=(1 << 30) + 1)  # the default limit stops at 2^31
     assert p.position_limit == 1 << 31
+
+
+def test_any_feed_past_the_cap_is_refused():
+    """Sweeps are checked up front; random_normal catches what else feeds a graph (bench, properties)."""
+    from posexport.dtypes import get_dtype
+    from posexport.encodings.inputs import random_normal
+
+    with pytest.raises(PosexportError, match=r"an input of shape \[1, 1000000000, 32, 128\] would take"):
+        random_normal(np.random.default_rng(0), (1, 10**9, 32, 128), get_dtype("float32"))
