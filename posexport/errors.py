@@ -22,6 +22,6 @@ class ParamError(PosexportError, ValueError):
     def __init__(self, name: str, value: object, allowed: str):
         self.name, self.value, self.allowed = name, value, allowed
         shown = repr(value)
-        if len(shown) > 80:  # a 300-digit number, say
+        if len(shown) > 80 and not isinstance(value, str):  # a 300-digit number; paths stay whole
             shown = f"{shown[:40]}…{shown[-12:]} ({len(shown)} characters)"
         super().__init__(f"--{name.replace('_', '-')} {shown}: {allowed}")
