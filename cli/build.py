@@ -42,25 +42,39 @@ def build_command(
     backend: str = _opts["backend"],
     target: str = _opts["target"],
     out: Path = typer.Option(DEFAULT_OUT, "--out", "-o", help="output folder"),
-    name: str = typer.Option("", help="file name stem; default: the preset's or the encoding's name"),
+    name: str = typer.Option(None, help="file name stem (no folder: that is --out); default: the preset's or the encoding's name"),
     preset: str = _opts["preset"],
     from_config: Path = _opts["from_config"],
+    from_model: Path = _opts["from_model"],
     indexshare: bool = typer.Option(False, "--indexshare", help="rope: an N-layer attention block sharing one cos/sin gather, rotation fused into GroupQueryAttention"),
     layers: int = typer.Option(2, help="--indexshare: layers in the block"),
     kv_heads: int = typer.Option(0, help="--indexshare: key/value heads (0: as many as --heads)"),
     unfused: bool = typer.Option(False, help="--indexshare: build the unfused baseline (rotation ops + attention ops) instead"),
 ) -> None:
     """Build NAME.onnx and its manifest NAME.json. Encoding parameters are options too (--head-dim 64,
-    --causal/--no-causal); with --preset or --from-config they override the config's values."""
+    --causal/--no-causal); with --preset or --from-config they override the config's values; --from-model
+    builds every encoding of a model folder (docs/models.md)."""
+    from posexport.files import check_stem
     from posexport.options import build_from_options
     from posexport.params import parse_options
 
+    if name is not None:  # before a build that may take a while
+        check_stem(name)
+    if from_model is not None:
+        from posexport.models.cli import build
+
+        explicit = ctx.get_parameter_source("encoding").name != "DEFAULT"
+        conflicts = {"--preset": preset, "--from-config": from_config, "--indexshare": indexshare}
+        for line in build(from_model, encoding if explicit else None, parse_options(list(ctx.args)), out, name,
+                          conflicts, dtype=dtype, opset=opset, source=source, backend=backend, target=target):
+            console.print(line, highlight=False, markup=False)
+        return
     built = build_from_options(
         encoding, parse_options(list(ctx.args)), preset=preset or None, from_config=from_config,
         indexshare=indexshare, layers=layers, kv_heads=kv_heads or None, unfused=unfused,
         dtype=dtype, opset=opset, source=source, backend=backend, target=target,
     )
-    for graph, (onnx_path, json_path) in zip(built.graphs, built.save(out, name or None)):
+    for graph, (onnx_path, json_path) in zip(built.graphs, built.save(out, name)):
         m = graph.manifest
         console.print(f"wrote {onnx_path} ({m['bytes']:,} bytes, sha256 {m['sha256'][:12]}) and {json_path}")
 

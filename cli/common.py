@@ -31,6 +31,7 @@ def graph_options() -> dict[str, Any]:
         target=typer.Option(DEFAULT_TARGET, help="what --backend auto optimises for: onnxruntime (contrib ops allowed) or standard (standard ops of the opset only)"),
         preset=typer.Option("", help="rope of a well-known model (see `posexport list`); options given override its values"),
         from_config=typer.Option(None, "--from-config", help="rope of a model's config.json; options given override its values"),
+        from_model=typer.Option(None, "--from-model", help="a model folder (config.json + weights): every positional encoding it uses, read as transformers reads it (docs/models.md)"),
     )
 
 

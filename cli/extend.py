@@ -15,12 +15,12 @@ def extend_command(
     strategy: str = typer.Option("mean", help="new rows: mean (original rows kept, new ones their mean) or interpolate (the whole table resampled; docs/encodings.md)"),
     key: str = typer.Option(None, help="the table's name inside a safetensors file or state dict"),
     out: Path = typer.Option(None, "--out", "-o", help="output folder; default: beside SOURCE"),
-    name: str = typer.Option("", help="file name stem; default: SOURCE's stem and the new length, e.g. learned-2048"),
+    name: str = typer.Option(None, help="file name stem (no folder: that is --out); default: SOURCE's stem and the new length, e.g. learned-2048"),
 ) -> None:
     """Write a larger learned table (and graph): the source is never modified."""
     from posexport.extend import extend_file
 
-    for path in extend_file(source, to, strategy, key=key, out=out, name=name or None):
+    for path in extend_file(source, to, strategy, key=key, out=out, name=name):
         console.print(f"wrote {path}")
 
 

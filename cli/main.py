@@ -6,8 +6,14 @@ A command's module is imported only when that command runs (or shows its own --h
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
+import signal
 import sys
+import threading
+import warnings
+from collections.abc import Iterator
 
 import click
 import typer
@@ -63,14 +69,49 @@ app = typer.Typer(
 
 
 @app.callback()
-def commands() -> None:
+def commands(
+    verbose: bool = typer.Option(False, "--verbose", help="show the warnings Python, torch and onnx emit (hidden by default)"),
+) -> None:
     """Positional encodings as ONNX graphs: build, check parity on every runtime, benchmark."""
+    if verbose:
+        warnings.simplefilter("default")
+        logging.lastResort.setLevel(logging.WARNING)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that writers remove their temporaries."""
+
+
+def terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def quiet_and_interruptible() -> Iterator[None]:
+    """Library warnings (numpy casts, torch, onnx) stay off stderr, so an error is the only line a user
+    sees; SIGTERM unwinds like Ctrl-C. Both are undone afterwards (the CLI also runs in-process in tests)."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminate) if in_main_thread else None
+    last_resort = logging.lastResort.level if logging.lastResort else None
+    try:
+        with warnings.catch_warnings():
+            if not sys.warnoptions:  # python -W … asks for them
+                warnings.simplefilter("ignore")
+            if logging.lastResort:  # records of loggers nobody configured
+                logging.lastResort.setLevel(logging.ERROR)
+            yield
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+        if logging.lastResort:
+            logging.lastResort.setLevel(last_resort)
 
 
 def main() -> None:
     args = sys.argv[1:] or ["--help"]
     try:
-        code = app(args, prog_name="posexport", standalone_mode=False)
+        with quiet_and_interruptible():
+            code = app(args, prog_name="posexport", standalone_mode=False)
     except PosexportError as e:
         err_console.print(f"error: {e}", highlight=False, markup=False)
         sys.exit(2)
@@ -81,6 +122,8 @@ def main() -> None:
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
+    except Terminated:
+        sys.exit(128 + signal.SIGTERM)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -23,6 +24,7 @@ def parity_command(
     target: str = _opts["target"],
     preset: str = _opts["preset"],
     from_config: Path = _opts["from_config"],
+    from_model: Path = _opts["from_model"],
     runtimes: str = typer.Option("", help="comma-separated runtimes (torch, reference, ort-cpu, ort-cpu-noopt, ort-cuda, openvino); default: all"),
     seqs: str = typer.Option("", help="sequence lengths of the sweep, e.g. 1,17,512"),
     batches: str = typer.Option("", help="batch sizes of the sweep, e.g. 1,3"),
@@ -38,40 +40,65 @@ def parity_command(
     load_outputs: Path = typer.Option(None, "--load-outputs", help="judge outputs saved by another run (e.g. a GPU machine) too"),
     strict: bool = typer.Option(False, help="also fail on an unavailable runtime or a known runtime limitation"),
 ) -> None:
-    """Check GRAPH.onnx (built by `posexport build`, its manifest beside it), or graphs built from --encoding
-    and its options, on every runtime. Exit 0 only when every case passed."""
+    """Check GRAPH.onnx (built by `posexport build`, its manifest beside it), graphs built from --encoding and its
+    options, or --from-model DIR's (also against its own code, docs/models.md) on every runtime. Exit 0 only when every case passed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from posexport.files import write_output
     from posexport.options import parity_from_options
     from posexport.params import parse_ints, parse_options
-    from posexport.parity import parse_tolerance, to_json
+    from posexport.parity import check_settings, parse_tolerance
     from posexport.reports import parity as reports
 
     # GRAPH is read from the free arguments: a declared positional would swallow the value of an
     # encoding option (`--head-dim 8`), which click cannot tell apart from a path.
     graph, options = graph_and_options(list(ctx.args))
+    written = report_files(json_out, junit_out, markdown_out)
+    tolerance_bound = parse_tolerance(tolerance)
+    check_settings(tolerance_bound, seed)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
+                  console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
         task = bar.add_task("parity", total=None)
 
         def progress(done: int, total: int, what: str) -> None:
             bar.update(task, completed=done, total=total, description=f"parity: {what}")
 
-        report = parity_from_options(
-            graph, parse_options(options), encoding=encoding, preset=preset or None, from_config=from_config, dtype=dtype,
-            opset=opset, source=source, backend=backend, target=target,
-            runtimes=[r for r in runtimes.split(",") if r] or None, seqs=parse_ints(seqs, "--seqs"),
-            batches=parse_ints(batches, "--batches"), seed=seed, tolerance=parse_tolerance(tolerance),
-            pairwise=pairwise, properties=properties, progress=progress, save_outputs=save_outputs,
-            load_outputs=load_outputs,
-        )
+        run = dict(runtimes=[r for r in runtimes.split(",") if r] or None, seqs=parse_ints(seqs, "--seqs"),
+                   batches=parse_ints(batches, "--batches"), seed=seed, tolerance=tolerance_bound, pairwise=pairwise,
+                   properties=properties, progress=progress, dtype=dtype, opset=opset, source=source, backend=backend, target=target)
+        if from_model is not None:
+            report = model_report(from_model, graph, options, preset, from_config, save_outputs, load_outputs, run)
+        else:
+            report = parity_from_options(graph, parse_options(options), encoding=encoding, preset=preset or None,
+                                         from_config=from_config, save_outputs=save_outputs, load_outputs=load_outputs, **run)
     reports.render_terminal(report, console, details=details)
-    for path, render, option in ((json_out, to_json, "--json"), (junit_out, reports.to_junit, "--junit"),
-                                 (markdown_out, reports.to_markdown, "--markdown")):
-        if path:
-            write_output(path, render(report), option)
+    for path, render, option in written:
+        write_output(path, render(report), option)
     raise typer.Exit(0 if (report.strictly_passed() if strict else report.passed) else 1)
+
+
+def report_files(json_out: Path | None, junit_out: Path | None, markdown_out: Path | None) -> list[tuple[Path, Any, str]]:
+    """The reports asked for as (path, renderer, option), each destination checked before the sweep runs."""
+    from posexport.files import check_destination
+    from posexport.parity import to_json
+    from posexport.reports import parity as reports
+
+    chosen = [(path, render, option) for path, render, option in (
+        (json_out, to_json, "--json"), (junit_out, reports.to_junit, "--junit"), (markdown_out, reports.to_markdown, "--markdown"),
+    ) if path]
+    for path, _, option in chosen:
+        check_destination(path, option)
+    return chosen
+
+
+def model_report(folder: Path, graph: Path | None, options: list[str], preset: str, from_config: Path | None,
+                 save_outputs: Path | None, load_outputs: Path | None, run: dict):
+    """parity --from-model: options that make no sense with a model are refused by the library."""
+    from posexport.models.check import parity_from_model
+
+    conflicts = {"--preset": preset, "--from-config": from_config, "--save-outputs": save_outputs,
+                 "--load-outputs": load_outputs, **{option: True for option in options[:1]}}
+    return parity_from_model(folder, graph, conflicts, **run)
 
 
 def graph_and_options(args: list[str]) -> tuple[Path | None, list[str]]:

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     import onnx
 
     from .dtypes import DType
-    from .encodings.base import Encoding
 
 # Every function posexport writes lives in this operator domain, at this version.
 DOMAIN = "posexport"
@@ -98,7 +97,9 @@ class Artifact:
 
     model: onnx.ModelProto
     manifest: dict[str, Any]
-    encoding: Encoding
+    # The Encoding (posexport.encodings.base) that built it; encodings build on this module, so it is
+    # not named here.
+    encoding: Any
     params: Any
     options: BuildOptions
 

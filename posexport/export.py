@@ -12,7 +12,9 @@ import importlib.metadata
 import io
 import json
 import logging
+import re
 import warnings
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +24,15 @@ import onnx.numpy_helper as onh
 import torch
 
 from . import __version__, params as params_mod
-from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSION, PORTABLE, SOURCES, Artifact, BuildOptions, TensorSpec
-from .dtypes import DType, get_dtype
+from .contract import AUTO, BACKENDS, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSION, MIN_OPSET, PORTABLE, SOURCES, Artifact, BuildOptions, TensorSpec
+from .dtypes import DTYPES, DType, get_dtype
 from .encodings.base import Encoding
 from .encodings.guards import guard_graph
 from .errors import PosexportError
-from .files import write_output
-from .registry import get_encoding
+from .files import check_stem, write_files
+from .registry import ENCODINGS, get_encoding
 from .rope.backends import resolve_backend
-from .script import callees_first, called_functions, check_opset, standard_opset
+from .script import callees_first, called_functions, check_opset, newest_opset, standard_opset
 
 PACKAGES = ("onnx", "onnxruntime", "onnxscript", "torch", "numpy")
 
@@ -216,42 +218,147 @@ def make_manifest(enc: Encoding, p: Any, opts: BuildOptions, source: str, model:
 
 
 def write_graph(model_bytes: bytes, manifest: dict[str, Any], out_dir: str | Path, name: str) -> tuple[Path, Path]:
-    """NAME.onnx and NAME.json in out_dir (created if needed), each written atomically; a folder that
-    cannot be written is one error line naming --out."""
+    """NAME.onnx and NAME.json in out_dir (created if needed), written together (posexport.files: both
+    temporaries before either rename, under the name's lock); a folder that cannot be written is one error
+    line naming --out. NAME is a plain file stem."""
+    check_stem(name)
     out = Path(out_dir)
     with contextlib.suppress(OSError):  # a folder that cannot be made shows as the write below failing
         out.mkdir(parents=True, exist_ok=True)
-    onnx_path = write_output(out / f"{name}.onnx", model_bytes, "--out")
-    json_path = write_output(out / f"{name}.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n", "--out")
+    manifest_text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    onnx_path, json_path = write_files({out / f"{name}.onnx": model_bytes, out / f"{name}.json": manifest_text}, "--out")
     return onnx_path, json_path
 
 
 def save(artifact: Artifact, out_dir: str | Path, name: str | None = None) -> tuple[Path, Path]:
     """Write NAME.onnx and NAME.json into out_dir (created if needed); NAME defaults to the encoding's."""
-    return write_graph(artifact.model_bytes, artifact.manifest, out_dir, name or artifact.encoding.name)
+    return write_graph(artifact.model_bytes, artifact.manifest, out_dir, artifact.encoding.name if name is None else name)
 
 
 def load(path: str | Path) -> Artifact:
-    """Read a built graph and the manifest beside it."""
+    """Read a built graph and the manifest beside it. What was not written by `posexport build` is refused
+    before anything runs it (docs/trust.md): a manifest whose sha256 is not the graph's, fields out of
+    range, an unpinned weights file, and any tensor stored as external data."""
     onnx_path = Path(path)
     json_path = onnx_path.with_suffix(".json")
     if not onnx_path.is_file():
         raise PosexportError(f"{onnx_path}: no such file; pass a .onnx built by `posexport build`")
     if not json_path.is_file():
         raise PosexportError(f"{onnx_path}: no manifest {json_path.name} beside it; rebuild with `posexport build`")
+    data = onnx_path.read_bytes()
     try:
-        model = onnx.load_model_from_string(onnx_path.read_bytes())
+        model = onnx.load_model_from_string(data)
     except Exception:
         raise PosexportError(f"{onnx_path}: not an ONNX model") from None
+    manifest = read_manifest(json_path)
+    check_manifest(manifest, json_path, data)
+    refuse_external_data(model, onnx_path)
     try:
-        manifest = json.loads(json_path.read_text())
         enc = get_encoding(manifest["encoding"])
         p = enc.params(**manifest["params"])
-        opts = BuildOptions(get_dtype(manifest["dtype"]), int(manifest["opset"]), manifest["backend"])
+        opts = BuildOptions(get_dtype(manifest["dtype"]), manifest["opset"], manifest["backend"])
     except (ValueError, KeyError, TypeError) as e:
         raise PosexportError(f"{json_path}: not a posexport manifest ({e})") from None
     check_contract(model, enc, p, opts, onnx_path)
     return Artifact(model, manifest, enc, p, opts)
+
+
+MAX_MANIFEST_BYTES = 1 << 24
+
+
+def read_manifest(json_path: Path) -> dict[str, Any]:
+    """The manifest as a dict; anything else (not JSON, nested past Python's recursion limit, huge) is one
+    error line."""
+    if json_path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise PosexportError(f"{json_path}: not a posexport manifest (over {MAX_MANIFEST_BYTES:,} bytes)")
+    try:
+        manifest = json.loads(json_path.read_bytes())
+    except (ValueError, RecursionError) as e:
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise PosexportError(f"{json_path}: not a posexport manifest ({why})") from None
+    if not isinstance(manifest, dict):
+        raise PosexportError(f"{json_path}: not a posexport manifest (expected a JSON object)")
+    return manifest
+
+
+def manifest_field(manifest: dict[str, Any], key: str, ok: Callable[[Any], bool], json_path: Path, accepts: str) -> None:
+    value = manifest.get(key)
+    if not ok(value):
+        raise PosexportError(f"{json_path}: {key} = {json.dumps(value)[:80]}: expected {accepts}; rebuild with `posexport build`")
+
+
+def check_manifest(manifest: dict[str, Any], json_path: Path, data: bytes) -> None:
+    """Fields a runtime or a file read depends on, checked before any is used: the graph's sha256, the opset,
+    the backend, the source, and a weights file pinned by absolute path and sha256."""
+    digest = hashlib.sha256(data).hexdigest()
+    manifest_field(manifest, "sha256", lambda v: v == digest, json_path,
+                   f"the sha256 of {json_path.with_suffix('.onnx').name} ({digest[:12]}…): the graph and its manifest are not a pair")
+    newest = newest_opset()
+    manifest_field(manifest, "opset", lambda v: type(v) is int and MIN_OPSET <= v <= newest, json_path,
+                   f"an integer opset from {MIN_OPSET} to {newest}")
+    built = [b for b in BACKENDS if b != AUTO]
+    manifest_field(manifest, "backend", lambda v: v in built, json_path, f"one of {', '.join(built)}")
+    manifest_field(manifest, "source", lambda v: v in SOURCES, json_path, f"one of {', '.join(SOURCES)}")
+    manifest_field(manifest, "encoding", lambda v: isinstance(v, str) and v in ENCODINGS, json_path, "a name `posexport list` shows")
+    manifest_field(manifest, "dtype", lambda v: isinstance(v, str) and v in DTYPES, json_path, f"one of {', '.join(DTYPES)}")
+    manifest_field(manifest, "params", lambda v: isinstance(v, dict), json_path, "an object of parameters")
+    check_pinned_weights(manifest["params"], json_path)
+
+
+def check_pinned_weights(params: dict[str, Any], json_path: Path) -> None:
+    """A build pins a weights file by absolute path and sha256; an unpinned or relative one would be read
+    from wherever the command runs."""
+    weights, digest = params.get("weights"), params.get("weights_sha256")
+    if weights is None:
+        return
+    if not isinstance(weights, str) or not Path(weights).is_absolute():
+        raise PosexportError(f"{json_path}: params.weights = {json.dumps(weights)[:80]}: expected an absolute path, "
+                             "as `posexport build` records it")
+    if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise PosexportError(f"{json_path}: params.weights_sha256 = {json.dumps(digest)[:80]}: expected the sha256 "
+                             "of the weights file, as `posexport build` records it (an unpinned file is refused)")
+
+
+def tensors_of(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor a graph holds: initializers, sparse initializers, node attributes, subgraphs."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield from (sparse.values, sparse.indices)
+    for node in graph.node:
+        yield from attribute_tensors(node.attribute)
+
+
+def attribute_tensors(attributes: Iterable[onnx.AttributeProto]) -> Iterator[onnx.TensorProto]:
+    for attr in attributes:
+        yield from [attr.t, *attr.tensors]
+        for sparse in [attr.sparse_tensor, *attr.sparse_tensors]:
+            yield from (sparse.values, sparse.indices)
+        for sub in [attr.g, *attr.graphs]:
+            yield from tensors_of(sub)
+
+
+def model_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of a model: its graph's, its functions' (nodes and attribute defaults), training graphs'."""
+    yield from tensors_of(model.graph)
+    for function in model.functions:
+        yield from attribute_tensors(function.attribute_proto)
+        for node in function.node:
+            yield from attribute_tensors(node.attribute)
+    for info in model.training_info:
+        yield from tensors_of(info.initialization)
+        yield from tensors_of(info.algorithm)
+
+
+def refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """posexport never writes external data; a graph that points at other files (which runtimes would
+    read from the working directory) is refused before any runtime sees it."""
+    for tensor in model_tensors(model):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+            location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
+            raise PosexportError(
+                f"{path}: tensor {tensor.name[:80]!r} is stored as external data ({location[:80]!r}); posexport only loads "
+                "self-contained graphs it built"
+            )
 
 
 def check_contract(model: onnx.ModelProto, enc: Encoding, p: Any, opts: BuildOptions, path: Path) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 from . import export
 from .encodings.learned import STRATEGIES, check_rows, extend_table
 from .errors import PosexportError
-from .files import write_output
+from .files import check_stem, write_output
 from .weights import SUFFIXES, load_table
 
 
@@ -95,7 +95,7 @@ def extend_file(
     if strategy not in STRATEGIES:
         raise PosexportError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
     out_dir = Path(out) if out is not None else source.parent
-    stem = name or f"{source.stem}-{rows}"
+    stem = check_stem(f"{source.stem}-{rows}" if name is None else name)
     if source.suffix.lower() == ".onnx":
         if key is not None:
             raise PosexportError(f"--key {key}: only for a weights file; a graph's manifest names its own table")

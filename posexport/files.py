@@ -1,14 +1,32 @@
-"""Writing files the way every command does: atomically (temporary name beside the target, then rename),
-with the permissions a plain open() would give, and any OS failure turned into one user error."""
+"""Writing files the way every command does: atomically, with the permissions a plain open() would give,
+and any OS failure turned into one user error.
+
+Files that belong together (a graph NAME.onnx and its manifest NAME.json) are written as a set: every
+temporary (``.NAME.onnx.XXXXXXXX.tmp`` beside its target) is written before any is renamed into place,
+under an exclusive lock on the name (``.NAME.posexport.lock``, removed afterwards), so two writers of one
+name never pair one's graph with the other's manifest. A writer interrupted (an exception, Ctrl-C, or
+SIGTERM, which the CLI turns into an exception) removes its temporaries; temporaries a killed writer left
+behind are removed by the next write of that name into that folder.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
+import re
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from .errors import PosexportError
+
+LOCK_SUFFIX = ".posexport.lock"
+# tempfile.mkstemp's names: the prefix, 8 characters of its alphabet, the suffix.
+TEMPORARY = re.compile(r"\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp")
+MAX_STEM = 200
+SEPARATORS = {"/", "\\", os.sep, os.altsep or "/"}
 
 
 def current_umask() -> int:
@@ -17,26 +35,121 @@ def current_umask() -> int:
     return mask
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write to a temporary name beside the target, then rename: a failure leaves nothing half-written."""
+def check_stem(name: str, option: str = "--name") -> str:
+    """A file name stem: no folder part, nothing a path could climb out of ``--out`` with."""
+    plain = (
+        isinstance(name, str) and name not in ("", ".", "..") and len(name) <= MAX_STEM
+        and not any(sep in name for sep in SEPARATORS) and name.isprintable()
+    )
+    if not plain:
+        raise PosexportError(
+            f"{option} {name!r}: expected a plain file name stem (no folder, no path separator, not . or .., "
+            f"printable, at most {MAX_STEM} characters); choose the folder with --out"
+        )
+    return name
+
+
+def check_destination(path: str | Path, option: str) -> Path:
+    """Before a long run: ``path`` can be written (its folder exists and is writable, it is no folder)."""
+    target = Path(path)
+    folder = target.parent
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise PosexportError(f"{option} {target}: {folder} {why}; choose a path in an existing folder")
+    if target.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise PosexportError(f"{option} {target}: cannot write there; choose a writable path")
+    return target
+
+
+@contextlib.contextmanager
+def name_lock(folder: Path, stem: str) -> Iterator[None]:
+    """An exclusive lock on ``stem`` in ``folder``, held by one writer at a time (waiting for the others)."""
+    path = folder / f".{stem}{LOCK_SUFFIX}"
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        fd = os.open(path, flags, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            current = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:  # the previous holder removed the lock file while this one waited
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino):
+            break
+        os.close(fd)  # locked a lock file that was removed meanwhile: lock the new one
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # while still locked: a waiter sees its file removed and locks a fresh one
+        os.close(fd)
+
+
+def remove_stale_temporaries(folder: Path, targets: set[str]) -> None:
+    """Remove the temporaries of ``targets`` (file names in ``folder``) a killed writer left behind. Called
+    under the name's lock, so no live writer is using them; only posexport's own temporary names match."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            match = TEMPORARY.fullmatch(entry.name)
+            if match and match["target"] in targets and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+
+
+def write_temporary(path: Path, data: bytes) -> str:
+    """``data`` in a new temporary file beside ``path``, with plain-open() permissions; its name."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         # mkstemp creates 0600; give the file the permissions a plain open() would have.
         os.chmod(tmp, 0o666 & ~current_umask())
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return tmp
+
+
+def atomic_write(files: Mapping[Path, bytes]) -> None:
+    """Write every file's temporary, then rename them all: a failure before the renames (a full disk, a
+    folder where a file should go) leaves every target as it was and no temporary behind."""
+    temporaries: dict[Path, str] = {}
+    try:
+        for path, data in files.items():
+            temporaries[path] = write_temporary(path, data)
+        for path in temporaries:  # the one rename failure to expect: a folder in the way
+            if path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        for path in list(temporaries):
+            os.replace(temporaries[path], path)
+            del temporaries[path]
+    except BaseException:
+        for tmp in temporaries.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        raise
+
+
+def write_files(files: Mapping[str | Path, bytes | str], option: str, stem: str | None = None) -> list[Path]:
+    """Write files of one folder as a set (see the module's docstring), under the lock of ``stem`` (default:
+    the first file's stem); an OS failure is one error line naming ``option``."""
+    targets = {Path(path): data.encode() if isinstance(data, str) else data for path, data in files.items()}
+    first = next(iter(targets))
+    folder = first.parent
+    try:
+        with name_lock(folder, stem or first.stem):
+            remove_stale_temporaries(folder, {path.name for path in targets})
+            atomic_write(targets)
+    except OSError as e:
+        raise PosexportError(f"{option} {first}: cannot write there ({e.strerror}); choose a writable path") from None
+    return list(targets)
 
 
 def write_output(path: str | Path, data: bytes | str, option: str) -> Path:
     """Atomically write a file the user asked for with ``option``; an OS failure is one error line."""
-    target = Path(path)
-    try:
-        atomic_write(target, data.encode() if isinstance(data, str) else data)
-    except OSError as e:
-        raise PosexportError(f"{option} {target}: cannot write there ({e.strerror}); choose a writable path") from None
-    return target
+    return write_files({path: data}, option)[0]

@@ -19,7 +19,8 @@ from typing import Any
 from . import export
 from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, Artifact
 from .errors import PosexportError
-from .parity import Outputs, Report, run_parity
+from .files import check_destination, check_stem
+from .parity import Outputs, Report, check_settings, run_parity
 from .rope import config
 from .rope.indexshare import Block, build_block, save as save_block
 
@@ -36,7 +37,9 @@ class Built:
     def save(self, out_dir: str | Path, name: str | None = None) -> list[tuple[Path, Path]]:
         """NAME.onnx and NAME.json per graph (NAME-DTYPE when several dtypes were built); NAME defaults to
         the preset's, then the encoding's (rope_indexshare… for an IndexShare block)."""
-        return [self.save_one(g, out_dir, name or self.name) for g in self.graphs]
+        if name is not None:
+            check_stem(name)
+        return [self.save_one(g, out_dir, self.name if name is None else name) for g in self.graphs]
 
     def save_one(self, graph: Graph, out_dir: str | Path, stem: str | None) -> tuple[Path, Path]:
         if len(self.graphs) > 1:
@@ -133,7 +136,10 @@ def parity_from_options(
     """`posexport parity`: the graphs of :func:`parity_graphs` on every runtime, judging outputs saved by
     another run too (``load_outputs``) and saving this run's (``save_outputs``). ``run`` takes
     posexport.parity.run_parity's options: runtimes, seqs, batches, seed, tolerance, pairwise, properties,
-    progress."""
+    progress. Settings and the --save-outputs destination are checked before anything is built or run."""
+    check_settings(run.get("tolerance"), run.get("seed", 0))
+    if save_outputs is not None:
+        check_destination(save_outputs, "--save-outputs")
     artifacts = parity_graphs(graph, values, encoding=encoding, preset=preset, from_config=from_config, dtype=dtype,
                               opset=opset, source=source, backend=backend, target=target)
     saved = Outputs.load(load_outputs) if load_outputs else None

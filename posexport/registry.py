@@ -36,6 +36,7 @@ ENCODINGS: dict[str, Entry] = {
         Entry("vit-learned", "posexport.encodings.vit_learned", "ViT learned grid positions, bicubic-antialias resampled in the graph to any grid"),
         Entry("sincos-2d", "posexport.encodings.sincos2d", "2-D sine-cosine grid positions (MAE): column half then row half, any grid"),
         Entry("swin", "posexport.encodings.swin", "Swin window relative position bias added to attention scores"),
+        Entry("mrope", "posexport.rope.mrope", "multimodal RoPE (Qwen2-VL): frequency sections turned by temporal, height and width position rows"),
         Entry("rope-2d", "posexport.encodings.rope2d", "2-D axial RoPE on a patch grid: row half and column half rotated, any grid"),
     )
 }

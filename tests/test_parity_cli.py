@@ -116,14 +116,20 @@ def test_parity_from_encoding_options_over_several_dtypes(tmp_path):
 
 
 def write_bad_graph(tmp_path: Path, built: Path) -> Path:
-    """A real manifest beside a graph whose inputs are renamed: the contract does not hold."""
+    """A real manifest (carrying the edited graph's sha256) beside a graph whose inputs are renamed: the
+    contract does not hold."""
+    import hashlib
+    import json
+
     import onnx
 
     model = onnx.load(built)
     model.graph.input[0].name = "q"
     model.graph.node[0].input[0] = "q"
-    (tmp_path / "renamed.onnx").write_bytes(model.SerializeToString())
-    (tmp_path / "renamed.json").write_text(built.with_suffix(".json").read_text())
+    data = model.SerializeToString()
+    (tmp_path / "renamed.onnx").write_bytes(data)
+    manifest = json.loads(built.with_suffix(".json").read_text()) | {"sha256": hashlib.sha256(data).hexdigest()}
+    (tmp_path / "renamed.json").write_text(json.dumps(manifest))
     return tmp_path / "renamed.onnx"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 
 import numpy as np
 import onnx
@@ -244,7 +245,9 @@ def test_cli_points_at_the_cause(tmp_path, strict):
     from .test_parity_cli import cli
 
     art = frozen_table_graph()
-    onnx_path, _ = export.save(art, tmp_path, "frozen")
+    # A loadable pair: the manifest carries this graph's sha256 and a source and backend a build can have.
+    manifest = art.manifest | {"source": "script", "backend": "portable", "sha256": hashlib.sha256(art.model_bytes).hexdigest()}
+    onnx_path, _ = export.write_graph(art.model_bytes, manifest, tmp_path, "frozen")
     code, out, err = cli("parity", str(onnx_path), "--runtimes", "ort-cpu", "--seqs", "17", "--batches", "1",
                          "--no-properties", *(["--strict"] if strict else []))
     assert code == 1

@@ -27,26 +27,33 @@ NOT_BATCH_SEQ = "position_ids_is_not_batch_seq_of_x"
 OUT_OF_RANGE = "position_ids_out_of_range"
 
 
-def shared_axes(inputs: Sequence[TensorSpec]) -> tuple[int, ...]:
-    """The axes of the first input (x) that position_ids' axes name, in position_ids' order: (0, 1) for
-    x [batch, seq, ...], (0, 2) for [batch, heads, seq, dim]."""
+def shared_axes(inputs: Sequence[TensorSpec]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Where each axis of position_ids gets its size: (indices into shape(x) followed by the fixed sizes,
+    the fixed sizes). x [batch, seq, ...] and position_ids [batch, seq] give ((0, 1), ()); M-RoPE's
+    position_ids [3, batch, seq] give ((r, 0, 1), (3,)) for x of rank r."""
     x, positions = inputs[0], next(s for s in inputs if s.name == "position_ids")
-    return tuple(x.dims.index(d) for d in positions.dims)
+    fixed = tuple(d for d in positions.dims if not isinstance(d, str))
+    rank, found = len(x.dims), iter(range(len(fixed)))
+    return tuple(x.dims.index(d) if isinstance(d, str) else rank + next(found) for d in positions.dims), fixed
 
 
-def position_guard(axes: tuple[int, ...], op: Any) -> Any:
-    """posexport.CheckPositionIds(x, position_ids) -> position_ids, unchanged when its shape is x's
-    ``axes``; otherwise the run raises at the node named NOT_BATCH_SEQ.
+def position_guard(axes: tuple[tuple[int, ...], tuple[int, ...]], op: Any) -> Any:
+    """posexport.CheckPositionIds(x, position_ids) -> position_ids, unchanged when its shape is what
+    ``axes`` (see :func:`shared_axes`) says; otherwise the run raises at the node named NOT_BATCH_SEQ.
 
     Gather from a one-element tensor accepts the indices −1 and 0 only: |shape(position_ids) − want|
-    is 0 when the shapes agree and at least 1 on any axis that differs. The Reshape to x's axes (no copy)
-    keeps the check on the path to the output, so no runtime drops it, and itself raises where the sizes
-    differ (on runtimes whose Gather does not check its indices)."""
-    indices = list(axes)
+    is 0 when the shapes agree and at least 1 on any axis that differs. The Reshape to the wanted shape
+    (no copy) keeps the check on the path to the output, so no runtime drops it, and itself raises where
+    the sizes differ (on runtimes whose Gather does not check its indices)."""
+    indices, fixed = list(axes[0]), list(axes[1])
 
     @script(POSEXPORT, default_opset=op)
     def CheckPositionIds(x, position_ids):
-        want = op.Gather(op.Shape(x), op.Constant(value_ints=indices))
+        if fixed:
+            sizes = op.Concat(op.Shape(x), op.Constant(value_ints=fixed), axis=0)
+        else:
+            sizes = op.Shape(x)
+        want = op.Gather(sizes, op.Constant(value_ints=indices))
         zeros = op.Gather(op.Constant(value_ints=[0]), op.Abs(op.Sub(op.Shape(position_ids), want)))
         return op.Reshape(position_ids, op.Add(want, zeros))
 

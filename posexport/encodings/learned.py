@@ -73,16 +73,21 @@ class LearnedParams:
     key: str | None = param(None, "name of the table inside --weights (safetensors or state dict)")
     weights_sha256: str | None = param(None, "sha256 of --weights; recorded from the file, and checked when given")
     seed: int = param(0, f"seed of the N(0, {INIT_STD}) table used without --weights")
+    row_offset: int = param(0, "rows of --weights before position 0's, left out of the graph (OPT's table keeps 2)")
     extend_to: int | None = param(None, "rows after extending the table (posexport extend); > max_positions")
     extend_strategy: str = param("mean", "how extension makes new rows (see posexport extend)", STRATEGIES)
 
     def __post_init__(self) -> None:
         check_choices(self)
+        check(isinstance(self.row_offset, int) and self.row_offset >= 0, "row_offset", self.row_offset, "must be ≥ 0")
         if pin_params(self):
-            rows, cols = trained_table(self.weights, self.key, self.weights_sha256, self.max_positions, self.d_model).shape
-            object.__setattr__(self, "max_positions", rows)
+            expected = None if self.max_positions is None else self.max_positions + self.row_offset
+            rows, cols = trained_table(self.weights, self.key, self.weights_sha256, expected, self.d_model).shape
+            check(rows > self.row_offset, "row_offset", self.row_offset, f"must be less than the table's {rows} rows")
+            object.__setattr__(self, "max_positions", rows - self.row_offset)
             object.__setattr__(self, "d_model", cols)
         else:
+            check(self.row_offset == 0, "row_offset", self.row_offset, "only means something with --weights")
             for name, default in (("d_model", DEFAULT_D_MODEL), ("max_positions", DEFAULT_MAX_POSITIONS)):
                 if getattr(self, name) is None:
                     object.__setattr__(self, name, default)
@@ -114,7 +119,7 @@ def trained_table(path: str, key: str | None, digest: str, rows: int | None, col
 def build_learned_table(p: LearnedParams) -> np.ndarray:
     """The [rows, d_model] table in float64: trained or seeded, then extended if asked."""
     if p.weights is not None:
-        table = trained_table(p.weights, p.key, p.weights_sha256, p.max_positions, p.d_model)
+        table = trained_table(p.weights, p.key, p.weights_sha256, p.max_positions + p.row_offset, p.d_model)[p.row_offset :]
     else:
         table = np.random.default_rng(p.seed).normal(0.0, INIT_STD, size=(p.max_positions, p.d_model))
     return table if p.extend_to is None else extend_table(table, p.extend_to, p.extend_strategy)

@@ -41,6 +41,8 @@ class SwinParams:
     window_h: int = param(7, "window rows (Wh)")
     window_w: int = param(7, "window columns (Ww)")
     heads: int = param(3, "attention heads")
+    class_token: bool = param(False, "a class token before the window's tokens (BEiT): scores are [.., N+1, N+1] and the "
+                                     "table ends with 3 rows: class→token, token→class, class→class")
     weights: str | None = param(None, "trained relative_position_bias_table [(2Wh−1)(2Ww−1), heads] (.npy, .safetensors, torch state dict)")
     key: str | None = param(None, "tensor name inside --weights (e.g. layers.0.blocks.0.attn.relative_position_bias_table)")
     seed: int = param(0, "seed of the N(0, 0.02) table used without --weights")
@@ -57,11 +59,11 @@ class SwinParams:
 
     @property
     def tokens(self) -> int:
-        return self.window_h * self.window_w
+        return int(self.class_token) + self.window_h * self.window_w
 
     @property
     def table_rows(self) -> int:
-        return (2 * self.window_h - 1) * (2 * self.window_w - 1)
+        return (2 * self.window_h - 1) * (2 * self.window_w - 1) + 3 * int(self.class_token)
 
 
 # --- pure functions ---------------------------------------------------------------------------------
@@ -81,16 +83,23 @@ def _load(path: str, key: str | None, digest: str | None, rows: int, heads: int)
     return array
 
 
-def relative_index(window_h: int, window_w: int) -> np.ndarray:
-    """[N, N] table row for every token pair, from the formula in docs/encodings.md."""
+def relative_index(window_h: int, window_w: int, class_token: bool = False) -> np.ndarray:
+    """[N, N] table row for every token pair, from the formula in docs/encodings.md; with a class token
+    [N+1, N+1], its row and column reading the table's last three rows (BEiT's layout)."""
     t = np.arange(window_h * window_w)
     h, w = t // window_w, t % window_w
-    return (h[:, None] - h[None, :] + window_h - 1) * (2 * window_w - 1) + (w[:, None] - w[None, :] + window_w - 1)
+    index = (h[:, None] - h[None, :] + window_h - 1) * (2 * window_w - 1) + (w[:, None] - w[None, :] + window_w - 1)
+    if not class_token:
+        return index
+    last = (2 * window_h - 1) * (2 * window_w - 1) + 3
+    out = np.pad(index, ((1, 0), (1, 0)))
+    out[0, :], out[:, 0], out[0, 0] = last - 3, last - 2, last - 1  # class→token, token→class, class→class
+    return out
 
 
 def build_bias(p: SwinParams) -> np.ndarray:
     """bias [heads, N, N] = table[index(a, b), head], float64."""
-    return np.moveaxis(bias_table(p)[relative_index(p.window_h, p.window_w)], -1, 0)
+    return np.moveaxis(bias_table(p)[relative_index(p.window_h, p.window_w, p.class_token)], -1, 0)
 
 
 def reference(p: SwinParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -133,7 +142,7 @@ def observed_bias(p: SwinParams) -> props.Pairwise:
         scores = random_normal(rng, (2, p.heads, p.tokens, p.tokens), dtype)
         y = np.asarray(run({"scores": scores})).astype(np.float64)
         bias = np.moveaxis(y - scores.astype(np.float64), (2, 3), (0, 1))
-        return bias, relative_index(p.window_h, p.window_w), max(1.0, float(np.max(np.abs(y))))
+        return bias, relative_index(p.window_h, p.window_w, p.class_token), max(1.0, float(np.max(np.abs(y))))
 
     return pairwise
 

@@ -52,10 +52,16 @@ class VitLearnedParams:
         False, "the table starts with a class-token row (never resampled): adds input cls [batch, 1, dim] and y becomes "
         "the token sequence [batch, 1 + grid_h·grid_w, dim]"
     )
+    distillation_token: bool = param(
+        False, "after the class-token row, a distillation-token row (DeiT): cls becomes [batch, 2, dim] and y "
+        "[batch, 2 + grid_h·grid_w, dim]"
+    )
     max_grid: int = param(64, "largest grid_h and grid_w the graph resamples to; a larger grid makes the runtime raise")
     cubic_coefficient: float = param(
         -0.5, "Keys cubic coefficient a; −0.5 is what torch's bicubic with antialias=True uses (PIL's), −0.75 OpenCV's"
     )
+    antialias: bool = param(True, "resample like F.interpolate(antialias=True) (timm); false: plain bicubic with clamped edges, "
+                                  "as transformers' ViT interpolate_pos_encoding (with --cubic-coefficient -0.75)")
     weights: str | None = param(None, "trained table (.npy, .safetensors, torch state dict), [1+]Gh·Gw × dim, e.g. timm pos_embed")
     key: str | None = param(None, "tensor name inside --weights (e.g. pos_embed)")
     seed: int = param(0, "seed of the N(0, 0.02) table used without --weights")
@@ -71,35 +77,43 @@ class VitLearnedParams:
         check(math.isfinite(self.cubic_coefficient) and -1.0 <= self.cubic_coefficient < 0.0,
               "cubic_coefficient", self.cubic_coefficient, "must be in [−1, 0), e.g. −0.5 (torch antialias) or −0.75")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
+        check(self.class_token or not self.distillation_token, "distillation_token", self.distillation_token,
+              "comes after a class token: give --class-token true too")
         limits.check_tokens([("dim", self.dim)], "x (one patch each)")
         limits.check_product([("trained_h", self.trained_h), ("trained_w", self.trained_w), ("dim", self.dim)], "the position table")
         if weights_mod.pin_params(self):
             trained_table(self)  # shape errors surface here, naming --weights
 
     @property
+    def prefix(self) -> int:
+        """Token rows before the grid, never resampled: class token, then DeiT's distillation token."""
+        return int(self.class_token) + int(self.distillation_token)
+
+    @property
     def table_rows(self) -> int:
-        return int(self.class_token) + self.trained_h * self.trained_w
+        return self.prefix + self.trained_h * self.trained_w
 
 
 # --- pure functions: the table, antialiased bicubic weights, the float64 oracle --------------------
 
 
 def trained_table(p: VitLearnedParams) -> np.ndarray:
-    """The table [class_token + Gh·Gw, dim] in float64: from --weights, or seeded N(0, 0.02)."""
+    """The table [prefix + Gh·Gw, dim] in float64: from --weights, or seeded N(0, 0.02)."""
     if p.weights is None:
         return np.random.default_rng(p.seed).normal(0.0, 0.02, (p.table_rows, p.dim))
-    return _load_table(p.weights, p.key, p.weights_sha256, p.trained_h, p.trained_w, p.dim, p.class_token)
+    return _load_table(p.weights, p.key, p.weights_sha256, p.trained_h, p.trained_w, p.dim, p.prefix)
 
 
 @functools.lru_cache(maxsize=8)
-def _load_table(path: str, key: str | None, digest: str | None, gh: int, gw: int, dim: int, cls: bool) -> np.ndarray:
+def _load_table(path: str, key: str | None, digest: str | None, gh: int, gw: int, dim: int, prefix: int) -> np.ndarray:
     array = weights_mod.load_table(path, key, None, what="position table")
-    rows = int(cls) + gh * gw
+    rows = prefix + gh * gw
+    cls = prefix > 0
     accepted = [(rows, dim), (1, rows, dim)] + ([] if cls else [(gh, gw, dim)])
     if array.shape not in accepted:
         wanted = " or ".join("[" + ", ".join(map(str, s)) + "]" for s in accepted)
         raise ParamError("weights", path, f"holds a table of shape {list(array.shape)}; expected {wanted}: "
-                         f"{'a class-token row then ' if cls else ''}the --trained-h {gh} × --trained-w {gw} grid "
+                         f"{f'{prefix} token row(s) then ' if cls else ''}the --trained-h {gh} × --trained-w {gw} grid "
                          f"row-major, --dim {dim}{'' if cls else ' (a class-token row needs --class-token true)'}")
     array = array.reshape(rows, dim)
     array.flags.writeable = False
@@ -107,9 +121,9 @@ def _load_table(path: str, key: str | None, digest: str | None, gh: int, gw: int
 
 
 def split_table(p: VitLearnedParams) -> tuple[np.ndarray | None, np.ndarray]:
-    """(class-token row [1, dim] or None, grid [Gh, Gw, dim])."""
+    """(token rows [prefix, dim] or None, grid [Gh, Gw, dim])."""
     table = trained_table(p)
-    cls, grid = (table[:1], table[1:]) if p.class_token else (None, table)
+    cls, grid = (table[: p.prefix], table[p.prefix :]) if p.class_token else (None, table)
     return cls, grid.reshape(p.trained_h, p.trained_w, p.dim)
 
 
@@ -142,15 +156,31 @@ def aa_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
     return weights / weights.sum(axis=1, keepdims=True)
 
 
-def packed_weights(n_in: int, max_out: int, a: float) -> np.ndarray:
+def plain_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
+    """[n_out, n_in] weights of F.interpolate(mode="bicubic", align_corners=False, antialias=False): output i
+    samples input coordinate (i + ½)·n_in/n_out − ½ from its four neighbours, indices clamped to the edge."""
+    source = (np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5
+    first = np.floor(source).astype(np.int64)
+    weights = np.zeros((n_out, n_in))
+    for k in range(-1, 3):
+        taps = np.clip(first + k, 0, n_in - 1)
+        np.add.at(weights, (np.arange(n_out), taps), keys_cubic(source - (first + k), a))
+    return weights
+
+
+def axis_weights(n_in: int, n_out: int, a: float, antialias: bool = True) -> np.ndarray:
+    return aa_bicubic_weights(n_in, n_out, a) if antialias else plain_bicubic_weights(n_in, n_out, a)
+
+
+def packed_weights(n_in: int, max_out: int, a: float, antialias: bool = True) -> np.ndarray:
     """Weights for every output size n = 1 … max_out stacked: size n is rows n·(n−1)/2 … n·(n+1)/2 − 1."""
-    return np.concatenate([aa_bicubic_weights(n_in, n, a) for n in range(1, max_out + 1)], axis=0)
+    return np.concatenate([axis_weights(n_in, n, a, antialias) for n in range(1, max_out + 1)], axis=0)
 
 
-def resample_grid(grid: np.ndarray, h: int, w: int, a: float) -> np.ndarray:
-    """grid [Gh, Gw, dim] -> [h, w, dim], separable antialiased bicubic, float64."""
-    rows = aa_bicubic_weights(grid.shape[0], h, a)
-    cols = aa_bicubic_weights(grid.shape[1], w, a)
+def resample_grid(grid: np.ndarray, h: int, w: int, a: float, antialias: bool = True) -> np.ndarray:
+    """grid [Gh, Gw, dim] -> [h, w, dim], separable bicubic (antialiased unless asked not to), float64."""
+    rows = axis_weights(grid.shape[0], h, a, antialias)
+    cols = axis_weights(grid.shape[1], w, a, antialias)
     return np.einsum("hi,wj,ijd->hwd", rows, cols, grid)
 
 
@@ -158,7 +188,7 @@ def reference(p: VitLearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarra
     x = np.asarray(feeds["x"]).astype(np.float64)
     batch, h, w, dim = x.shape
     cls_row, grid = split_table(p)
-    y = x + resample_grid(grid, h, w, p.cubic_coefficient)[None]
+    y = x + resample_grid(grid, h, w, p.cubic_coefficient, p.antialias)[None]
     if not p.class_token:
         return y
     first = np.asarray(feeds["cls"]).astype(np.float64) + cls_row[None]
@@ -180,7 +210,7 @@ class VitLearnedEmbedding(torch.nn.Module):
         f32 = COMPUTE.numpy
         self.register_buffer("grid_table", torch.from_numpy(grid.reshape(p.trained_h, -1).astype(f32)), persistent=False)
         for name, n_in in (("row_weights", p.trained_h), ("col_weights", p.trained_w)):
-            packed = packed_weights(n_in, p.max_grid, p.cubic_coefficient).astype(f32)
+            packed = packed_weights(n_in, p.max_grid, p.cubic_coefficient, p.antialias).astype(f32)
             self.register_buffer(name, torch.from_numpy(packed), persistent=False)
         if cls_row is not None:
             self.register_buffer("cls_table", torch.from_numpy(cls_row.astype(f32)), persistent=False)
@@ -251,8 +281,8 @@ def build_tables(p: VitLearnedParams) -> dict[str, np.ndarray]:
     cls_row, grid = split_table(p)
     f32 = COMPUTE.numpy
     out = {
-        "row_weights": packed_weights(p.trained_h, p.max_grid, p.cubic_coefficient).astype(f32),
-        "col_weights": packed_weights(p.trained_w, p.max_grid, p.cubic_coefficient).astype(f32),
+        "row_weights": packed_weights(p.trained_h, p.max_grid, p.cubic_coefficient, p.antialias).astype(f32),
+        "col_weights": packed_weights(p.trained_w, p.max_grid, p.cubic_coefficient, p.antialias).astype(f32),
         "grid_table": grid.reshape(p.trained_h, -1).astype(f32),
     }
     if cls_row is not None:
@@ -268,8 +298,7 @@ def trained_grid_expected(p: VitLearnedParams) -> props.Expected:
 
     def expected(dtype: DType, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray]:
         feeds = {"x": random_normal(rng, (2, p.trained_h, p.trained_w, p.dim), dtype)} | class_feeds(p, 2, dtype, rng)
-        table = trained_table(p).astype(np.float32)
-        cls_row, grid = (table[:1], table[1:]) if p.class_token else (None, table)
+        cls_row, grid = (part.astype(np.float32) if part is not None else None for part in split_table(p))
         want = feeds["x"].astype(np.float32) + grid.reshape(p.trained_h, p.trained_w, p.dim)[None]
         if p.class_token:
             first = feeds["cls"].astype(np.float32) + cls_row[None]
@@ -280,7 +309,7 @@ def trained_grid_expected(p: VitLearnedParams) -> props.Expected:
 
 
 def class_feeds(p: VitLearnedParams, batch: int, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {"cls": random_normal(rng, (batch, 1, p.dim), dtype)} if p.class_token else {}
+    return {"cls": random_normal(rng, (batch, p.prefix, p.dim), dtype)} if p.class_token else {}
 
 
 # --- the encoding -----------------------------------------------------------------------------------
@@ -302,7 +331,7 @@ class VitLearnedEncoding(GridEncoding):
         return p.trained_h, p.trained_w
 
     def inputs(self, p: VitLearnedParams) -> list[TensorSpec]:
-        return super().inputs(p) + ([TensorSpec("cls", ("batch", 1, p.dim))] if p.class_token else [])
+        return super().inputs(p) + ([TensorSpec("cls", ("batch", p.prefix, p.dim))] if p.class_token else [])
 
     def outputs(self, p: VitLearnedParams) -> list[TensorSpec]:
         if p.class_token:
@@ -311,7 +340,7 @@ class VitLearnedEncoding(GridEncoding):
 
     def derived_axes(self, p: VitLearnedParams, sizes: Mapping[str, int]) -> dict[str, int]:
         if p.class_token:
-            return {"tokens": 1 + sizes["grid_h"] * sizes["grid_w"]}
+            return {"tokens": p.prefix + sizes["grid_h"] * sizes["grid_w"]}
         return {}
 
     def tables(self, p: VitLearnedParams, opts: BuildOptions) -> Tables:

@@ -11,6 +11,7 @@ from .engine import (
     Progress,
     Tolerance,
     bound_for,
+    check_settings,
     compare,
     graph_label,
     parse_tolerance,
@@ -22,6 +23,6 @@ from .report import CaseResult, Comparison, PropertyOutcome, Report, from_json, 
 
 __all__ = [
     "PAIRWISE_FACTOR", "SAVED", "CaseResult", "Comparison", "Outputs", "Progress", "PropertyOutcome", "Report",
-    "Tolerance", "bound_for", "compare", "feeds_digest", "from_json", "graph_label", "parse_tolerance",
+    "Tolerance", "bound_for", "check_settings", "compare", "feeds_digest", "from_json", "graph_label", "parse_tolerance",
     "read_json", "resolve_runtimes", "run_parity", "to_json",
 ]

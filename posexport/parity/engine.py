@@ -11,6 +11,7 @@ The tolerance rule (docs/numerics.md): max|out − ref| / max(1, max|ref|) ≤ t
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,7 +93,7 @@ def parse_tolerance(text: str | None) -> Tolerance:
     if not text:
         return None
     error = PosexportError(
-        f"--tolerance {text!r}: expected a positive number, or DTYPE=NUMBER pairs such as float16=5e-3,bfloat16=4e-2"
+        f"--tolerance {text!r}: expected a positive finite number, or DTYPE=NUMBER pairs such as float16=5e-3,bfloat16=4e-2"
     )
     pairs = [item.partition("=") for item in text.split(",")] if "=" in text else [("", "", text)]
     out: dict[str, float] = {}
@@ -101,10 +102,26 @@ def parse_tolerance(text: str | None) -> Tolerance:
             number = float(value)
         except ValueError:
             raise error from None
-        if not number > 0 or (name.strip() not in DTYPES and "=" in text):
+        if not valid_bound(number) or (name.strip() not in DTYPES and "=" in text):
             raise error
         out[name.strip()] = number
     return out if "=" in text else out[""]
+
+
+def valid_bound(number: Any) -> bool:
+    return isinstance(number, (int, float)) and not isinstance(number, bool) and 0 < number < math.inf
+
+
+def check_settings(tolerance: Tolerance, seed: Any) -> None:
+    """A run's tolerance (a positive finite bound, overall or per dtype) and seed (a non-negative integer),
+    checked before anything runs: an infinite or NaN bound would pass every output."""
+    bounds = tolerance.items() if isinstance(tolerance, Mapping) else [("", tolerance)] if tolerance is not None else []
+    for name, bound in bounds:
+        if not valid_bound(bound) or (name and name not in DTYPES):
+            raise PosexportError(f"--tolerance {name + '=' if name else ''}{bound!r}: expected a positive finite number"
+                                 + (f" for a dtype ({', '.join(DTYPES)})" if name else ""))
+    if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
+        raise PosexportError(f"--seed {seed!r}: expected a non-negative integer")
 
 
 # --- runtimes and sessions --------------------------------------------------------------------------
@@ -164,7 +181,15 @@ def check_property(label: str, prop: Property, name: str, runtime: Runtime, sess
 
 
 def graph_label(artifact: Artifact) -> str:
-    return f"{artifact.encoding.name}-{artifact.options.dtype.name}"
+    """encoding-dtype; a graph built --from-model is named by its role (gemma3's rope-local, rope-global)."""
+    role = (artifact.manifest.get("model") or {}).get("role")
+    return f"{role or artifact.encoding.name}-{artifact.options.dtype.name}"
+
+
+def runtime_bound(runtime: Runtime, art: Artifact, feeds: Mapping[str, np.ndarray], bound: float) -> float:
+    """A runtime that runs no graph but the model's own code (hf) judges with its own bound."""
+    own = getattr(runtime, "bound", None)
+    return own(art, feeds, bound) if own else bound
 
 
 # --- the run ----------------------------------------------------------------------------------------
@@ -226,8 +251,9 @@ class Sweep:
         bound = bound_for(plan.art, feeds, self.tolerance)
         info = dict(axes=dict(case.axes), largest_position=enc.largest_position(p, feeds))
         here: dict[str, np.ndarray] = {}
+        bounds = {name: runtime_bound(runtime, plan.art, feeds, bound) for name, (runtime, _) in plan.sessions.items()}
         for name, (_, session) in plan.sessions.items():
-            result, out = judge(session.run, feeds, ref, bound)
+            result, out = judge(session.run, feeds, ref, bounds[name])
             self.report.results.append(CaseResult(label, case.label, name, **result, **info))
             if out is not None:
                 here[name] = out
@@ -238,15 +264,17 @@ class Sweep:
             result, _ = judge(lambda _, out=out: out, feeds, ref, bound)
             self.report.results.append(CaseResult(label, case.label, name, **result, **info))
             here[name] = out
-        self.compare_pairs(label, case, here, bound, info)
+        self.compare_pairs(label, case, here, bounds, bound, info)
         if self.keep_outputs:
             self.outputs.arrays |= {(label, case.label, name): out for name, out in here.items() if not name.endswith(SAVED)}
 
-    def compare_pairs(self, label: str, case: Case, here: dict[str, np.ndarray], bound: float, info: dict[str, Any]) -> None:
+    def compare_pairs(self, label: str, case: Case, here: dict[str, np.ndarray], bounds: dict[str, float], bound: float,
+                      info: dict[str, Any]) -> None:
         if not self.pairwise:
             return
         for a, b in itertools.combinations(sorted(here), 2):
-            cmp = compare(here[a], here[b].astype(np.float64), PAIRWISE_FACTOR * bound)
+            pair_bound = PAIRWISE_FACTOR * max(bounds.get(a, bound), bounds.get(b, bound))
+            cmp = compare(here[a], here[b].astype(np.float64), pair_bound)
             status = "pass" if cmp.passed else "fail"
             self.report.pairwise.append(CaseResult(label, case.label, f"{a} vs {b}", status, cmp, **info))
 
@@ -276,6 +304,7 @@ def run_parity(
     encoding's properties on each runtime. With ``keep_outputs`` the report carries the outputs; with
     ``saved`` the outputs another run saved are judged too."""
     graphs = [artifacts] if isinstance(artifacts, Artifact) else list(artifacts)
+    check_settings(tolerance, seed)
     chosen = resolve_runtimes(runtimes)
     report = Report(settings={"seed": seed, "seqs": list(seqs or ()), "batches": list(batches or ()),
                               "tolerance": tolerance, "pairwise": pairwise})

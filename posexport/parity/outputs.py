@@ -57,14 +57,20 @@ class Outputs:
 
     @classmethod
     def load(cls, path: str | Path) -> Outputs:
+        """Outputs another run saved; a file that is not such an .npz (an .npy, a pickle, a damaged index)
+        is one error line."""
+        if not Path(path).is_file():
+            raise PosexportError(f"--load-outputs {path}: no such file")
         try:
+            if not zipfile.is_zipfile(path):  # np.load would read an .npy (or try a pickle) instead
+                raise ValueError("not an .npz archive")
             with np.load(Path(path), allow_pickle=False) as data:
                 index = json.loads(str(data["index"]))
                 arrays = {tuple(key): data[f"out{i}"] for i, key in enumerate(index["outputs"])}
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
-            raise PosexportError(f"--load-outputs {path}: not a file written by --save-outputs ({e})") from None
-        digests = {tuple(k.split("|", 1)): d for k, d in index["digests"].items()}
-        return cls(arrays, digests, dict(index["graphs"]))
+            digests = {tuple(k.split("|", 1)): d for k, d in index["digests"].items()}
+            return cls(arrays, digests, dict(index["graphs"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, zipfile.BadZipFile) as e:
+            raise PosexportError(f"--load-outputs {path}: not a file written by --save-outputs ({' '.join(str(e).split())[:200]})") from None
 
     def check_graph(self, label: str, sha256: str) -> None:
         """Saved outputs of a graph label must come from the same graph bytes."""

@@ -67,15 +67,21 @@ class RopeParams:
         check(0 < self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0,
               "rotary_dim", self.rotary_dim, f"must be even and in [2, head_dim={self.head_dim}]")
         check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
-        check(1 <= self.max_positions <= 1 << 31, "max_positions", self.max_positions, "must be in [1, 2^31]")
-        if self.position_limit is None:
-            wanted = max(MIN_LIMIT, 2 * self.max_positions)
-            object.__setattr__(self, "position_limit", min(1 << math.ceil(math.log2(wanted)), 1 << 31))
-        check(self.max_positions <= self.position_limit <= 1 << 31, "position_limit", self.position_limit,
-              f"must be in [max_positions={self.max_positions}, 2^31]")
+        pin_position_limit(self)
         limits.check_tokens([("heads", self.heads), ("head_dim", self.head_dim)])
         limits.check_two_level("head_dim", self.head_dim, self.rotary_dim // 2, self.position_limit, regimes=2)
         scaling.validate(self)
+
+
+def pin_position_limit(p: Any) -> None:
+    """Check max_positions and fill in the default position_limit, max(131072, 2·max_positions) rounded
+    up to a power of two, at most 2^31 (rope and M-RoPE params)."""
+    check(1 <= p.max_positions <= 1 << 31, "max_positions", p.max_positions, "must be in [1, 2^31]")
+    if p.position_limit is None:
+        wanted = max(MIN_LIMIT, 2 * p.max_positions)
+        object.__setattr__(p, "position_limit", min(1 << math.ceil(math.log2(wanted)), 1 << 31))
+    check(p.max_positions <= p.position_limit <= 1 << 31, "position_limit", p.position_limit,
+          f"must be in [max_positions={p.max_positions}, 2^31]")
 
 
 # --- pure functions: frequencies and the float64 oracle -------------------------------------------

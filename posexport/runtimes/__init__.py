@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import PosexportError
 from .base import Bound, Runtime, Session, SessionOptions
+from .hf import Hf
 from .openvino import OpenVino
 from .ort import OrtCpu
 from .ort_cuda import OrtCuda
@@ -21,13 +22,16 @@ RUNTIMES: dict[str, Runtime] = {
         OpenVino(),
     )
 }
+# Runtimes that run the model's own code instead of the graph (parity --from-model, or named with --runtimes).
+MODEL_RUNTIMES: dict[str, Runtime] = {rt.name: rt for rt in (Hf(),)}
 
 
 def get_runtime(name: str) -> Runtime:
     try:
-        return RUNTIMES[name]
+        return {**RUNTIMES, **MODEL_RUNTIMES}[name]
     except KeyError:
-        raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {', '.join(RUNTIMES)}") from None
+        known = ", ".join([*RUNTIMES, *MODEL_RUNTIMES])
+        raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {known}") from None
 
 
-__all__ = ["RUNTIMES", "Bound", "Runtime", "Session", "SessionOptions", "get_runtime"]
+__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "Bound", "Runtime", "Session", "SessionOptions", "get_runtime"]

@@ -1,0 +1,83 @@
+"""The exact positional encoding of a published model, read from its folder (config.json and, where the
+encoding has trained tables, its weights) the way transformers reads it.
+
+    plan = read_model("path/to/model")      # ModelPlan: the model's distinct encodings ("roles")
+    built = build_model(plan)              # one Artifact per role (posexport.models.build)
+
+Adding an architecture is its reader module (``read(cfg: ModelConfig) -> list[Role]``) plus one line in
+``READERS``. Every config key that speaks of positions is read or is an error naming it (config.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from ..errors import PosexportError
+from . import config
+from .plan import ModelPlan, Role
+
+# config.json's model_type -> the module (in this package) that reads it.
+READERS: dict[str, str] = {
+    "llama": "llama",
+    "mistral": "llama",
+    "mixtral": "llama",
+    "qwen2": "llama",
+    "qwen2_moe": "llama",
+    "qwen3": "llama",
+    "qwen3_moe": "llama",
+    "gemma": "gemma",
+    "gemma2": "gemma",
+    "gemma3": "gemma",
+    "gemma3_text": "gemma",
+    "phi3": "phi3",
+    "gpt_neox": "neox",
+    "stablelm": "neox",
+    "glm": "glm",
+    "glm4": "glm",
+    "deepseek_v2": "deepseek",
+    "deepseek_v3": "deepseek",
+    "falcon": "falcon",
+    "t5": "t5",
+    "mt5": "t5",
+    "umt5": "t5",
+    "bloom": "alibi",
+    "mpt": "alibi",
+    "gpt2": "learned",
+    "opt": "learned",
+    "bert": "learned",
+    "roberta": "learned",
+    "xlm-roberta": "learned",
+    "camembert": "learned",
+    "qwen2_vl": "qwen_vl",
+    "qwen2_5_vl": "qwen_vl",
+    "swin": "swin",
+    "beit": "beit",
+    "vit": "vit",
+    "deit": "vit",
+    "whisper": "whisper",
+}
+
+
+def supported_architectures() -> list[str]:
+    return sorted(READERS)
+
+
+def read_model(folder: str | Path) -> ModelPlan:
+    """The model's distinct encodings, or one error line naming what posexport cannot read exactly."""
+    folder = Path(folder)
+    data = config.load(folder)
+    source = str(folder / "config.json")
+    architecture = data.get("model_type")
+    if not isinstance(architecture, str):
+        raise PosexportError(f"{source}: no model_type; posexport reads {', '.join(supported_architectures())}")
+    if architecture not in READERS:
+        raise PosexportError(f"{source}: model_type {architecture!r} is not in posexport's catalogue; "
+                             f"supported: {', '.join(supported_architectures())}")
+    cfg = config.ModelConfig(data, architecture, source, folder)
+    roles = importlib.import_module(f"{__name__}.{READERS[architecture]}").read(cfg)
+    cfg.check_all_read()
+    return ModelPlan(architecture, folder, tuple(roles))
+
+
+__all__ = ["ModelPlan", "Role", "read_model", "supported_architectures", "READERS"]

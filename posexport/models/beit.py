@@ -1,0 +1,44 @@
+"""BEiT: a relative-position bias over the whole patch grid (W × W = image_size // patch_size) plus the
+class token, whose table ends with three rows (class→token, token→class, class→class): posexport's swin
+bias with `--class-token true`. Either one table shared by every layer (`use_shared_relative_position_bias`,
+role `beit-bias`) or one per layer (`use_relative_position_bias`, roles `beit-bias-<i>`), read from the
+checkpoint in transformers 5's names or the published ones. BEiT's absolute position table
+(`use_absolute_position_embeddings`) is not built."""
+
+from __future__ import annotations
+
+from .. import checkpoint
+from .config import ModelConfig
+from .plan import Role
+
+TABLE = "relative_position_bias.relative_position_bias_table"
+NOTES = ("scores are one layer's scaled q·kᵀ/√d over [class token | patches], [batch, heads, 1 + W², 1 + W²]",)
+
+
+def table_keys(layer: int | None) -> tuple[str, ...]:
+    if layer is None:
+        names = (f"shared_position_bias.{TABLE}", f"encoder.{TABLE}")
+    else:
+        names = (f"layers.{layer}.{TABLE}", f"encoder.layer.{layer}.attention.attention.{TABLE}")
+    return (*names, *(f"beit.{n}" for n in names))
+
+
+def read(cfg: ModelConfig) -> list[Role]:
+    if cfg.get("use_absolute_position_embeddings", False):
+        cfg.fail("use_absolute_position_embeddings", True, "BEiT's absolute position table is not in posexport's catalogue")
+    shared = bool(cfg.get("use_shared_relative_position_bias", False))
+    per_layer = bool(cfg.get("use_relative_position_bias", False))
+    if shared == per_layer:
+        cfg.fail("use_shared_relative_position_bias", shared, "posexport reads BEiT with exactly one of "
+                 "use_shared_relative_position_bias and use_relative_position_bias")
+    side = cfg.number("image_size", 224, integer=True) // cfg.number("patch_size", 16, integer=True)
+    count = cfg.number("num_hidden_layers", 12, integer=True)
+    common = {"window_h": side, "window_w": side, "heads": cfg.number("num_attention_heads", 12, integer=True),
+              "class_token": True}
+    roles = []
+    for layer in (None,) if shared else range(count):
+        path, key = checkpoint.locate(cfg.folder, table_keys(layer))
+        name, layers = ("beit-bias", tuple(range(count))) if layer is None else (f"beit-bias-{layer}", (layer,))
+        roles.append(Role(name, "swin", {**common, "weights": str(path), "key": key}, layers, NOTES,
+                          {"kind": "beit", "key": key}))
+    return roles

@@ -1,0 +1,76 @@
+"""A model's config.json as a reader sees it: every key a reader takes is marked, and a position-related
+key that no reader took is an error naming the key, its value and the architecture (never a silent
+misread).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import PosexportError
+from ..rope.config import read_json
+
+# Key names that speak of positions. A key matching this that the architecture's reader did not take, or
+# did not declare harmless, stops the build.
+POSITION_WORDS = re.compile(r"rope|rotary|posit|alibi|relative_attention|rel_pos|mrope|theta|n_ctx|max_seq")
+MISSING = object()
+
+
+class ModelConfig:
+    """config.json of one architecture; ``get`` marks a key as read, ``check_all_read`` finds the rest."""
+
+    def __init__(self, data: dict[str, Any], architecture: str, source: str, folder: Path | None = None):
+        self.data, self.architecture, self.source, self.folder = data, architecture, source, folder
+        self.read: set[str] = set()
+
+    def has(self, key: str) -> bool:
+        self.read.add(key)
+        return self.data.get(key) is not None
+
+    def get(self, key: str, default: Any = MISSING) -> Any:
+        """The value, or ``default`` (transformers' default for this architecture) when absent or null."""
+        self.read.add(key)
+        value = self.data.get(key)
+        if value is None:
+            if default is MISSING:
+                raise PosexportError(f"{self.source}: the {self.architecture} config needs key {key!r}")
+            return default
+        return value
+
+    def number(self, key: str, default: Any = MISSING, *, integer: bool = False) -> Any:
+        value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and int(value) != value):
+            self.fail(key, value, f"expected {'an integer' if integer else 'a number'}")
+        return int(value) if integer else value
+
+    def ignore(self, *keys: str) -> None:
+        """Keys that match the position words but do not change the encoding (a reader says why)."""
+        self.read.update(keys)
+
+    def fail(self, key: str, value: Any, why: str) -> None:
+        raise PosexportError(f"{self.source}: {self.architecture} config key {key!r} = {short(value)}: {why}")
+
+    def check_all_read(self) -> None:
+        for key, value in self.data.items():
+            if key not in self.read and value is not None and POSITION_WORDS.search(key):
+                self.fail(key, value, "posexport does not know what this key does to positions in this architecture; "
+                                      "nothing was built (a silent misread is worse than none)")
+
+
+def short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def load(folder: Path) -> dict[str, Any]:
+    if not folder.is_dir():
+        raise PosexportError(f"--from-model {folder}: not a folder; pass a model folder holding config.json")
+    if not (folder / "config.json").is_file():
+        raise PosexportError(f"--from-model {folder}: no config.json in it")
+    data = read_json(folder / "config.json", "--from-model")
+    if not isinstance(data, dict):
+        raise PosexportError(f"{folder / 'config.json'}: a model config is a JSON object")
+    return data

@@ -1,0 +1,42 @@
+"""Qwen2-VL / Qwen2.5-VL: the language model's M-RoPE (`mrope_section`, position_ids [3, batch, seq] for
+temporal, height and width), read from `text_config` (transformers 5) or the top level (published
+configs), where `rope_scaling` says {"type": "mrope", "mrope_section": [...]}. The vision tower's own 2-D
+rotary is not built."""
+
+from __future__ import annotations
+
+from .config import ModelConfig
+from .plan import Role
+from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
+
+MROPE_KINDS = ("mrope", "default")
+NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
+         "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
+
+
+def read(cfg: ModelConfig) -> list[Role]:
+    text = cfg
+    if cfg.has("text_config"):
+        text = ModelConfig(cfg.get("text_config"), cfg.architecture, f"{cfg.source} text_config", cfg.folder)
+    cfg.ignore("vision_config")
+    heads, head_dim = heads_and_dim(text)
+    present = [n for n in ("rope_parameters", "rope_scaling") if text.has(n)]
+    block = dict(text.get(present[0]) if present else {})
+    kind = block.pop("rope_type", block.pop("type", "default"))
+    if kind not in MROPE_KINDS:
+        text.fail(present[0], kind, "Qwen2-VL's rope is M-RoPE without scaling")
+    section = block.pop("mrope_section", [16, 24, 24])
+    theta = block.pop("rope_theta", text.number("rope_theta", 1000000.0))
+    if block:
+        key = next(iter(block))
+        text.fail(f"{present[0]}.{key}", block[key], "not a key of Qwen2-VL's M-RoPE")
+    values = {"head_dim": head_dim, "heads": heads, "base": float(theta), "mrope_section": tuple(section),
+              "max_positions": text.number("max_position_embeddings", 32768, integer=True)}
+    module = cfg.architecture
+    prefix = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL"}[module]
+    hf = {"kind": "rope", "module": f"transformers.models.{module}.modeling_{module}", "rotary": f"{prefix}RotaryEmbedding",
+          "apply": "apply_rotary_pos_emb", "text_config": True}
+    text.ignore("use_sliding_window", "sliding_window", "max_window_layers")
+    if text is not cfg:
+        text.check_all_read()
+    return [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads)), hf)]

@@ -1,0 +1,93 @@
+"""Rope parameters read the way transformers reads them (modeling_rope_utils): one rope block
+(`rope_parameters` in transformers 5, `rope_scaling` before), its `rope_type` (or older `type`), rope_theta
+and partial_rotary_factor inside the block or at the top level, and the scaling's own keys checked by
+posexport.rope.config against the scaling's list.
+
+transformers' rules followed here, beyond the block's keys:
+- llama3, yarn and longrope take the block's `original_max_position_embeddings`, else
+  max_position_embeddings; Phi-3 declares a top-level `original_max_position_embeddings` (default 4096),
+  which wins over the block's. Elsewhere transformers ignores a top-level one: it is an error here;
+- yarn without `factor` takes max_position_embeddings / original_max_position_embeddings;
+- longrope's optional `factor` only sets the attention factor, √(1 + ln s / ln L0) for s > 1;
+- rotary_dim = int(head_dim · partial_rotary_factor).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..rope import config as rope_config
+from .config import ModelConfig
+
+LEGACY = {"su": "longrope"}
+WITH_ORIGINAL = ("llama3", "yarn", "longrope")
+
+
+def block_kind(block: dict[str, Any]) -> str:
+    kind = block.get("rope_type", block.get("type")) or "default"
+    return LEGACY.get(kind, kind)
+
+
+def scaled_block(cfg: ModelConfig, block: dict[str, Any], max_positions: int, original_top: int | None) -> dict[str, Any]:
+    """The block with transformers' implicit values made explicit, in posexport's scaling terms."""
+    block = {k: v for k, v in block.items() if v is not None}
+    kind = block_kind(block)
+    block["rope_type"] = kind
+    block.pop("type", None)
+    if kind in WITH_ORIGINAL:
+        block["original_max_position_embeddings"] = original_top or block.get("original_max_position_embeddings") or max_positions
+    if kind == "yarn" and "factor" not in block:
+        block["factor"] = max_positions / block["original_max_position_embeddings"]
+    if kind == "longrope" and "factor" in block:
+        factor, original = block.pop("factor"), block["original_max_position_embeddings"]
+        if "attention_factor" not in block:
+            block["attention_factor"] = math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
+    return block
+
+
+def rope_values(
+    cfg: ModelConfig,
+    block: dict[str, Any] | None,
+    *,
+    head_dim: int,
+    heads: int,
+    max_positions: int,
+    theta: float,
+    partial: float | None = None,
+    pair_layout: str = "half",
+    block_name: str = "rope_parameters",
+    original_top: int | None = None,
+) -> dict[str, Any]:
+    """Raw rope parameters (posexport build options) for one rope block. ``original_top``: the top-level
+    original_max_position_embeddings of an architecture that declares one (Phi-3)."""
+    if not isinstance(block, (dict, type(None))):
+        cfg.fail(block_name, block, "expected an object with rope_type and its keys")
+    block = dict(block or {})
+    if original_top is None and cfg.has("original_max_position_embeddings"):
+        cfg.fail("original_max_position_embeddings", cfg.get("original_max_position_embeddings"),
+                 f"transformers' {cfg.architecture} ignores it at the top level (it reads "
+                 f"{block_name}.original_max_position_embeddings, default max_position_embeddings); move it into {block_name}")
+    theta = block.get("rope_theta", theta)
+    partial = block.get("partial_rotary_factor", partial)
+    values: dict[str, Any] = {"head_dim": head_dim, "heads": heads, "base": float(theta),
+                              "max_positions": max_positions, "pair_layout": pair_layout}
+    if partial is not None:
+        if isinstance(partial, bool) or not isinstance(partial, (int, float)) or not 0 < partial <= 1:
+            cfg.fail("partial_rotary_factor", partial, "expected a number in (0, 1]")
+        values["rotary_dim"] = int(head_dim * partial)
+    values.update(rope_config.scaling_values({}, block_name, scaled_block(cfg, block, max_positions, original_top), cfg.source))
+    return values
+
+
+def top_block(cfg: ModelConfig) -> tuple[str, dict[str, Any] | None]:
+    """transformers 5's `rope_parameters` or the older `rope_scaling`; both at once is an error (transformers
+    silently takes rope_scaling)."""
+    present = [name for name in ("rope_parameters", "rope_scaling") if cfg.has(name)]
+    if len(present) == 2:
+        cfg.fail("rope_scaling", cfg.get("rope_scaling"), "the config also has rope_parameters; keep one of them")
+    name = present[0] if present else "rope_parameters"
+    block = cfg.get(name, None)
+    if not isinstance(block, (dict, type(None))):
+        cfg.fail(name, block, "expected an object with rope_type and its keys")
+    return name, block

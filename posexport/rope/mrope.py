@@ -1,0 +1,186 @@
+"""Multimodal RoPE (M-RoPE, Qwen2-VL / Qwen2.5-VL): rope whose frequencies are split into three sections,
+each turned by its own row of position_ids — temporal, height, width (docs/models.md).
+
+    position_ids: [3, batch, seq]   row 0 temporal, row 1 height, row 2 width (text tokens: three equal rows)
+    mrope_section = (t, h, w), t + h + w = head_dim/2: frequencies θ_0 … θ_(t−1) turn with row 0, the next h
+    with row 1, the last w with row 2;  θ_i = base^(−2i/head_dim), half-split pairs on the whole head
+
+    cos_i = cos(position_ids[s(i)] · θ_i), s(i) the section of frequency i;  y as rope's half layout
+
+A rotation (posexport.encodings.kinds.rotation) with rope's two-level float64 tables over all head_dim/2
+frequencies: each section looks up its own row in its own columns of the tables, so every position below
+the limit is exact and any other raises; the sections' cos/sin are concatenated along the frequencies and
+handed to the rope backends' rotation (portable, onnx23, ort). With three equal rows M-RoPE is plain rope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from onnxscript import script
+
+from .. import tables
+from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
+from ..dtypes import COMPUTE, DType
+from ..encodings.kinds.rotation import LAYOUTS, Rotation
+from ..encodings.two_level import TwoLevelCosSin, cos_sin_function
+from ..params import check, check_choices, param
+from ..script import POSEXPORT
+from . import backends
+from .encoding import pin_position_limit
+
+# Height and width rows of a vision token sit this far at most behind its temporal row in the sweep.
+GRID_SPREAD = 24
+
+
+@dataclass(frozen=True)
+class MRopeParams:
+    head_dim: int = param(128, "channels per attention head (even)")
+    heads: int = param(28, "attention heads")
+    base: float = param(1000000.0, "rope_theta, the frequency base (> 1)")
+    mrope_section: tuple[int, ...] = param((16, 24, 24), "frequencies turned by the temporal, height and width rows; sum = head_dim/2")
+    layout: str = param("bshd", "axis order of x: [batch, seq, heads, dim] or [batch, heads, seq, dim]", LAYOUTS)
+    max_positions: int = param(32768, "positions the model was trained for (max_position_embeddings)")
+    position_limit: int | None = param(None, "positions the graph covers exactly; beyond it the runtime raises; default max(131072, 2·max_positions)")
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        check(isinstance(self.head_dim, int) and self.head_dim >= 2 and self.head_dim % 2 == 0,
+              "head_dim", self.head_dim, "M-RoPE needs an even dimension ≥ 2")
+        check(self.heads >= 1, "heads", self.heads, "needs at least 1 head")
+        check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
+        sections = self.mrope_section
+        check(len(sections) == 3 and all(isinstance(s, int) and s >= 1 for s in sections)
+              and sum(sections) == self.head_dim // 2, "mrope_section", ",".join(map(str, sections)),
+              f"needs three positive counts summing to head_dim/2 = {self.head_dim // 2}")
+        pin_position_limit(self)
+
+    # What the rotation reads: the whole head rotates, half-split pairs.
+    @property
+    def rotary_dim(self) -> int:
+        return self.head_dim
+
+    @property
+    def pair_layout(self) -> str:
+        return "half"
+
+
+def section_slices(p: MRopeParams) -> list[slice]:
+    edges = np.cumsum((0, *p.mrope_section))
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def build_tables(p: MRopeParams) -> tables.TwoLevelTables:
+    return tables.build_two_level(tables.plain_inv_freq(p.head_dim, p.base), p.position_limit)
+
+
+def section_tables(p: MRopeParams) -> list[tables.TwoLevelTables]:
+    """Each section's columns of the tables (the same float64 values: columns are independent)."""
+    full = build_tables(p)
+    return [dataclasses.replace(full, **{f: getattr(full, f)[:, part] for f in ("fine_cos", "fine_sin", "coarse_cos", "coarse_sin")})
+            for part in section_slices(p)]
+
+
+class SectionCosSin(torch.nn.Module):
+    """cos, sin [b, s, n] from position_ids [3, b, s]: row k looked up in section k's columns."""
+
+    def __init__(self, p: MRopeParams):
+        super().__init__()
+        self.sections = torch.nn.ModuleList(TwoLevelCosSin(t) for t in section_tables(p))
+
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pairs = [source(position_ids[k]) for k, source in enumerate(self.sections)]
+        return torch.cat([c for c, _ in pairs], dim=-1), torch.cat([s for _, s in pairs], dim=-1)
+
+
+def section_cos_sin_function(p: MRopeParams, op: Any) -> Any:
+    """posexport.MRopeCosSin(position_ids [3, b, s], fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin:
+    row k of position_ids looked up in columns [a_k, b_k) of the tables (a small Slice of each table)."""
+    lookup = cos_sin_function(build_tables(p), op)
+    (_, a), (_, b), (_, n) = [(s.start, s.stop) for s in section_slices(p)]
+
+    @script(POSEXPORT, default_opset=op)
+    def MRopeSection(rows, lo, hi, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        axis = op.Constant(value_ints=[1])
+        cos, sin = lookup(rows, op.Slice(fine_cos, lo, hi, axis), op.Slice(fine_sin, lo, hi, axis),
+                          op.Slice(coarse_cos, lo, hi, axis), op.Slice(coarse_sin, lo, hi, axis))
+        return cos, sin
+
+    @script(POSEXPORT, default_opset=op)
+    def MRopeCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        start, mid, end = op.Constant(value_ints=[0]), op.Constant(value_ints=[a]), op.Constant(value_ints=[b])
+        last = op.Constant(value_ints=[n])
+        c0, s0 = MRopeSection(op.Gather(position_ids, op.Constant(value_int=0), axis=0), start, mid, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        c1, s1 = MRopeSection(op.Gather(position_ids, op.Constant(value_int=1), axis=0), mid, end, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        c2, s2 = MRopeSection(op.Gather(position_ids, op.Constant(value_int=2), axis=0), end, last, fine_cos, fine_sin, coarse_cos, coarse_sin)
+        return op.Concat(c0, c1, c2, axis=-1), op.Concat(s0, s1, s2, axis=-1)
+
+    return MRopeCosSin
+
+
+def reference(p: MRopeParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    return ENCODING.reference(p, feeds)
+
+
+def grid_rows(rng: np.random.Generator, temporal: np.ndarray, limit: int) -> np.ndarray:
+    """[3, batch, seq]: the temporal row, then height and width rows a few positions behind it, as a
+    vision token's grid coordinates are (kept in [0, limit))."""
+    spread = rng.integers(0, GRID_SPREAD, size=(2, *temporal.shape))
+    return np.concatenate([temporal[None], np.clip(temporal[None] - spread, 0, limit - 1)]).astype(np.int64)
+
+
+def on_text_rows(prop: Property) -> Property:
+    """A rope property checked on text tokens: [batch, seq] position_ids become three equal rows."""
+
+    def check(runner: Any, p: Any, dtype: DType, rng: np.random.Generator) -> Any:
+        def three(feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+            rows = np.asarray(feeds["position_ids"])
+            return runner({**feeds, "position_ids": np.stack([rows] * 3)} if rows.ndim == 2 else feeds)
+
+        return prop.check(three, p, dtype, rng)
+
+    return dataclasses.replace(prop, check=check)
+
+
+class MRopeEncoding(Rotation):
+    name = "mrope"
+    Params = MRopeParams
+
+    def reference_cos_sin(self, p: MRopeParams, position_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """float64 cos, sin [b, s, n]: frequency i turned by row s(i) of position_ids."""
+        inv_freq = tables.plain_inv_freq(p.head_dim, p.base)
+        parts = [tables.angles(position_ids[k], inv_freq[part]) for k, part in enumerate(section_slices(p))]
+        theta = np.concatenate(parts, axis=-1)
+        return np.cos(theta), np.sin(theta)
+
+    def cos_sin_module(self, p: MRopeParams) -> torch.nn.Module:
+        return SectionCosSin(p)
+
+    def tables(self, p: MRopeParams, opts: BuildOptions) -> Tables:
+        return Tables(build_tables(p).as_dict(COMPUTE.numpy))
+
+    def cos_sin_function(self, p: MRopeParams, op: Any) -> Any:
+        return section_cos_sin_function(p, op)
+
+    def rotate_functions(self, p: MRopeParams, opts: BuildOptions, op: Any) -> list[Any]:
+        return backends.get_backend(opts.backend).rotation(p, opts.dtype.onnx, op)
+
+    def inputs(self, p: MRopeParams) -> list[TensorSpec]:
+        x, _ = super().inputs(p)  # rope's x; position_ids gain the three rows
+        return [x, TensorSpec("position_ids", (3, "batch", "seq"), is_float=False)]
+
+    def feeds(self, p: MRopeParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        feeds = super().feeds(p, case, dtype, rng)  # rope's x, and its positions as the temporal row
+        return feeds | {"position_ids": grid_rows(rng, feeds["position_ids"], p.position_limit)}
+
+    def properties(self, p: MRopeParams) -> list[Property]:
+        return [on_text_rows(prop) for prop in super().properties(p)]
+
+
+ENCODING = MRopeEncoding()

@@ -1,0 +1,331 @@
+"""`hf`: the model's own position code from transformers, run on a graph's feeds.
+
+A graph built with `posexport build --from-model DIR` records the model (folder, architecture, role and a
+recipe) in its manifest; `posexport parity --from-model DIR GRAPH.onnx` supplies it for any graph. The
+session builds the model's position module from transformers' own classes and its config (read by
+transformers from the folder; trained tables read from the checkpoint) and computes the graph's contract
+output with it: the rotary embedding class and the model's apply function for rope, T5Attention's
+compute_bias, the alibi builders, the embedding modules with their offsets.
+
+Its outputs are judged against the float64 oracle of the graph's parameters with the model-agreement
+bound (:func:`model_bound`): a graph within the float64 bound and the model's code within this one agree
+with each other, and a misread (a wrong rotary dim, base, scaling or offset) misses it by orders of
+magnitude. It runs no graph, so it is not among the graph runtimes of a default parity run: `parity
+--from-model` adds it, `--runtimes hf` names it (for a graph built --from-model, whose manifest records
+the model); a graph without a model reports it unavailable, saying why.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import checkpoint
+from ..contract import Artifact
+from .base import Runtime, Session, SessionOptions
+
+# transformers forms rope angles as float32 position × float32 inverse frequency: the angle of the fastest
+# pair (θ_0 = 1) is off by up to a few float32 ulps of the position, ~6e-3 at position 100000 in practice.
+# The bound allows 8 ulps (2^-21 · p) on top of the graph's own bound: 0.05 at 1e5, 8e-6 at 16, against
+# errors of order 1 from a misread.
+ANGLE_ULPS = 2.0**-21
+MIN_TRANSFORMERS = 5
+
+
+def model_bound(graph_bound: float, largest_position: int | None) -> float:
+    """max|hf − oracle| / max(1, max|oracle|) allowed: the graph's bound + 2^-21 · max(1, largest position)."""
+    return graph_bound + ANGLE_ULPS * max(1, largest_position or 0)
+
+
+# A recipe names transformers code; a manifest is user input, so only these names are ever imported.
+MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
+CALLABLES = {
+    "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
+    "apply": re.compile(r"apply_rotary_pos_emb(_interleave)?|apply_rotary_emb"),
+    "attention": re.compile(r"(UM)?T5Attention"),
+    "embeddings": re.compile(r"(ViT|DeiT)Embeddings"),
+}
+
+
+def recipe_problem(entry: Mapping[str, Any]) -> str:
+    """Why this model entry cannot be run ('' when it can): a local model folder, transformers code only."""
+    if not isinstance(entry.get("folder"), str) or not Path(entry["folder"]).is_dir():
+        return f"the model folder {entry.get('folder')!r} is not here (a local folder is needed; nothing is downloaded)"
+    recipe = entry.get("hf")
+    if not isinstance(recipe, Mapping) or recipe.get("kind") not in SESSIONS:
+        return f"no transformers code for {entry.get('architecture')} role {entry.get('role')}"
+    if "module" in recipe and not MODULE.fullmatch(str(recipe["module"])):
+        return f"recipe module {recipe['module']!r} is not a transformers model module"
+    for field, allowed in CALLABLES.items():
+        if field in recipe and not allowed.fullmatch(str(recipe[field])):
+            return f"recipe {field} {recipe[field]!r} is not transformers position code"
+    return ""
+
+
+def import_attr(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
+
+def auto_config(entry: Mapping[str, Any]) -> Any:
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(entry["folder"], local_files_only=True)
+    return cfg.get_text_config() if entry["hf"].get("text_config") else cfg
+
+
+def torch_float(array: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+
+
+class RopeSession(Session):
+    """The model's rotary embedding class gives cos/sin (or DeepSeek-V2's complex freqs); its apply
+    function rotates x as q."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=auto_config(entry)).eval()
+        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.extra = (recipe["layer_type"],) if recipe.get("layer_type") else ()
+        self.bshd = artifact.params.layout == "bshd"
+        # StableLM's attention splits off the rotary channels itself; its apply function rotates all it gets.
+        self.split = bool(recipe.get("split"))
+        # DeepSeek-V3 with rope_interleave de-interleaves channels (2i, 2i+1) -> (i, i + n) before rotating.
+        self.deinterleaved = bool(recipe.get("deinterleaved"))
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        q = x.transpose(1, 2) if self.bshd else x  # transformers' [batch, heads, seq, dim]
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            emb = self.rotary(q, positions, *self.extra)
+            if self.split:  # the model's own rotary width: cos has one entry per rotated channel
+                rotated, rest = q[..., : emb[0].shape[-1]], q[..., emb[0].shape[-1] :]
+                out = torch.cat([self.apply(rotated, rotated, *emb)[0], rest], dim=-1)
+            else:
+                out, _ = self.apply(q, q, emb) if torch.is_tensor(emb) else self.apply(q, q, *emb)
+        if self.deinterleaved:
+            n = out.shape[-1] // 2
+            out = torch.stack([out[..., :n], out[..., n:]], dim=-1).flatten(-2)
+        out = out.transpose(1, 2) if self.bshd else out
+        return out.numpy()
+
+
+def trained(entry: Mapping[str, Any]) -> Any:
+    """The role's trained table, read from the model's checkpoint as a float32 torch tensor."""
+    return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (entry["hf"]["key"],))))
+
+
+class T5Session(Session):
+    """T5Attention's (UMT5Attention's) compute_bias of a layer holding the model's trained table; queries
+    sit at the end, as with a KV cache."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        cfg = auto_config(entry)
+        cfg.is_decoder = recipe["decoder"]
+        attention = import_attr(recipe["module"], recipe["attention"])
+        self.attention = attention(cfg, has_relative_attention_bias=True, layer_idx=0).eval()
+        self.attention.relative_attention_bias.weight.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        scores = torch_float(feeds["scores"])
+        q_len, k_len = scores.shape[-2:]
+        with torch.no_grad():
+            bias = self.attention.compute_bias(q_len, k_len, past_seen_tokens=k_len - q_len)
+        return (scores + bias).numpy()
+
+
+class AlibiSession(Session):
+    """BLOOM's build_alibi_tensor or MPT's build_mpt_alibi_tensor (sliced to k_len as MPT's attention does),
+    shifted per query row by the bias at the query's own position, with the causal mask: the graph's form
+    of the same attention (softmax removes the per-row constant)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        self.recipe, self.heads = entry["hf"], artifact.params.heads
+
+    def model_bias(self, k_len: int) -> Any:
+        import torch
+
+        if self.recipe["model"] == "bloom":
+            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+            return build_alibi_tensor(torch.ones(1, k_len), self.heads, torch.float32)  # [heads, 1, k_len]
+        from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+        # MPT builds max_seq_len columns and keeps the last k_len; past it, the same function made longer.
+        full = max(self.recipe["max_seq_len"], k_len)
+        return build_mpt_alibi_tensor(self.heads, full)[:, :, full - k_len :].float()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        scores = torch_float(feeds["scores"])
+        q_len, k_len = scores.shape[-2:]
+        with torch.no_grad():
+            bias = self.model_bias(k_len)  # [heads, 1, k_len]
+            queries = torch.arange(k_len - q_len, k_len)
+            shifted = bias - bias[:, 0, queries].unsqueeze(-1)  # [heads, q_len, k_len]
+            future = torch.arange(k_len)[None, :] > queries[:, None]
+            shifted = shifted.masked_fill(future, float("-inf"))
+        return (scores + shifted).numpy()
+
+
+class LearnedSession(Session):
+    """x + the model's trained position table at position_ids: an nn.Embedding as GPT-2, BERT and RoBERTa
+    hold it, or OPT's OPTLearnedPositionalEmbedding, which adds its offset of 2 itself."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        table = trained(entry)
+        if entry["hf"].get("opt"):
+            from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
+
+            self.embedding = OPTLearnedPositionalEmbedding(table.shape[0] - 2, table.shape[1])
+            self.embedding.weight.data = table
+            self.call = lambda positions: self.embedding(None, 0, position_ids=positions)
+        else:
+            self.embedding = torch.nn.Embedding.from_pretrained(table)
+            self.call = self.embedding
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            rows = self.call(torch.from_numpy(np.ascontiguousarray(feeds["position_ids"])))
+        return (torch_float(feeds["x"]) + rows).numpy()
+
+
+class VitSession(Session):
+    """ViTEmbeddings' (DeiTEmbeddings') own interpolate_pos_encoding on the model's trained table, added to
+    [class (and distillation) tokens | patches]."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.embeddings.position_embeddings.data = trained(entry).reshape(self.embeddings.position_embeddings.shape)
+        self.patch = entry["hf"]["patch_size"]
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x, cls = torch_float(feeds["x"]), torch_float(feeds["cls"])
+        batch, h, w, dim = x.shape
+        tokens = torch.cat([cls, x.reshape(batch, h * w, dim)], dim=1)
+        with torch.no_grad():
+            positions = self.embeddings.interpolate_pos_encoding(tokens, h * self.patch, w * self.patch)
+            return (tokens + positions).numpy()
+
+
+class SwinSession(Session):
+    """SwinRelativePositionBias (its own index buffer) holding the block's trained table, added to scores."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        from transformers.models.swin.modeling_swin import SwinRelativePositionBias
+
+        window = entry["hf"]["window"]
+        self.bias = SwinRelativePositionBias(artifact.params.heads, (window, window)).eval()
+        self.bias.relative_position_bias_table.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return (torch_float(feeds["scores"]) + self.bias()).numpy()
+
+
+class BeitSession(Session):
+    """BeitRelativePositionBias holding the layer's (or the shared) trained table, at the trained grid."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        from transformers.models.beit.modeling_beit import BeitRelativePositionBias
+
+        self.bias = BeitRelativePositionBias(auto_config(entry)).eval()
+        self.bias.relative_position_bias_table.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return (torch_float(feeds["scores"]) + self.bias(self.bias.window_size)).numpy()
+
+
+class WhisperSinusoidSession(Session):
+    """x + transformers' own whisper `sinusoids(length, d_model)` (what fills the encoder's position table)
+    at position_ids."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        self.channels = artifact.params.d_model
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        from transformers.models.whisper.modeling_whisper import sinusoids
+
+        positions = np.asarray(feeds["position_ids"])
+        table = sinusoids(int(positions.max()) + 1, self.channels).numpy()
+        return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
+
+
+# The recipe's kind (posexport.models' roles) -> the session running the model's code for it.
+SESSIONS = {
+    "rope": RopeSession,
+    "t5": T5Session,
+    "alibi": AlibiSession,
+    "learned": LearnedSession,
+    "vit": VitSession,
+    "swin": SwinSession,
+    "beit": BeitSession,
+    "whisper-sinusoid": WhisperSinusoidSession,
+}
+
+
+class Hf(Runtime):
+    name = "hf"
+    description = "transformers: the model's own position code (judged with the model-agreement bound)"
+    # It runs the model's code, never the ONNX graph.
+    runs_graphs = False
+
+    def __init__(self, model: Mapping[str, Any] | None = None):
+        self.model = model
+
+    def entry(self, artifact: Artifact) -> Mapping[str, Any] | None:
+        return self.model or artifact.manifest.get("model")
+
+    def available(self) -> tuple[bool, str]:
+        if importlib.util.find_spec("transformers") is None:
+            return False, "transformers is not installed (pip install 'posexport[hf]')"
+        version = importlib.metadata.version("transformers")
+        if int(version.split(".")[0]) < MIN_TRANSFORMERS:
+            return False, f"transformers {version} is older than {MIN_TRANSFORMERS}.0, whose classes this runtime calls (pip install 'posexport[hf]')"
+        return True, ""
+
+    def supports(self, artifact: Artifact) -> tuple[bool, str]:
+        entry = self.entry(artifact)
+        if not isinstance(entry, Mapping):
+            return False, "no model: build the graph with --from-model DIR, or run parity --from-model DIR"
+        problem = recipe_problem(entry)
+        return not problem, problem
+
+    def caveats(self, artifact: Artifact) -> str:
+        return "judged with the model-agreement bound (graph bound + 2^-21 · largest position)"
+
+    def bound(self, artifact: Artifact, feeds: Mapping[str, np.ndarray], graph_bound: float) -> float:
+        # The angle term applies where the model forms angles (rope, sinusoid); tables and biases agree to rounding.
+        angles = artifact.encoding.position_scaled_tolerance
+        return model_bound(graph_bound, artifact.encoding.largest_position(artifact.params, feeds) if angles else None)
+
+    def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> Session:
+        entry = self.entry(artifact)
+        return SESSIONS[entry["hf"]["kind"]](artifact, entry)

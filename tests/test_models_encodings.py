@@ -1,0 +1,49 @@
+"""What --from-model needed from the encodings: vit-learned's plain (not antialiased) bicubic and DeiT's
+distillation token, learned's row offset (OPT)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from posexport import export, parity
+from posexport.encodings.vit_learned import resample_grid
+from posexport.errors import ParamError
+from posexport.registry import get_encoding
+
+
+@pytest.mark.parametrize("target", [(7, 11), (3, 5), (1, 1), (20, 2)])
+def test_plain_bicubic_is_torch_interpolate_without_antialias(rng, target):
+    grid = rng.standard_normal((4, 6, 3))
+    ours = resample_grid(grid, *target, a=-0.75, antialias=False)
+    theirs = torch.nn.functional.interpolate(torch.from_numpy(grid).permute(2, 0, 1)[None], size=target, mode="bicubic",
+                                             align_corners=False)[0].permute(1, 2, 0).numpy()
+    assert np.max(np.abs(ours - theirs)) < 1e-12
+
+
+def test_distillation_token_graph_on_every_runtime():
+    values = {"dim": 8, "trained_h": 3, "trained_w": 3, "class_token": True, "distillation_token": True, "max_grid": 8,
+              "antialias": False, "cubic_coefficient": -0.75}
+    art = export.build("vit-learned", values)
+    assert [s.dims for s in art.encoding.inputs(art.params)][1] == ("batch", 2, 8)
+    report = parity.run_parity(art, ["ort-cpu", "reference", "torch"], properties=True)
+    assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
+
+
+def test_distillation_token_needs_a_class_token():
+    with pytest.raises(ParamError, match="--distillation-token"):
+        get_encoding("vit-learned").params(distillation_token=True)
+
+
+def test_row_offset_leaves_the_first_rows_out(tmp_path, rng):
+    table = rng.standard_normal((10, 4))
+    np.save(tmp_path / "t.npy", table)
+    learned = get_encoding("learned")
+    p = learned.params(weights=str(tmp_path / "t.npy"), row_offset=2)
+    assert (p.max_positions, p.d_model) == (8, 4)
+    x = np.zeros((1, 3, 4), dtype=np.float32)
+    y = learned.reference(p, {"x": x, "position_ids": np.array([[0, 1, 7]])})
+    np.testing.assert_array_equal(y[0], table[[2, 3, 9]])
+    with pytest.raises(ParamError, match="--row-offset"):
+        learned.params(row_offset=1)
