@@ -100,9 +100,11 @@ def scaling_kind(block_name: str, block: dict[str, Any], source: str) -> str:
     return kind
 
 
-def scaling_values(cfg: dict[str, Any], block_name: str, block: dict[str, Any], source: str, origins: Origins) -> dict[str, Any]:
+def scaling_values(cfg: dict[str, Any], block_name: str, block: dict[str, Any], source: str,
+                   origins: Origins | None = None) -> dict[str, Any]:
     """The scaling's rope parameters from its block, every key checked against the scaling's own list
-    and its JSON type."""
+    and its JSON type; ``origins``, when given, is told which key each came from."""
+    origins = Origins() if origins is None else origins
     if not block_name:
         return {}
     kind = scaling_kind(block_name, block, source)
