@@ -27,6 +27,7 @@ from . import __version__, params as params_mod
 from .contract import AUTO, BACKENDS, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSION, MIN_OPSET, PORTABLE, SOURCES, Artifact, BuildOptions, TensorSpec
 from .dtypes import DTYPES, DType, get_dtype
 from .encodings.base import Encoding
+from .encodings.guards import guard_graph
 from .errors import PosexportError
 from .files import check_stem, write_files
 from .registry import ENCODINGS, get_encoding
@@ -154,7 +155,7 @@ def torch_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         for dim, name in zip(value.type.tensor_type.shape.dim, spec.dims):
             if isinstance(name, str):
                 dim.dim_param = name
-    return model
+    return guard_graph(model, specs, opts.opset)  # position_ids must be [batch, seq] of x, as in script graphs
 
 
 class ExportWrapper(torch.nn.Module):

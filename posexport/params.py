@@ -10,6 +10,7 @@ still works. Nothing else needs to know an encoding's fields.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any
@@ -74,6 +75,32 @@ def convert(cls: type, name: str, raw: Any) -> Any:
         return kind(raw)
     except (TypeError, ValueError):
         raise ParamError(name, raw, f"expected {describe_type(kind)}") from None
+
+
+def json_mismatch(kind: Any, raw: Any) -> str | None:
+    """What is wrong with ``raw``, a value read from a JSON file, for a field of type ``kind``; None when
+    it fits. The strict path: a file's values are never coerced (``true`` is no number, ``"2.0"`` no
+    float), numbers must be finite and integers integral JSON numbers. CLI strings go through
+    :func:`convert` instead."""
+    if typing.get_origin(kind) is tuple:
+        if not isinstance(raw, list):
+            return "must be a list of numbers"
+        return next((f"item {i}: {bad}" for i, v in enumerate(raw) if (bad := json_mismatch(float, v))), None)
+    if kind is bool:
+        return None if isinstance(raw, bool) else "must be true or false"
+    if kind is str:
+        return None if isinstance(raw, str) else "must be a string"
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        return f"must be {describe_type(kind)}, not {json_kind(raw)}"
+    if not math.isfinite(raw):
+        return "must be a finite number"
+    return "must be an integer" if kind is int and not isinstance(raw, int) else None
+
+
+def json_kind(raw: Any) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    kinds = ((bool, "a boolean"), (str, "a string"), (list, "a list"), (dict, "an object"), (type(None), "null"))
+    return next((name for cls, name in kinds if isinstance(raw, cls)), "a number")
 
 
 def to_bool(raw: Any) -> bool:

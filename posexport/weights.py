@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import pickle
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .dtypes import COMPUTE
 from .errors import PosexportError
 from .params import check
 
 SUFFIXES = (".npy", ".safetensors", ".pt", ".pth", ".bin")
+# numpy dtype kinds a table may hold: floats, signed and unsigned integers. Complex (its imaginary part
+# would be dropped), bool, datetime/timedelta (day counts), strings, structured and object arrays are refused.
+NUMERIC_KINDS = "fiu"
+PICKLE_REFUSED = ("it is a pickle that needs code to load it, which posexport never runs; "
+                  "save a plain state dict of tensors, or use .safetensors or .npy")
 
 
 def load_table(path: str, key: str | None, shape: tuple[int, ...] | None = None, what: str = "table") -> np.ndarray:
@@ -26,23 +33,51 @@ def load_table(path: str, key: str | None, shape: tuple[int, ...] | None = None,
     suffix = file.suffix.lower()
     if suffix not in SUFFIXES:
         raise PosexportError(f"--weights {path}: unknown format; use one of {', '.join(SUFFIXES)}")
-    try:
-        if suffix == ".npy":
-            array = np.load(file, allow_pickle=False)
-        else:
-            tensors = _load_mapping(file, suffix)
-            array = _pick(tensors, key, path)
-    except PosexportError:
-        raise
-    except Exception as e:
-        raise PosexportError(f"--weights {path}: cannot read it ({type(e).__name__}: {e})") from None
-    array = np.asarray(array, dtype=np.float64)
+    array = numeric(read_array(file, suffix, key, path), path, what)
     if shape is not None and (array.ndim != len(shape) or any(w is not None and w != a for w, a in zip(shape, array.shape))):
         want = "[" + ", ".join("*" if w is None else str(w) for w in shape) + "]"
         raise PosexportError(f"--weights {path}: {what} has shape {list(array.shape)}, expected {want}")
+    check_finite(array, path, what)
+    return array
+
+
+def read_array(file: Path, suffix: str, key: str | None, path: str) -> np.ndarray:
+    """The array a weights file holds, as stored; any failure to read it is one error line."""
+    try:
+        if suffix == ".npy":
+            return np.load(file, allow_pickle=False)
+        return _pick(_load_mapping(file, suffix), key, path)
+    except PosexportError:
+        raise
+    except pickle.UnpicklingError:
+        raise PosexportError(f"--weights {path}: refused: {PICKLE_REFUSED}") from None
+    except ValueError as e:
+        if "allow_pickle" in str(e):  # an object array: a pickle inside a .npy
+            raise PosexportError(f"--weights {path}: refused: {PICKLE_REFUSED}") from None
+        raise PosexportError(f"--weights {path}: cannot read it ({type(e).__name__}: {e})") from None
+    except Exception as e:
+        raise PosexportError(f"--weights {path}: cannot read it ({type(e).__name__}: {e})") from None
+
+
+def numeric(array: np.ndarray, path: str, what: str) -> np.ndarray:
+    """The array as float64, refused unless it holds real numbers (see NUMERIC_KINDS)."""
+    array = np.asarray(array)
+    if array.dtype.kind not in NUMERIC_KINDS or array.dtype.fields is not None:
+        raise PosexportError(f"--weights {path}: {what} has dtype {array.dtype}; a table holds real numbers (float or integer)")
+    return array.astype(np.float64)
+
+
+def check_finite(array: np.ndarray, path: str, what: str) -> None:
+    """Every value must be finite, and stay finite once cast to the tables' dtype (float32): a float64
+    file holding 1e300 would otherwise build a graph full of inf."""
     if not np.all(np.isfinite(array)):
         raise PosexportError(f"--weights {path}: {what} holds NaN or infinite values")
-    return array
+    with np.errstate(over="ignore"):
+        cast = array.astype(COMPUTE.numpy)
+    if not np.all(np.isfinite(cast)):
+        largest = float(np.max(np.abs(array)))
+        raise PosexportError(f"--weights {path}: {what} holds {largest:.3g}, which overflows the tables' "
+                             f"{COMPUTE.name} (largest {float(np.finfo(COMPUTE.numpy).max):.3g})")
 
 
 def _load_mapping(file: Path, suffix: str) -> dict[str, np.ndarray]:
@@ -54,10 +89,18 @@ def _load_mapping(file: Path, suffix: str) -> dict[str, np.ndarray]:
 
     obj = torch.load(file, map_location="cpu", weights_only=True)
     if isinstance(obj, torch.Tensor):
-        return {"": obj.float().numpy()}
+        return {"": tensor_array(obj, file)}
     if not isinstance(obj, dict):
         raise PosexportError(f"--weights {file}: expected a state dict (a mapping of names to tensors)")
-    return {k: v.float().numpy() for k, v in obj.items() if isinstance(v, torch.Tensor)}
+    return {k: tensor_array(v, file) for k, v in obj.items() if isinstance(v, torch.Tensor)}
+
+
+def tensor_array(tensor: Any, file: Path) -> np.ndarray:
+    """A torch tensor as float32 numpy; complex and bool tensors are refused (a cast would drop the
+    imaginary part, or make numbers of flags)."""
+    if tensor.is_complex() or str(tensor.dtype) == "torch.bool":
+        raise PosexportError(f"--weights {file}: holds a {str(tensor.dtype).removeprefix('torch.')} tensor; a table holds real numbers")
+    return tensor.detach().float().numpy()  # the tables' float32, as they will be used
 
 
 def _pick(tensors: dict[str, np.ndarray], key: str | None, path: str) -> np.ndarray:

@@ -77,7 +77,7 @@ def test_phi3_top_level_original_length_and_legacy_su_type():
         ({"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 64}}, "needs key 'long_factor'"),
         ({"max_position_embeddings": None}, "missing key 'max_position_embeddings'"),
         ({"num_attention_heads": None}, "missing key 'num_attention_heads'"),
-        ({"partial_rotary_factor": 1.5}, "partial_rotary_factor 1.5"),
+        ({"partial_rotary_factor": 1.5}, "partial_rotary_factor = 1.5: must be a number in (0, 1]"),
     ],
 )
 def test_config_errors_name_the_key_and_the_scaling(change, needle):

@@ -28,6 +28,7 @@ from onnxscript import script
 from .. import properties as props
 from ..contract import BuildOptions, Property, Tables
 from ..dtypes import COMPUTE
+from .. import limits
 from ..params import check, param
 from ..script import POSEXPORT
 from .kinds.bias import AttentionBias
@@ -41,6 +42,7 @@ class AlibiParams:
     def __post_init__(self) -> None:
         check(isinstance(self.heads, int) and self.heads >= 1, "heads", self.heads, "needs at least 1 head")
         check(isinstance(self.causal, bool), "causal", self.causal, "true or false")
+        limits.check_tokens([("heads", self.heads)], "scores (one query-key pair each)")
 
 
 # --- pure functions: slopes and the float64 oracle -------------------------------------------------

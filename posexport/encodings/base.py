@@ -8,15 +8,18 @@ user can lift it out of a built model and call it from their own graph.
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from .. import limits
 from .. import params as params_mod
 from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
 from ..dtypes import DType
+from ..errors import PosexportError
 
 if TYPE_CHECKING:
     import torch
@@ -89,6 +92,21 @@ class Encoding(ABC):
 
     def with_params(self, p: Any, **changes: Any) -> Any:
         return dataclasses.replace(p, **changes)
+
+    def within_limits(self, p: Any, cases: list[Case], seqs: tuple[int, ...] | None, batches: tuple[int, ...] | None) -> list[Case]:
+        """``cases``, refused before any is run when one would allocate past the size cap
+        (posexport.limits): its inputs and outputs, times the float64 working copies of a parity case."""
+        specs = [*self.inputs(p), *self.outputs(p)]
+        for case in cases:
+            sizes = {**case.axes, **self.derived_axes(p, case.axes)}
+            elements = sum(math.prod(sizes.get(d, 1) if isinstance(d, str) else d for d in s.dims) for s in specs)
+            tail = limits.over(elements * limits.FLOAT64 * limits.WORKING_COPIES)
+            if tail:
+                option = (f"--seqs {','.join(map(str, seqs))}" if seqs else
+                          f"--batches {','.join(map(str, batches))}" if batches else f"{self.name}'s parity sweep")
+                raise PosexportError(f"{option}: case {case.label} would allocate {tail}; "
+                                     "use shorter --seqs or smaller --batches")
+        return cases
 
 
 

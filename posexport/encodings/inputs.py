@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from .. import limits
 from ..dtypes import DType
+from ..errors import PosexportError
 from ..contract import Case
 
 def random_normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
-    """Standard normal values in the I/O dtype, with exact zeros nudged away so no input is 0."""
+    """Standard normal values in the I/O dtype, with exact zeros nudged away so no input is 0. An input
+    past the size cap is refused (posexport.limits): sweeps are checked up front, this catches the rest
+    (bench runs, property checks)."""
+    tail = limits.over(math.prod(shape) * limits.FLOAT64)
+    if tail:
+        raise PosexportError(f"an input of shape {list(shape)} would take {tail}; use shorter --seqs or smaller --batches")
     values = rng.standard_normal(shape)
     values[values == 0] = 0.5
     return values.astype(dtype.numpy)

@@ -22,9 +22,11 @@ from onnxscript import script
 from ..contract import BuildOptions, Case, Tables
 from ..dtypes import COMPUTE
 from ..errors import PosexportError
+from .. import limits
 from ..params import check, check_choices, param
 from ..script import POSEXPORT
 from ..weights import load_table, pin_params
+from .guards import OUT_OF_RANGE, name_nodes
 from .inputs import DEFAULT_BATCHES, DEFAULT_SEQS, affordable
 from .kinds.rows import AdditiveRows
 
@@ -54,9 +56,13 @@ def extend_table(table: np.ndarray, rows: int, strategy: str) -> np.ndarray:
     return (1.0 - frac) * table[lo] + frac * table[hi]
 
 
-def check_rows(rows: int, current: int) -> None:
+def check_rows(rows: int, current: int, cols: int = 1) -> None:
+    """``posexport extend --to ROWS``: more rows than the table has, within the size cap."""
     if rows <= current:
         raise PosexportError(f"--to {rows}: must be more than the table's {current} rows")
+    tail = limits.over(rows * cols * limits.FLOAT64)
+    if tail:
+        raise PosexportError(f"--to {rows}: the extended table would take {tail}")
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,8 @@ class LearnedParams:
         if self.extend_to is not None:
             check(self.extend_to > self.max_positions, "extend_to", self.extend_to,
                   f"must be more than the table's max_positions={self.max_positions} rows")
+        rows = ("extend_to", self.extend_to) if self.extend_to is not None else ("max_positions", self.max_positions)
+        limits.check_product([rows, ("d_model", self.d_model)], "the table")
 
     @property
     def rows(self) -> int:
@@ -157,7 +165,7 @@ def learned_functions(rows: int, op: Any) -> list[Any]:
         safe = op.Where(negative, op.Constant(value_int=rows), position_ids)
         return op.Gather(table, safe)
 
-    return [LearnedRows]
+    return [name_nodes(LearnedRows, "Gather", OUT_OF_RANGE)]
 
 
 def table_cases(rows: int, seqs: tuple[int, ...] | None, batches: tuple[int, ...] | None) -> list[Case]:
@@ -197,7 +205,7 @@ class LearnedEncoding(AdditiveRows):
         return p.rows
 
     def cases(self, p: LearnedParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return table_cases(p.rows, seqs, batches)
+        return self.within_limits(p, table_cases(p.rows, seqs, batches), seqs, batches)
 
 
 ENCODING = LearnedEncoding()

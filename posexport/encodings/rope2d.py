@@ -29,6 +29,7 @@ from .. import properties as props
 from .. import tables
 from ..contract import BuildOptions, Property, Runner, Tables
 from ..dtypes import COMPUTE, DType
+from .. import limits
 from ..params import check, check_choices, param
 from ..rope.encoding import PAIR_LAYOUTS, apply_rope
 from ..script import POSEXPORT
@@ -52,6 +53,8 @@ class Rope2dParams:
         check(self.heads >= 1, "heads", self.heads, "needs at least 1 head")
         check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
         check(1 <= self.max_grid <= 1 << 20, "max_grid", self.max_grid, "must be in [1, 2^20]")
+        limits.check_tokens([("heads", self.heads), ("head_dim", self.head_dim)], "x (one grid cell each)")
+        limits.check_two_level("head_dim", self.head_dim, self.head_dim // 4, self.max_grid)
 
 
 # --- pure functions ---------------------------------------------------------------------------------

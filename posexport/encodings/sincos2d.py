@@ -25,6 +25,7 @@ from .. import properties as props
 from .. import tables
 from ..contract import BuildOptions, Property, Tables
 from ..dtypes import COMPUTE, DType
+from .. import limits
 from ..params import check, param
 from ..script import POSEXPORT
 from .kinds.grid import GridEncoding
@@ -41,6 +42,8 @@ class Sincos2dParams:
               "must be a multiple of 4 (two axes × sin and cos), ≥ 4")
         check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
         check(1 <= self.max_grid <= 1 << 20, "max_grid", self.max_grid, "must be in [1, 2^20]")
+        limits.check_tokens([("dim", self.dim)], "x (one grid cell each)")
+        limits.check_two_level("dim", self.dim, self.dim // 4, self.max_grid)
 
 
 # --- pure functions ---------------------------------------------------------------------------------

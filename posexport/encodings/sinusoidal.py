@@ -25,6 +25,7 @@ from .. import properties as props
 from .. import tables
 from ..contract import BuildOptions, Case, Property, Tables
 from ..dtypes import COMPUTE
+from .. import limits
 from ..params import check, check_choices, param
 from ..script import POSEXPORT
 from ..tables import plain_inv_freq
@@ -49,6 +50,8 @@ class SinusoidalParams:
               "d_model", self.d_model, "sinusoidal needs an even dimension ≥ 2")
         check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
         check(1 <= self.position_limit <= 1 << 31, "position_limit", self.position_limit, "must be in [1, 2^31]")
+        limits.check_tokens([("d_model", self.d_model)])
+        limits.check_two_level("d_model", self.d_model, self.d_model // 2, self.position_limit)
 
 
 # --- pure functions: frequencies, tables, the float64 oracle ---------------------------------------
@@ -154,7 +157,7 @@ class SinusoidalEncoding(AdditiveRows):
     def cases(self, p: SinusoidalParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
         t = build_sinusoidal_tables(p)
         # No trained length here: the first interesting boundary is the end of the cached fine rows.
-        return sequence_cases(t.fine_rows, t.limit, seqs, batches)
+        return self.within_limits(p, sequence_cases(t.fine_rows, t.limit, seqs, batches), seqs, batches)
 
     def row_properties(self, p: SinusoidalParams, rows: props.Rows) -> list[Property]:
         """Bounded in [−1, 1], the cached rows pairwise distinct, and PE(p + k) one fixed linear map of

@@ -25,6 +25,7 @@ from onnxscript import script
 from .. import properties as props
 from .. import weights as weights_mod
 from ..dtypes import COMPUTE, DType
+from .. import limits
 from ..params import check, param
 from ..contract import BuildOptions, Case, Property, Runner, Tables, TensorSpec
 from ..script import POSEXPORT
@@ -52,6 +53,7 @@ class SwinParams:
         check(1 <= self.window_w <= MAX_WINDOW, "window_w", self.window_w, f"must be in [1, {MAX_WINDOW}]")
         check(self.heads >= 1, "heads", self.heads, "needs at least 1 head")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
+        limits.check_product([("heads", self.heads)], "the bias [heads, Wh·Ww, Wh·Ww]", itemsize=limits.FLOAT64 * self.tokens ** 2)
         if weights_mod.pin_params(self):
             bias_table(self)  # shape errors surface here, naming --weights
 
@@ -170,7 +172,7 @@ class SwinEncoding(Assembled):
     def cases(self, p: SwinParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
         # 64 windows: a 56×56 stage-1 map of 7×7 windows; ×3 for a batch of 3.
         sizes = seqs or (1, 4, 64, 192)
-        return [Case(f"{AXIS}{n}", {AXIS: n}) for n in sizes]
+        return self.within_limits(p, [Case(f"{AXIS}{n}", {AXIS: n}) for n in sizes], seqs, batches)
 
     def example_axes(self, p: SwinParams) -> dict[str, int] | None:
         size = next(s for s in (5, 7, 9, 11, 13) if s not in (p.heads, p.tokens))

@@ -25,6 +25,7 @@ from onnxscript import script
 from .. import properties as props
 from ..contract import BuildOptions, Property, Tables
 from ..dtypes import COMPUTE
+from .. import limits
 from ..params import check, param
 from ..script import POSEXPORT
 from ..weights import load_table, pin_params
@@ -58,8 +59,12 @@ class T5Params:
             object.__setattr__(self, "num_buckets", rows)
             object.__setattr__(self, "heads", cols)
             self._check_shape()  # the shape read from the file must pass the same checks
+        limits.check_product([("num_buckets", self.num_buckets), ("heads", self.heads)], "the bias table")
         check(self.max_distance > self.num_buckets / 2, "max_distance", self.max_distance,
               f"must be more than num_buckets/2 = {self.num_buckets / 2:g} (the buckets below it are exact)")
+        limits.check_tokens([("heads", self.heads)], "scores (one query-key pair each)")
+        limits.check_bytes("max_distance", self.max_distance, (2 * self.max_distance + 1) * self.heads * limits.FLOAT64,
+                           "the bias by relative position [2·max_distance + 1, heads]")
 
     def _check_shape(self) -> None:
         """heads and num_buckets, where known (with --weights they may still come from the file)."""

@@ -18,6 +18,7 @@ from onnxscript import script
 from .. import tables
 from ..dtypes import COMPUTE
 from ..script import POSEXPORT
+from .guards import OUT_OF_RANGE, name_nodes
 
 
 class TwoLevelCosSin(torch.nn.Module):
@@ -55,7 +56,8 @@ def gather_function(op: Any) -> Any:
         sin = op.Add(op.Mul(sc, cf), op.Mul(cc, sf))
         return cos, sin
 
-    return TwoLevelGather
+    # The fine rows are read modulo P; only the coarse lookups can be out of range.
+    return name_nodes(TwoLevelGather, "Gather", OUT_OF_RANGE, skip=2)
 
 
 def cos_sin_function(t: tables.TwoLevelTables, op: Any) -> Any:

@@ -34,6 +34,7 @@ from .. import weights as weights_mod
 from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
 from ..dtypes import COMPUTE, DType
 from ..errors import ParamError
+from .. import limits
 from ..params import check, param
 from ..script import POSEXPORT
 from .inputs import random_normal
@@ -78,6 +79,8 @@ class VitLearnedParams:
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
         check(self.class_token or not self.distillation_token, "distillation_token", self.distillation_token,
               "comes after a class token: give --class-token true too")
+        limits.check_tokens([("dim", self.dim)], "x (one patch each)")
+        limits.check_product([("trained_h", self.trained_h), ("trained_w", self.trained_w), ("dim", self.dim)], "the position table")
         if weights_mod.pin_params(self):
             trained_table(self)  # shape errors surface here, naming --weights
 

@@ -14,12 +14,15 @@ Presets are such configs, written from published model values, shipped in graphs
 from __future__ import annotations
 
 import json
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from . import scaling
-from ..errors import PosexportError
+from ..errors import ParamError, PosexportError
+from ..params import json_mismatch
+from ..registry import get_encoding
 
 # config key -> rope parameter, for the scaling keys whose names differ.
 CONFIG_KEYS = {"original_max_position_embeddings": "original_max_positions"}
@@ -30,10 +33,46 @@ LEGACY_TYPES = {"su": "longrope"}
 BLOCK_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
 DEFAULT_BASE = 10000.0  # transformers' default rope_theta when a config omits it
 PRESETS_PACKAGE = "posexport_graphs"
+# JSON types of the keys read; a value of another type is an error, never coerced (`true` is no number).
+KEY_TYPES: dict[str, Any] = {
+    "num_attention_heads": int, "hidden_size": int, "head_dim": int, "max_position_embeddings": int,
+    "original_max_position_embeddings": int, "rope_theta": float, "partial_rotary_factor": float,
+    "rope_type": str, "type": str,
+}
+SCALING_TYPES: dict[str, Any] = {"original_max_positions": int, "truncate": bool,
+                                 "short_factor": tuple[float, ...], "long_factor": tuple[float, ...]}
+MAX_CONFIG_BYTES = 16 << 20  # a model's config.json is a few KiB
 
 
 def config_key(param: str) -> str:
     return PARAM_KEYS.get(param, param)
+
+
+def shown(value: Any) -> str:
+    """A config value as the file spells it (inf and nan as Python does), cut short when long."""
+    text = str(value) if isinstance(value, float) and not math.isfinite(value) else json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def read(block: dict[str, Any], key: str, kind: Any, where: str, source: str) -> Any:
+    """block[key] (None when absent or null), refused unless a JSON value of type ``kind``."""
+    value = block.get(key)
+    if value is not None:
+        problem = json_mismatch(kind, value)
+        if problem:
+            raise PosexportError(f"{source}: {where}{key} = {shown(value)}: {problem}")
+    return value
+
+
+class Origins(dict):
+    """rope parameter -> (the config key it came from, the value there), to report a refused parameter
+    against the file's key (`config.json: rope_scaling.factor = inf`) and not a flag nobody typed."""
+
+    def refuse(self, e: ParamError, source: str) -> PosexportError:
+        if e.name not in self:
+            return e
+        key, value = self[e.name]
+        return PosexportError(f"{source}: {key} = {value}: {e.allowed}")
 
 
 def scaling_block(cfg: dict[str, Any], source: str) -> tuple[str, dict[str, Any]]:
@@ -43,16 +82,14 @@ def scaling_block(cfg: dict[str, Any], source: str) -> tuple[str, dict[str, Any]
         if block is None:
             continue
         if not isinstance(block, dict):
-            raise PosexportError(f"{source}: {name} must be an object with rope_type and its keys, got {block!r}")
+            raise PosexportError(f"{source}: {name} must be an object with rope_type and its keys, got {shown(block)}")
         return name, block
     return "", {}
 
 
-def scaling_values(cfg: dict[str, Any], block_name: str, block: dict[str, Any], source: str) -> dict[str, Any]:
-    """The scaling's rope parameters from its block, every key checked against the scaling's own list."""
-    if not block_name:
-        return {}
-    kind = block.get("rope_type", block.get("type"))
+def scaling_kind(block_name: str, block: dict[str, Any], source: str) -> str:
+    """The scaling a block names (rope_type, or the older type), checked against the known ones."""
+    kind = read(block, "rope_type", str, f"{block_name}.", source) or read(block, "type", str, f"{block_name}.", source)
     if kind is None:
         if set(block) - set(BLOCK_KEYS):
             raise PosexportError(f"{source}: {block_name} has no rope_type (or type); choose one of {', '.join(scaling.SCALINGS)}")
@@ -60,69 +97,121 @@ def scaling_values(cfg: dict[str, Any], block_name: str, block: dict[str, Any], 
     kind = LEGACY_TYPES.get(kind, kind)
     if kind not in scaling.SCALINGS:
         raise PosexportError(f"{source}: {block_name}.rope_type {kind!r} is not a scaling posexport knows; choose one of {', '.join(scaling.SCALINGS)}")
+    return kind
+
+
+def scaling_values(cfg: dict[str, Any], block_name: str, block: dict[str, Any], source: str,
+                   origins: Origins | None = None) -> dict[str, Any]:
+    """The scaling's rope parameters from its block, every key checked against the scaling's own list
+    and its JSON type; ``origins``, when given, is told which key each came from."""
+    origins = Origins() if origins is None else origins
+    if not block_name:
+        return {}
+    kind = scaling_kind(block_name, block, source)
     spec = scaling.SCALINGS[kind]
     takes = ", ".join(config_key(p) for p in spec.accepted) or "no keys"
     values: dict[str, Any] = {"scaling": kind}
-    for key, value in block.items():
-        if key in BLOCK_KEYS or value is None:
+    for key in block:
+        if key in BLOCK_KEYS or block[key] is None:
             continue
         param = CONFIG_KEYS.get(key, key)
         if param not in spec.accepted:
             raise PosexportError(f"{source}: {block_name} key {key!r} is not a key of the {kind} scaling, which takes {takes}")
-        values[param] = value
+        values[param] = read(block, key, SCALING_TYPES.get(param, float), f"{block_name}.", source)
+        origins[param] = (f"{block_name}.{key}", shown(block[key]))
     # Phi-3 keeps the pre-extension length at the top level of the config.
-    if "original_max_positions" in spec.accepted and "original_max_positions" not in values:
-        if cfg.get("original_max_position_embeddings") is not None:
-            values["original_max_positions"] = cfg["original_max_position_embeddings"]
+    top = read(cfg, "original_max_position_embeddings", int, "", source)
+    if "original_max_positions" in spec.accepted and "original_max_positions" not in values and top is not None:
+        values["original_max_positions"] = top
+        origins["original_max_positions"] = ("original_max_position_embeddings", shown(top))
     for param in spec.required:
         if param not in values:
             raise PosexportError(f"{source}: {block_name} of the {kind} scaling needs key {config_key(param)!r}")
     return values
 
 
-def rope_values(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
-    """Raw rope parameters (as `posexport build` options take them) from a model config dict."""
+def required(cfg: dict[str, Any], key: str, source: str, hint: str = "") -> int:
+    """A required integer key, ≥ 1."""
+    value = read(cfg, key, int, "", source)
+    if value is None:
+        raise PosexportError(f"{source}: missing key {key!r}{hint}")
+    if value < 1:
+        raise PosexportError(f"{source}: {key} = {shown(value)}: must be ≥ 1")
+    return value
+
+
+def sizes(cfg: dict[str, Any], source: str, origins: Origins) -> dict[str, Any]:
+    """heads, head_dim and max_positions from the config's keys."""
+    heads = required(cfg, "num_attention_heads", source)
+    origins["heads"] = ("num_attention_heads", shown(heads))
+    if read(cfg, "head_dim", int, "", source) is not None:
+        head_dim = required(cfg, "head_dim", source)
+        origins["head_dim"] = ("head_dim", shown(head_dim))
+    else:
+        hidden = required(cfg, "hidden_size", source, " (or 'head_dim')")
+        head_dim = hidden // heads
+        origins["head_dim"] = ("hidden_size / num_attention_heads", f"{hidden} / {heads}")
+    max_positions = required(cfg, "max_position_embeddings", source)
+    origins["max_positions"] = ("max_position_embeddings", shown(max_positions))
+    return {"head_dim": head_dim, "heads": heads, "max_positions": max_positions}
+
+
+def rope_values(cfg: dict[str, Any], source: str = "config", origins: Origins | None = None) -> dict[str, Any]:
+    """Raw rope parameters (as `posexport build` options take them) from a model config dict; ``origins``
+    is filled with the config key each one came from."""
+    origins = Origins() if origins is None else origins
     if not isinstance(cfg, dict):
         raise PosexportError(f"{source}: a model config is a JSON object")
     block_name, block = scaling_block(cfg, source)
-    heads = cfg.get("num_attention_heads")
-    if heads is None:
-        raise PosexportError(f"{source}: missing key 'num_attention_heads'")
-    head_dim = cfg.get("head_dim")
-    if head_dim is None:
-        if cfg.get("hidden_size") is None:
-            raise PosexportError(f"{source}: missing key 'head_dim' (or 'hidden_size' with 'num_attention_heads')")
-        head_dim = cfg["hidden_size"] // heads
-    if cfg.get("max_position_embeddings") is None:
-        raise PosexportError(f"{source}: missing key 'max_position_embeddings'")
-    values: dict[str, Any] = {
-        "head_dim": head_dim,
-        "heads": heads,
-        "base": block.get("rope_theta", cfg.get("rope_theta", DEFAULT_BASE)),
-        "max_positions": cfg["max_position_embeddings"],
-    }
-    partial = block.get("partial_rotary_factor", cfg.get("partial_rotary_factor"))
+    values = sizes(cfg, source, origins)
+    where = f"{block_name}." if "rope_theta" in block else ""
+    base = read(block if where else cfg, "rope_theta", float, where, source)
+    values["base"] = DEFAULT_BASE if base is None else base
+    origins["base"] = (f"{where}rope_theta", shown(values["base"]))
+    where = f"{block_name}." if "partial_rotary_factor" in block else ""
+    partial = read(block if where else cfg, "partial_rotary_factor", float, where, source)
     if partial is not None:
-        if not (isinstance(partial, (int, float)) and 0 < partial <= 1):
-            raise PosexportError(f"{source}: partial_rotary_factor {partial!r} must be a number in (0, 1]")
-        values["rotary_dim"] = int(head_dim * partial)
-    values.update(scaling_values(cfg, block_name, block, source))
+        if not 0 < partial <= 1:
+            raise PosexportError(f"{source}: {where}partial_rotary_factor = {shown(partial)}: must be a number in (0, 1]")
+        values["rotary_dim"] = int(values["head_dim"] * partial)
+        origins["rotary_dim"] = (f"{where}partial_rotary_factor", shown(partial))
+    values.update(scaling_values(cfg, block_name, block, source, origins))
     return values
 
 
-def read_json(path: Path, what: str) -> dict[str, Any]:
+def checked_values(cfg: Any, source: str) -> dict[str, Any]:
+    """rope_values, validated as rope parameters: a refused value names its key in the config."""
+    origins = Origins()
+    values = rope_values(cfg, source, origins)
     try:
-        return json.loads(path.read_text())
+        get_encoding("rope").params(**values)
+    except ParamError as e:
+        raise origins.refuse(e, source) from None
+    return values
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file's value; a file that is not JSON text (binary, too large, nested too deep) is one error."""
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise PosexportError(f"{what} {path}: {path.stat().st_size} bytes; a model config is at most {MAX_CONFIG_BYTES >> 20} MiB")
+        return json.loads(path.read_bytes().decode("utf-8"))
     except OSError as e:
         raise PosexportError(f"{what} {path}: cannot read it ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise PosexportError(f"{what} {path}: not JSON (not UTF-8 text: a binary file?)") from None
     except json.JSONDecodeError as e:
         raise PosexportError(f"{what} {path}: not JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise PosexportError(f"{what} {path}: not JSON posexport reads (nested too deeply)") from None
+    except ValueError as e:  # an integer literal too long to convert, say
+        raise PosexportError(f"{what} {path}: not JSON posexport reads ({e})") from None
 
 
 def from_config_file(path: str | Path) -> dict[str, Any]:
     """Rope parameters from a config.json on disk."""
     path = Path(path)
-    return rope_values(read_json(path, "--from-config"), str(path))
+    return checked_values(read_json(path, "--from-config"), str(path))
 
 
 def presets_dir() -> Any:
@@ -141,7 +230,7 @@ def preset_config(name: str) -> dict[str, Any]:
 
 def from_preset(name: str) -> dict[str, Any]:
     """Rope parameters of a bundled preset."""
-    return rope_values(preset_config(name), f"preset {name}")
+    return checked_values(preset_config(name), f"preset {name}")
 
 
 def describe_presets() -> list[tuple[str, str, str]]:

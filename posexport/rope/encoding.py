@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import tables
+from .. import limits, tables
 from ..contract import BuildOptions, Case, Tables
 from ..encodings.kinds.rotation import LAYOUTS, PAIR_LAYOUTS, Rotation, apply_rope, rotate_reference
 from ..params import check, check_choices, param
@@ -68,16 +68,18 @@ class RopeParams:
               "rotary_dim", self.rotary_dim, f"must be even and in [2, head_dim={self.head_dim}]")
         check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
         pin_position_limit(self)
+        limits.check_tokens([("heads", self.heads), ("head_dim", self.head_dim)])
+        limits.check_two_level("head_dim", self.head_dim, self.rotary_dim // 2, self.position_limit, regimes=2)
         scaling.validate(self)
 
 
 def pin_position_limit(p: Any) -> None:
     """Check max_positions and fill in the default position_limit, max(131072, 2·max_positions) rounded
-    up to a power of two (rope and M-RoPE params)."""
-    check(p.max_positions >= 1, "max_positions", p.max_positions, "must be ≥ 1")
+    up to a power of two, at most 2^31 (rope and M-RoPE params)."""
+    check(1 <= p.max_positions <= 1 << 31, "max_positions", p.max_positions, "must be in [1, 2^31]")
     if p.position_limit is None:
         wanted = max(MIN_LIMIT, 2 * p.max_positions)
-        object.__setattr__(p, "position_limit", 1 << math.ceil(math.log2(wanted)))
+        object.__setattr__(p, "position_limit", min(1 << math.ceil(math.log2(wanted)), 1 << 31))
     check(p.max_positions <= p.position_limit <= 1 << 31, "position_limit", p.position_limit,
           f"must be in [max_positions={p.max_positions}, 2^31]")
 

@@ -46,7 +46,7 @@ class AttentionBias(Assembled):
         return {"scores": random_normal(rng, (a["batch"], p.heads, a["q_len"], a["k_len"]), dtype)}
 
     def cases(self, p: Any, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return attention_cases(seqs, batches, decode_k=self.decode_keys(p))
+        return self.within_limits(p, attention_cases(seqs, batches, decode_k=self.decode_keys(p)), seqs, batches)
 
     def decode_keys(self, p: Any) -> int:
         """Keys of the decode step in the default sweep."""

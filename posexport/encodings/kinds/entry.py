@@ -15,17 +15,18 @@ from ...script import POSEXPORT
 _ENTRY_FILES = itertools.count()
 
 
-def cast_once_entry(name: str, inputs: list[str], tables: list[str], core: Any, core_args: list[str], io: DType, op: Any) -> Any:
+def cast_once_entry(name: str, inputs: list[str], tables: list[str], core: Any, core_args: list[str], io: DType, op: Any,
+                    guard: Any = None) -> Any:
     """posexport.<name>(*inputs, *tables) -> inputs[0] + core(*core_args), the core computing in float32.
 
     float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy. Any other I/O
     dtype is Cast to float32 once, added, and Cast back. The entry is written as onnxscript source, so
     its name and its parameter names are the encoding's own (a user lifting it out sees ``Alibi(scores,
-    neg_slopes)``, not a generic signature).
+    neg_slopes)``, not a generic signature). ``core_args`` may call ``guard`` (posexport.encodings.guards).
     """
     first, called = inputs[0], f"core({', '.join(core_args)})"
     body = f"op.Add({first}, {called})" if io.name == "float32" else f"op.Cast(op.Add(op.Cast({first}, to=float32), {called}), to=out_type)"
-    source = (f"def _make(op, core, float32, out_type):\n"
+    source = (f"def _make(op, core, guard, float32, out_type):\n"
               f"    def {name}({', '.join(inputs + tables)}):\n"
               f"        return {body}\n"
               f"    return {name}\n")
@@ -34,4 +35,4 @@ def cast_once_entry(name: str, inputs: list[str], tables: list[str], core: Any, 
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace: dict[str, Any] = {"__name__": __name__}
     exec(compile(source, filename, "exec"), namespace)
-    return script(POSEXPORT, default_opset=op)(namespace["_make"](op, core, 1, io.onnx))
+    return script(POSEXPORT, default_opset=op)(namespace["_make"](op, core, guard, 1, io.onnx))

@@ -44,7 +44,7 @@ class GridEncoding(Assembled):
         return {"x": random_normal(rng, shape, dtype)}
 
     def cases(self, p: Any, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return grid_cases(self.trained_grid(p), self.grid_limit(p), seqs, batches)
+        return self.within_limits(p, grid_cases(self.trained_grid(p), self.grid_limit(p), seqs, batches), seqs, batches)
 
     def example_axes(self, p: Any) -> dict[str, int] | None:
         # Grid sizes distinct from batch, from each other and from every fixed dimension.

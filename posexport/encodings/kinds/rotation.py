@@ -33,6 +33,7 @@ from ...contract import BuildOptions, Case, Property, TensorSpec
 from ...dtypes import DType
 from ...script import POSEXPORT
 from ..base import Encoding
+from ..guards import position_guard, shared_axes
 from ..inputs import positions, random_normal, sequence_cases
 
 PAIR_LAYOUTS = ("half", "interleaved")
@@ -95,14 +96,14 @@ class RotationModule(torch.nn.Module):
         return y.to(x.dtype)
 
 
-def rotation_entry(cos_sin: Any, rotate: Any, op: Any) -> Any:
+def rotation_entry(cos_sin: Any, rotate: Any, op: Any, guard: Any) -> Any:
     """posexport.Rope(x, position_ids, t0, t1, t2, t3) -> y: per-token cos/sin from the four tables
     (t0 … t3, whatever the cos/sin function makes of them), then the rotation, which reads x in the I/O
     dtype, computes in float32 and casts back once (no Cast at all for float32 I/O)."""
 
     @script(POSEXPORT, default_opset=op)
     def Rope(x, position_ids, t0, t1, t2, t3):
-        cos, sin = cos_sin(position_ids, t0, t1, t2, t3)
+        cos, sin = cos_sin(guard(x, position_ids), t0, t1, t2, t3)  # guard: position_ids is [batch, seq] of x
         return rotate(x, cos, sin)
 
     return Rope
@@ -162,14 +163,15 @@ class Rotation(Encoding):
     def script_functions(self, p: Any, opts: BuildOptions, op: Any) -> list[Any]:
         cos_sin = self.cos_sin_function(p, op)
         rotation = self.rotate_functions(p, opts, op)
-        return [rotation_entry(cos_sin, rotation[-1], op), cos_sin, *rotation]
+        guard = position_guard(shared_axes(self.inputs(p)), op)
+        return [rotation_entry(cos_sin, rotation[-1], op, guard), cos_sin, guard, *rotation]
 
     def feeds(self, p: Any, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
         batch, seq = case.axes["batch"], case.axes["seq"]
         return {"x": random_normal(rng, self.x_shape(p, batch, seq), dtype), "position_ids": positions(rng, batch, seq, case)}
 
     def cases(self, p: Any, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
-        return sequence_cases(p.max_positions, p.position_limit, seqs, batches) + self.extra_cases(p, batches)
+        return self.within_limits(p, sequence_cases(p.max_positions, p.position_limit, seqs, batches) + self.extra_cases(p, batches), seqs, batches)
 
     def largest_position(self, p: Any, feeds: Mapping[str, np.ndarray]) -> int | None:
         return int(np.max(feeds["position_ids"]))

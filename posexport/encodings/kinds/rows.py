@@ -14,6 +14,7 @@ from ...contract import BuildOptions, Case, Property, TensorSpec
 from ...dtypes import DType
 from ..base import Assembled
 from ..inputs import positions, random_normal
+from ..guards import position_guard, shared_axes
 from .entry import cast_once_entry
 
 
@@ -43,8 +44,10 @@ class AdditiveRows(Assembled):
     def script_functions(self, p: Any, opts: BuildOptions, op: Any) -> list[Any]:
         core, *callees = self.row_functions(p, op)
         tables = list(self.tables(p, opts).arrays)
-        entry = cast_once_entry(self.entry, ["x", "position_ids"], tables, core, ["position_ids", *tables], opts.dtype, op)
-        return [entry, core, *callees]
+        guard = position_guard(shared_axes(self.inputs(p)), op)
+        checked = "guard(x, position_ids)"  # position_ids must be [batch, seq] of x
+        entry = cast_once_entry(self.entry, ["x", "position_ids"], tables, core, [checked, *tables], opts.dtype, op, guard)
+        return [entry, core, guard, *callees]
 
     def feeds(self, p: Any, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
         batch, seq = case.axes["batch"], case.axes["seq"]
