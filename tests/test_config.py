@@ -152,3 +152,16 @@ def test_cli_lists_presets_and_reports_config_errors(tmp_path: Path, monkeypatch
     assert code == 2 and "--preset 'llama-4'" in err
     code, _, err = run_cli(monkeypatch, capsys, "build", "--from-config", str(tmp_path / "absent.json"))
     assert code == 2 and "absent.json" in err
+
+
+@pytest.mark.parametrize("key, value", [("rotary_pct", 0.25), ("rotary_emb_base", 10000), ("qk_rope_head_dim", 64),
+                                        ("rope_local_base_freq", 10000.0)])
+def test_position_keys_the_generic_reader_does_not_take_are_refused(key, value, tmp_path: Path, monkeypatch, capsys):
+    """A published Pythia config (rotary_pct 0.25) once built a full-rotary graph without a word."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"hidden_size": 512, "num_attention_heads": 8, "max_position_embeddings": 2048, key: value}))
+    with pytest.raises(PosexportError, match=f"{key} = .*--from-model"):
+        config.from_config_file(path)
+    code, _, err = run_cli(monkeypatch, capsys, "build", "--from-config", str(path), "--out", str(tmp_path / "out"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and key in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

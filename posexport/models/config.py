@@ -6,16 +6,14 @@ misread).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import PosexportError
-from ..rope.config import read_json
+# POSITION_WORDS: key names that speak of positions. A key matching it that the architecture's reader did
+# not take, or did not declare harmless, stops the build.
+from ..rope.config import POSITION_WORDS, read_json
 
-# Key names that speak of positions. A key matching this that the architecture's reader did not take, or
-# did not declare harmless, stops the build.
-POSITION_WORDS = re.compile(r"rope|rotary|posit|alibi|relative_attention|rel_pos|mrope|theta|n_ctx|max_seq")
 MISSING = object()
 
 

@@ -17,6 +17,7 @@ import json
 import math
 from importlib import resources
 from pathlib import Path
+import re
 from typing import Any
 
 from . import scaling
@@ -42,6 +43,10 @@ KEY_TYPES: dict[str, Any] = {
 SCALING_TYPES: dict[str, Any] = {"original_max_positions": int, "truncate": bool,
                                  "short_factor": tuple[float, ...], "long_factor": tuple[float, ...]}
 MAX_CONFIG_BYTES = 16 << 20  # a model's config.json is a few KiB
+# Key names that speak of positions. The generic reader below takes only the keys it reads (KEY_TYPES and
+# the scaling blocks); any other such key would be silently ignored, so it is an error instead.
+POSITION_WORDS = re.compile(r"rope|rotary|posit|alibi|relative_attention|rel_pos|mrope|theta|n_ctx|max_seq")
+READ_TOP_LEVEL = {"rope_scaling", "rope_parameters", *KEY_TYPES}
 
 
 def config_key(param: str) -> str:
@@ -162,6 +167,7 @@ def rope_values(cfg: dict[str, Any], source: str = "config", origins: Origins | 
     origins = Origins() if origins is None else origins
     if not isinstance(cfg, dict):
         raise PosexportError(f"{source}: a model config is a JSON object")
+    refuse_unread_position_keys(cfg, source)
     block_name, block = scaling_block(cfg, source)
     values = sizes(cfg, source, origins)
     where = f"{block_name}." if "rope_theta" in block else ""
@@ -177,6 +183,15 @@ def rope_values(cfg: dict[str, Any], source: str = "config", origins: Origins | 
         origins["rotary_dim"] = (f"{where}partial_rotary_factor", shown(partial))
     values.update(scaling_values(cfg, block_name, block, source, origins))
     return values
+
+
+def refuse_unread_position_keys(cfg: dict[str, Any], source: str) -> None:
+    """A key about positions that this reader does not take (GPT-NeoX's rotary_pct, a model's own spelling)
+    would be ignored: refuse it, pointing at the reader that knows the architecture."""
+    for key, value in cfg.items():
+        if key not in READ_TOP_LEVEL and value is not None and POSITION_WORDS.search(key):
+            raise PosexportError(f"{source}: {key} = {shown(value)}: a rope config key --from-config does not read; "
+                                 "build from the model folder with --from-model DIR, which reads each architecture's own keys")
 
 
 def checked_values(cfg: Any, source: str) -> dict[str, Any]:
