@@ -23,6 +23,8 @@ CONFIGS = {
     "interleaved-bhsd": dict(head_dim=32, heads=3, pair_layout="interleaved", layout="bhsd"),
     "partial-half-bhsd": dict(head_dim=48, heads=3, rotary_dim=32, layout="bhsd", base=500000.0),
     "partial-interleaved-bshd": dict(head_dim=32, heads=5, rotary_dim=16, pair_layout="interleaved"),
+    "half-bsh": dict(head_dim=32, heads=3, layout="bsh"),
+    "partial-interleaved-bsh": dict(head_dim=32, heads=5, rotary_dim=16, pair_layout="interleaved", layout="bsh"),
 }
 # (batch, seq, start, ragged): a decode step, ragged offsets, and positions far past the fine table.
 CASES = [(1, 1, 0, False), (3, 17, 1000, True), (2, 33, 100_000, True), (3, 1, 3000, False)]
@@ -52,8 +54,9 @@ def test_backend_float32_every_layout(backend, config, runtime):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("backend, runtime", PAIRS)
-def test_backend_low_precision(backend, dtype, runtime):
-    check(artifact("rope", dtype=dtype, backend=backend, opset=OPSET[backend], **CONFIGS["partial-interleaved-bshd"]), runtime)
+@pytest.mark.parametrize("config", ["partial-interleaved-bshd", "half-bsh"])
+def test_backend_low_precision(backend, dtype, runtime, config):
+    check(artifact("rope", dtype=dtype, backend=backend, opset=OPSET[backend], **CONFIGS[config]), runtime)
 
 
 @pytest.mark.parametrize("backend", list(OPSET))

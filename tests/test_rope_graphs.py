@@ -18,6 +18,7 @@ CONFIGS = {
     "interleaved-bhsd": dict(head_dim=64, heads=4, pair_layout="interleaved", layout="bhsd"),
     "partial-half-bhsd": dict(head_dim=48, heads=3, rotary_dim=32, layout="bhsd", base=500000.0),
     "partial-interleaved-bshd": dict(head_dim=32, heads=2, rotary_dim=16, pair_layout="interleaved"),
+    "partial-half-bsh": dict(head_dim=48, heads=3, rotary_dim=32, layout="bsh"),
 }
 # (label, batch, seq, start, ragged): the lengths that break deployments.
 CASES = [

@@ -2,7 +2,8 @@
 
 Every backend builds the same onnxscript function, ``posexport.RopeRotate(x, cos, sin) -> y``:
 
-    x    [batch, seq, heads, head_dim] (bshd) or [batch, heads, seq, head_dim] (bhsd), I/O dtype
+    x    [batch, seq, heads, head_dim] (bshd), [batch, heads, seq, head_dim] (bhsd) or
+         [batch, seq, heads·head_dim] (bsh), I/O dtype
     cos  [batch, seq, rotary_dim/2] float32, sin likewise (attention factor already inside; any
          scaling, dynamic or not, is decided before this step by the cos/sin function)
     y    shaped like x, I/O dtype: rotated leading rotary_dim channels, the rest passed through
@@ -59,12 +60,21 @@ def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
         interleaved: C = [c0 c0 c1 c1 …],         S = [−s0 s0 −s1 s1 …],        swap(x) = [b0 a0 b1 a1 …]
 
     swap is a reversed Slice over the pair axis of a free reshape ([…, 2, n] for half, […, n, 2] for
-    interleaved). C and S are built per token ([b, s, d], heads broadcast), 1/heads of x's size."""
+    interleaved). C and S are built per token ([b, s, d], heads broadcast), 1/heads of x's size.
+
+    A packed x (bsh) is viewed as [b, s, heads, d] (a free Reshape) and the result reshaped back before
+    the last op that writes y (the Add, or the Cast), so that no Reshape writes the graph output: onnxruntime
+    copies a Reshape into a graph output where elsewhere it is an alias."""
     n, rot, axis = p.rotary_dim // 2, p.rotary_dim, heads_axis(p)
     half = p.pair_layout == "half"
     partial = rot != p.head_dim
     cast = out_type != FLOAT
+    bsh = p.layout == "bsh"
+    pack_in_add = bsh and not partial and not cast  # the Add writes y: pack its operands
+    repack = bsh and not pack_in_add  # before the Cast (free) or after the Concat (a copy)
+    cast_last, cast_partial = cast and not partial, cast and partial
     reverse_axis = 3 if half else 4  # the pair axis of the 5-D view
+    heads, head_dim = p.heads, p.head_dim
 
     @script(POSEXPORT, default_opset=op)
     def RopeRotatePairs(x_rot, cos, sin):
@@ -79,20 +89,35 @@ def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
             pairs = op.Reshape(x_rot, op.Constant(value_ints=[0, 0, 0, n, 2]))
         swapped = op.Slice(pairs, op.Constant(value_ints=[-1]), op.Constant(value_ints=[-3]), op.Constant(value_ints=[reverse_axis]), op.Constant(value_ints=[-1]))
         axes = op.Constant(value_ints=[axis])
-        return op.Add(op.Mul(x_rot, op.Unsqueeze(c, axes)), op.Mul(op.Reshape(swapped, op.Constant(value_ints=[0, 0, 0, rot])), op.Unsqueeze(s, axes)))
+        straight = op.Mul(x_rot, op.Unsqueeze(c, axes))
+        turned = op.Mul(op.Reshape(swapped, op.Constant(value_ints=[0, 0, 0, rot])), op.Unsqueeze(s, axes))
+        if pack_in_add:
+            packed = op.Constant(value_ints=[0, 0, -1])
+            straight, turned = op.Reshape(straight, packed), op.Reshape(turned, packed)
+        return op.Add(straight, turned)
 
     @script(POSEXPORT, default_opset=op)
     def RopeRotate(x, cos, sin):
-        if partial:
-            x_rot, x_pass = op.Split(x, op.Constant(value_ints=[rot, p.head_dim - rot]), axis=-1)
+        if bsh:
+            x4 = op.Reshape(x, op.Constant(value_ints=[0, 0, heads, head_dim]))
         else:
-            x_rot = x
+            x4 = x
+        if partial:
+            x_rot, x_pass = op.Split(x4, op.Constant(value_ints=[rot, head_dim - rot]), axis=-1)
+        else:
+            x_rot = x4
         if cast:
-            y = op.Cast(RopeRotatePairs(op.Cast(x_rot, to=FLOAT), cos, sin), to=out_type)
+            y = RopeRotatePairs(op.Cast(x_rot, to=FLOAT), cos, sin)
         else:
             y = RopeRotatePairs(x_rot, cos, sin)
+        if cast_partial:
+            y = op.Cast(y, to=out_type)
         if partial:
             y = op.Concat(y, x_pass, axis=-1)
+        if repack:
+            y = op.Reshape(y, op.Constant(value_ints=[0, 0, -1]))
+        if cast_last:
+            y = op.Cast(y, to=out_type)
         return y
 
     return [RopeRotatePairs, RopeRotate]
@@ -103,8 +128,10 @@ def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
 
 def fused_rotation(p: Any, out_type: int, op: Any, contrib: bool) -> list[Any]:
     """RopeRotate around one RotaryEmbedding op, which takes 4-D input as [batch, heads, seq, dim] (bhsd,
-    as is) or 3-D input as [batch, seq, heads·dim] (bshd, a free reshape); partial rotary is its
-    rotary_embedding_dim. x is Cast to float32 once and back once (not at all for float32 I/O).
+    as is) or 3-D input as [batch, seq, heads·dim] (bsh as is; bshd through a free reshape, and the
+    result reshaped back: onnxruntime copies that last Reshape into the graph output, so bshd costs one
+    more pass over x than bsh); partial rotary is its rotary_embedding_dim. x is Cast to float32 once and
+    back once (not at all for float32 I/O).
 
     onnx23 (``contrib`` false): RotaryEmbedding-23 takes per-token cos/sin [batch, seq, n] without
     position_ids.

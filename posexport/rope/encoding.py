@@ -38,7 +38,8 @@ class RopeParams:
     rotary_dim: int | None = param(None, "leading channels that rotate, even, ≤ head_dim (partial rotary); default head_dim")
     base: float = param(10000.0, "rope_theta, the frequency base (> 1)")
     pair_layout: str = param("half", "which channels pair up", PAIR_LAYOUTS)
-    layout: str = param("bshd", "axis order of x: [batch, seq, heads, dim] or [batch, heads, seq, dim]", LAYOUTS)
+    layout: str = param(
+        "bshd", "axis order of x: [batch, seq, heads, dim], [batch, heads, seq, dim] or packed [batch, seq, heads·dim]", LAYOUTS)
     max_positions: int = param(4096, "positions the model was trained for (max_position_embeddings)")
     position_limit: int | None = param(
         None, "positions the graph covers exactly; beyond it the runtime raises; default max(131072, 2·max_positions)"

@@ -28,7 +28,7 @@ from onnxscript import script
 
 from .. import tables
 from ..dtypes import COMPUTE
-from ..encodings.two_level import TwoLevelCosSin, cos_sin_function, gather_function
+from ..encodings.two_level import TwoLevelCosSin, gather_function
 from ..script import POSEXPORT
 from . import scaling
 
@@ -70,10 +70,29 @@ class TableCosSin(torch.nn.Module):
         return self.lookup(position_ids, (position_ids.max() + 1 > self.switch).to(torch.int64))
 
 
+def fixed_cos_sin_function(p: Any, op: Any) -> Any:
+    """posexport.TwoLevelCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin with
+    as few nodes as the two-level lookup allows, since a decode step (one token) runs little else: a
+    position at or past the limit P·Q already has a coarse index ≥ Q, so its Gather raises; only a negative
+    one must be sent past the coarse rows (Less, Where), or Gather would read it from the end."""
+    t = fixed_tables(p)
+    fine_rows, past = t.fine_rows, t.limit
+    gather = gather_function(op)
+
+    @script(POSEXPORT, default_opset=op)
+    def TwoLevelCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        safe = op.Where(op.Less(position_ids, op.Constant(value_int=0)), op.Constant(value_int=past), position_ids)
+        rows = op.Constant(value_int=fine_rows)
+        cos, sin = gather(op.Mod(safe, rows), op.Div(safe, rows), fine_cos, fine_sin, coarse_cos, coarse_sin)
+        return cos, sin
+
+    return TwoLevelCosSin
+
+
 FIXED = CosSinSource(
     arrays=lambda p: fixed_tables(p).as_dict(COMPUTE.numpy),
     module=lambda p: TableCosSin(fixed_tables(p)),
-    function=lambda p, op: cos_sin_function(fixed_tables(p), op),
+    function=fixed_cos_sin_function,
 )
 
 

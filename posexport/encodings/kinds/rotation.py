@@ -1,6 +1,7 @@
 """Rotations: q/k turned by their positions (docs/contract.md, inputs and outputs per family; layouts).
 
-    x             [batch, seq, heads, head_dim] (layout bshd) or [batch, heads, seq, head_dim] (bhsd), I/O dtype
+    x             [batch, seq, heads, head_dim] (layout bshd), [batch, heads, seq, head_dim] (bhsd) or
+                  [batch, seq, heads·head_dim] (bsh: packed, as a q/k projection writes it), I/O dtype
     position_ids  [batch, seq] int64
     y             shaped like x: the leading rotary_dim channels rotated pair by pair, the rest passed through
 
@@ -37,11 +38,22 @@ from ..guards import position_guard, shared_axes
 from ..inputs import positions, random_normal, sequence_cases
 
 PAIR_LAYOUTS = ("half", "interleaved")
-LAYOUTS = ("bshd", "bhsd")
+LAYOUTS = ("bshd", "bhsd", "bsh")
 
 
 def heads_axis(p: Any) -> int:
-    return 2 if p.layout == "bshd" else 1
+    """The heads axis of x seen as 4-D (bsh is viewed as [batch, seq, heads, head_dim])."""
+    return 1 if p.layout == "bhsd" else 2
+
+
+def unpacked(p: Any, x: np.ndarray) -> np.ndarray:
+    """x as 4-D: a packed bsh x [b, s, heads·d] viewed as [b, s, heads, d]; other layouts as they are."""
+    return x.reshape(x.shape[:2] + (p.heads, p.head_dim)) if p.layout == "bsh" else x
+
+
+def packed(p: Any, y: np.ndarray) -> np.ndarray:
+    """The inverse of ``unpacked``: a bsh graph's y is [b, s, heads·d]."""
+    return y.reshape(y.shape[:2] + (-1,)) if p.layout == "bsh" else y
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pair_layout: str) -> np.ndarray:
@@ -59,10 +71,10 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pair_layout: str
 
 def rotate_reference(p: Any, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """y in float64 from x and per-token cos/sin [batch, seq, n] in float64."""
-    x = np.asarray(x).astype(np.float64)
+    x = unpacked(p, np.asarray(x).astype(np.float64))
     axis = heads_axis(p)
     rotated = apply_rope(x[..., : p.rotary_dim], np.expand_dims(cos, axis), np.expand_dims(sin, axis), p.pair_layout)
-    return np.concatenate([rotated, x[..., p.rotary_dim :]], axis=-1)
+    return packed(p, np.concatenate([rotated, x[..., p.rotary_dim :]], axis=-1))
 
 
 class RotationModule(torch.nn.Module):
@@ -82,6 +94,8 @@ class RotationModule(torch.nn.Module):
         cos, sin = self.cos_sin(position_ids)  # [b, s, n]
         cos, sin = cos.unsqueeze(heads_axis(p)), sin.unsqueeze(heads_axis(p))
         xf = x.to(torch.float32)
+        if p.layout == "bsh":
+            xf = xf.unflatten(-1, (p.heads, p.head_dim))
         rot, rest = xf[..., : p.rotary_dim], xf[..., p.rotary_dim :]
         n = p.rotary_dim // 2
         if p.pair_layout == "half":
@@ -93,6 +107,8 @@ class RotationModule(torch.nn.Module):
             y = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
         if p.rotary_dim < p.head_dim:
             y = torch.cat([y, rest], dim=-1)
+        if p.layout == "bsh":
+            y = y.flatten(-2)
         return y.to(x.dtype)
 
 
@@ -147,8 +163,9 @@ class Rotation(Encoding):
         return []
 
     # --- the contract -----------------------------------------------------------------------------
-    def x_shape(self, p: Any, batch: int, seq: int) -> tuple[Any, ...]:
-        return (batch, seq, p.heads, p.head_dim) if p.layout == "bshd" else (batch, p.heads, seq, p.head_dim)
+    def x_shape(self, p: Any, batch: Any, seq: Any) -> tuple[Any, ...]:
+        return {"bshd": (batch, seq, p.heads, p.head_dim), "bhsd": (batch, p.heads, seq, p.head_dim),
+                "bsh": (batch, seq, p.heads * p.head_dim)}[p.layout]
 
     def inputs(self, p: Any) -> list[TensorSpec]:
         return [TensorSpec("x", self.x_shape(p, "batch", "seq")), TensorSpec("position_ids", ("batch", "seq"), is_float=False)]
@@ -182,10 +199,11 @@ class Rotation(Encoding):
         checked on runtime outputs (posexport.properties)."""
 
         def rotate(runner: Any, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
-            # The checks speak [batch, seq, heads, d]; a bhsd graph gets and gives [batch, heads, seq, d].
-            if p.layout == "bshd":
-                return runner({"x": x, "position_ids": positions})
-            return np.swapaxes(runner({"x": np.ascontiguousarray(np.swapaxes(x, 1, 2)), "position_ids": positions}), 1, 2)
+            # The checks speak [batch, seq, heads, d]; a bhsd graph gets and gives [batch, heads, seq, d],
+            # a bsh graph [batch, seq, heads·d].
+            if p.layout == "bhsd":
+                return np.swapaxes(runner({"x": np.ascontiguousarray(np.swapaxes(x, 1, 2)), "position_ids": positions}), 1, 2)
+            return unpacked(p, runner({"x": packed(p, x), "position_ids": positions}))
 
         def feeds_at(positions: np.ndarray, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
             return self.feeds(p, Case("limit", {"batch": 1, "seq": positions.shape[1]}), dtype, rng) | {"position_ids": positions}
