@@ -5,6 +5,8 @@ op writes y itself; no Reshape does), and positions past the limit still raise."
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 from posexport import parity
@@ -70,15 +72,24 @@ def test_portable_bsh_last_op_is_the_add():
     assert rotate.node[-1].op_type == "Add"
 
 
-def test_decode_lookup_is_a_few_nodes():
-    """The fixed-table lookup: Less, Where, Div, Mod, four Gathers and the angle addition; nothing grows
-    with the position or the tables (no Range, no Slice of a table)."""
-    art = artifact("rope", backend="ort", **SMALL)
-    lookup = next(f for f in art.model.functions if f.name == "TwoLevelCosSin")
-    ops = [n.op_type for n in lookup.node if n.op_type != "Constant"]
-    assert ops == ["Less", "Where", "Mod", "Div", "TwoLevelGather"]
-    gather = next(f for f in art.model.functions if f.name == "TwoLevelGather")
-    assert sorted(n.op_type for n in gather.node) == sorted(["Gather"] * 4 + ["Mul"] * 4 + ["Sub", "Add"])
+def per_call_ops(art, tmp_path) -> list[str]:
+    """Op types onnxruntime runs per call, from its own optimised graph (ops on initializers folded)."""
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "optimised.onnx")
+    ort.InferenceSession(art.model_bytes, so, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node]
+
+
+@pytest.mark.parametrize("backend", ["onnx23", "ort"])
+def test_decode_lookup_is_a_few_nodes(backend, tmp_path):
+    """Per call, the fixed-table lookup is Less, Where, Div, Mod, two Gathers of packed rows, a Mul, a
+    ReduceSum and a Split; the packing of the four tables is folded at load. Nothing grows with the
+    position or the tables (no Range over positions, no Slice of a table)."""
+    art = artifact("rope", backend=backend, opset=OPSET[backend], **SMALL)
+    ops = per_call_ops(art, tmp_path)
+    lookup = ["Less", "Where", "Div", "Mod", "Gather", "Gather", "Mul", "ReduceSum", "Split"]
+    rows = ["Shape", "ReduceProd", "Range", "Reshape", "Reshape", "Reshape"] if backend == "ort" else []
+    assert sorted(ops) == sorted(lookup + rows + ["RotaryEmbedding"])
 
 
 @pytest.mark.parametrize("runtime", ["ort-cpu", "reference"])
@@ -86,6 +97,7 @@ def test_bsh_positions_outside_the_graph_raise(runtime, rng):
     art = artifact("rope", head_dim=16, heads=2, layout="bsh", max_positions=4096)
     limit = art.params.position_limit
     x = rng.standard_normal((1, 2, 32)).astype(np.float32)
-    for bad in ([[limit - 1, limit]], [[-1, 0]], [[0, -art.encoding.tables(art.params, art.options).arrays["fine_cos"].shape[0]]]):
+    fine_rows = art.encoding.tables(art.params, art.options).arrays["fine_cos"].shape[0]
+    for bad in ([[limit - 1, limit]], [[-1, 0]], [[0, -fine_rows]], [[0, -limit]]):
         with pytest.raises(Exception, match=r"(?i)out of|bounds|index"):
             session(art, runtime).run({"x": x, "position_ids": np.array(bad)})

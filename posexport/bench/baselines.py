@@ -9,6 +9,9 @@
                   really hold x.)
     naive-export  rope only: the seed tutorial's RotaryPositionEmbedding (cos/sin cached for max_len,
                   sliced to seq_len, rotate_half with cat and neg) exported with torch.onnx as it stands
+    contrib-full-cache  rope only: what onnxruntime-genai ships — com.microsoft.RotaryEmbedding on x packed
+                  [batch, seq, heads·dim] (bhsd x as it is), reading a precomputed [positions, rotary_dim/2]
+                  cos/sin cache that covers every position up to the call's, through position_ids
     torch-eager   the encoding's own torch module, eager (the `torch` runtime), in groups on the host
 
 and the IndexShare attention block, fused against unfused.
@@ -31,10 +34,11 @@ from ..dtypes import DType, get_dtype
 from ..errors import PosexportError
 from ..registry import get_encoding
 from ..rope import indexshare
+from ..rope.encoding import reference_cos_sin
 from ..runtimes import Bound, Runtime, get_runtime
 from .timing import BenchConfig, Group, Row, params_for
 
-BASELINES = ("copy", "naive-export", "torch-eager")  # naive-export: rope only
+BASELINES = ("copy", "naive-export", "contrib-full-cache", "torch-eager")  # naive-export, contrib-full-cache: rope only
 
 
 def bare_artifact(model: onnx.ModelProto, dtype: DType) -> Artifact:
@@ -107,6 +111,34 @@ def naive_row(group: Group, p) -> Row:
     return group.timed("naive-export", "baseline", art, feeds={"x": group.feeds["x"]}, graph_bytes=len(art.model_bytes))
 
 
+@functools.lru_cache(maxsize=4)
+def contrib_full_cache(p, rows: int, rank: int, dtype: DType) -> onnx.ModelProto:
+    """com.microsoft.RotaryEmbedding over a full [rows, rotary_dim/2] cos/sin cache (initializers, the
+    scaling's frequencies at its trained length, attention factor inside), x of the given rank."""
+    cos, sin = reference_cos_sin(p, np.arange(rows)[None])
+    dims = [f"d{i}" for i in range(rank)]
+    node = oh.make_node("RotaryEmbedding", ["x", "position_ids", "cos_cache", "sin_cache"], ["y"], domain="com.microsoft",
+                        interleaved=int(p.pair_layout == "interleaved"), num_heads=p.heads, rotary_embedding_dim=p.rotary_dim)
+    graph = oh.make_graph([node], "contrib_full_cache",
+                          [oh.make_tensor_value_info("x", dtype.onnx, dims), oh.make_tensor_value_info("position_ids", onnx.TensorProto.INT64, dims[:2])],
+                          [oh.make_tensor_value_info("y", dtype.onnx, dims)],
+                          initializer=[onnx.numpy_helper.from_array(t[0].astype(dtype.numpy), name) for t, name in ((cos, "cos_cache"), (sin, "sin_cache"))])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", DEFAULT_OPSET), oh.make_opsetid("com.microsoft", 1)], ir_version=10)
+
+
+def contrib_row(group: Group, p) -> Row:
+    """onnxruntime-genai's rotary: the contrib op on packed x with a cache of every position up to the
+    call's (x of a bshd group is handed over packed, a free view; bhsd x as it is)."""
+    dtype, x, pos = get_dtype(group.dtype), group.feeds["x"], group.feeds["position_ids"]
+    if dtype.name == "bfloat16":
+        return group.add("contrib-full-cache", "baseline", note="the contrib op has no bfloat16 CPU kernel")
+    x = x if p.layout == "bhsd" else x.reshape(x.shape[0], x.shape[1], -1)
+    rows = max(p.max_positions, int(pos.max()) + 1)
+    art = bare_artifact(contrib_full_cache(p, rows, x.ndim, dtype), dtype)
+    return group.timed("contrib-full-cache", "baseline", art, feeds={"x": x, "position_ids": pos}, graph_bytes=len(art.model_bytes),
+                       note=f"cache of {rows} positions")
+
+
 def eager_row(group: Group, art: Artifact) -> Row:
     """The encoding's torch module on the `torch` runtime, timed in groups whose runtime computes on the
     host (a GPU group's copy is no yardstick for it)."""
@@ -124,13 +156,14 @@ def bench_indexshare(cfg: BenchConfig, runtime: Runtime, seq: int, tick: Callabl
         blocks = {f: indexshare.build_block(p, layers=cfg.indexshare_layers, dtype=dtype_name, fused=f) for f in (True, False)}
         for step, (s, past) in (("prompt", (seq, 0)), ("decode", (1, seq))):
             timed: dict[bool, Row] = {}
+            group = Group(cfg, "rope", runtime, dtype_name, seq, [cfg.batch, s, p.heads, p.head_dim], {})
             for fused, block in blocks.items():
-                group = Group(cfg, "rope", runtime, dtype_name, seq, [cfg.batch, s, p.heads, p.head_dim],
-                              indexshare.feeds(block, cfg.batch, s, past, np.random.default_rng(0)))
                 subject = f"indexshare-{step}" + ("" if fused else "-unfused")
                 timed[fused] = group.timed(subject, "indexshare", bare_artifact(block.model, block.dtype), graph_bytes=block.manifest["bytes"],
+                                           feeds=indexshare.feeds(block, cfg.batch, s, past, np.random.default_rng(0)),
                                            note=f"{cfg.indexshare_layers} layers, past {past}")
-                tick(f"indexshare {step} seq {seq} {'fused' if fused else 'unfused'}")
+            group.run()
+            tick(f"indexshare {step} seq {seq}")
             if np.isfinite(timed[True].median_ms) and np.isfinite(timed[False].median_ms):
                 timed[True].note += f"; {timed[False].median_ms / timed[True].median_ms:.2f}× faster than unfused"
             rows += [timed[True], timed[False]]

@@ -14,6 +14,7 @@ import sys
 import time
 import typing
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from ..params import check, convert, field_type, parse_options
 from ..registry import get_encoding
 from ..rope import backends as rope_backends
 from ..runtimes import Runtime, get_runtime
-from .baselines import BASELINES, bench_indexshare, copy_row, eager_row, naive_row
+from .baselines import BASELINES, bench_indexshare, contrib_row, copy_row, eager_row, naive_row
 from .targets import check_targets
 from .timing import BenchConfig, BenchResult, Group, Row, params_for
 
@@ -72,18 +73,38 @@ def available_runtimes(names: Sequence[str]) -> tuple[list[Runtime], dict[str, s
     return chosen, skipped
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What one group times: a layout (rope; '' = the parameters' own) and a call of ``seq`` tokens
+    starting at ``position`` (a decode step: seq 1 at a large position)."""
+
+    seq: int
+    layout: str = ""
+    position: int = 0
+
+
+def group_shapes(cfg: BenchConfig, enc: Encoding) -> list[Shape]:
+    """Prefill lengths and decode positions, for each layout asked for (rope only: other encodings have
+    neither layouts nor positions to decode at)."""
+    if enc.family != "rope":
+        return [Shape(seq) for seq in cfg.seqs]
+    layouts = cfg.layouts or ("",)
+    calls = [(seq, 0) for seq in cfg.seqs] + [(1, position) for position in cfg.decode_positions]
+    return [Shape(seq, layout, position) for layout in layouts for seq, position in calls]
+
+
 def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
-    """Every (encoding, runtime, dtype, seq) group: baselines, then each backend, then IndexShare."""
+    """Every (encoding, runtime, dtype, shape) group: baselines, then each backend, then IndexShare."""
     runtimes, skipped = available_runtimes(cfg.runtimes)
-    groups = [(e, r, d, s) for e in cfg.encodings for r in runtimes for d in cfg.dtypes for s in cfg.seqs]
+    groups = [(e, r, d, s) for e in cfg.encodings for r in runtimes for d in cfg.dtypes for s in group_shapes(cfg, get_encoding(e))]
     block_seqs = tuple(cfg.indexshare_seqs) or tuple(cfg.seqs)
     block_dtypes = [d for d in cfg.dtypes if d != "bfloat16"]
-    steps = len(groups) * (len(BASELINES) + len(cfg.backends))
-    steps += 4 * len(block_seqs) * len(runtimes) * len(block_dtypes) if cfg.indexshare_layers else 0
+    steps = len(groups) * (len(BASELINES) + len(cfg.backends) + 1)
+    steps += 2 * len(block_seqs) * len(runtimes) * len(block_dtypes) if cfg.indexshare_layers else 0
     tick, artifacts = Ticker(progress, steps), Artifacts()
     rows: list[Row] = []
-    for enc_name, runtime, dtype, seq in groups:
-        rows += bench_group(cfg, get_encoding(enc_name), runtime, dtype, seq, artifacts, tick)
+    for enc_name, runtime, dtype, shape in groups:
+        rows += bench_group(cfg, get_encoding(enc_name), runtime, dtype, shape, artifacts, tick)
     if cfg.indexshare_layers:
         for runtime in runtimes:
             for seq in block_seqs:
@@ -94,27 +115,32 @@ def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult
     return BenchResult(meta, rows, check_targets(rows))
 
 
-def bench_group(cfg: BenchConfig, enc: Encoding, runtime: Runtime, dtype: str, seq: int, artifacts: Artifacts,
+def bench_group(cfg: BenchConfig, enc: Encoding, runtime: Runtime, dtype: str, shape: Shape, artifacts: Artifacts,
                 tick: Callable[[str], None]) -> list[Row]:
-    """One group's rows, the copy first (every ratio is to it)."""
-    p = params_for(enc, cfg.params)
+    """One group's rows, the copy first (every ratio is to it), timed together round-robin."""
+    p = params_for(enc, cfg.params | ({"layout": shape.layout} if shape.layout else {}))
+    seq = shape.seq
     names = {d for spec in enc.inputs(p) for d in spec.dims if isinstance(d, str)}
     # Every named axis but batch takes the sequence length (q_len = k_len = seq for attention biases).
-    case = Case(f"seq{seq}", {n: (cfg.batch if n == "batch" else seq) for n in names})
+    case = Case(f"seq{seq}", {n: (cfg.batch if n == "batch" else seq) for n in names}, start=shape.position)
     feeds = enc.feeds(p, case, get_dtype(dtype), np.random.default_rng(0))
     first = enc.inputs(p)[0].name
-    group = Group(cfg, enc.name, runtime, dtype, seq, list(feeds[first].shape), {s.name: feeds[s.name] for s in enc.inputs(p)})
-    where = f"{enc.name} {runtime.name} {dtype} seq {seq}"
+    group = Group(cfg, enc.name, runtime, dtype, seq, list(feeds[first].shape), {s.name: feeds[s.name] for s in enc.inputs(p)},
+                  layout=getattr(p, "layout", "") if enc.family == "rope" else "", position=shape.position)
+    where = f"{enc.name} {group.layout} {runtime.name} {dtype} seq {seq}" + (f" @{shape.position}" if shape.position else "")
     copy_row(group, first)
     tick(f"{where}: copy")
     if enc.family == "rope":
         naive_row(group, p)
-    tick(f"{where}: naive export")
+        contrib_row(group, p)
+    tick(f"{where}: naive export, contrib op")
     eager_row(group, artifacts.get(enc, p, dtype, PORTABLE))
     tick(f"{where}: torch eager")
     for name in cfg.backends:
         label = backend_row(group, enc, p, name, artifacts)
         tick(f"{where}: {label}")
+    group.run()
+    tick(f"{where}: timed")
     return group.set_ratios()
 
 
@@ -184,6 +210,8 @@ def config_from_options(args: Sequence[str] = (), **options: Any) -> BenchConfig
         values[name] = convert(BenchConfig, name, raw)
     for name in ("seqs", "indexshare_seqs"):
         check(all(v >= 1 for v in values.get(name, ())), name, options.get(name), "every value must be ≥ 1")
+    check(all(v >= 0 for v in values.get("decode_positions", ())), "decode_positions", options.get("decode_positions"),
+          "every position must be ≥ 0")
     params = parse_options(list(args))
     check_params(values.get("encodings", BenchConfig.encodings), params)
     return BenchConfig(params=params, **values)

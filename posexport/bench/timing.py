@@ -4,9 +4,10 @@ a registered runtime, loaded with the run's threads, its inputs bound once, call
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,8 @@ class Row:
     graph_bytes: int | None = None
     note: str = ""
     profile: list[tuple[str, float]] = field(default_factory=list)
+    layout: str = ""  # rope: the axis layout of x (bsh, bshd, bhsd)
+    position: int = 0  # the first position of the call (decode rows: the position of the one token)
 
 
 @dataclass
@@ -54,6 +57,8 @@ class BenchConfig:
     indexshare_seqs: tuple[int, ...] = ()  # default: seqs
     profile: bool = False
     target: str = DEFAULT_TARGET
+    layouts: tuple[str, ...] = ()  # rope: one set of groups per layout (default: the --layout option's)
+    decode_positions: tuple[int, ...] = ()  # rope: also one token (seq 1) at each of these positions
 
 
 @dataclass
@@ -66,17 +71,29 @@ class BenchResult:
         return json.dumps({"meta": self.meta, "rows": [asdict(r) for r in self.rows], "targets": self.targets}, indent=2) + "\n"
 
 
+def time_interleaved(calls: Sequence[Callable[[], Any]], warmup: int, repeats: int) -> list[tuple[float, float, float]]:
+    """(median, IQR, min) in milliseconds of each call: `warmup` untimed runs of each, then `repeats`
+    rounds that time every call once, in turn (round-robin), so a slow spell of the machine hits every
+    subject alike and their ratios hold."""
+    for call in calls:
+        for _ in range(warmup):
+            call()
+    times = np.empty((len(calls), repeats))
+    for i in range(repeats):
+        for j, call in enumerate(calls):
+            start = time.perf_counter_ns()
+            call()
+            times[j, i] = (time.perf_counter_ns() - start) / 1e6
+    out = []
+    for row in times:
+        q25, q50, q75 = np.percentile(row, [25, 50, 75])
+        out.append((float(q50), float(q75 - q25), float(row.min())))
+    return out
+
+
 def time_calls(call: Callable[[], Any], warmup: int, repeats: int) -> tuple[float, float, float]:
     """(median, IQR, min) in milliseconds of `repeats` calls after `warmup` untimed ones."""
-    for _ in range(warmup):
-        call()
-    times = np.empty(repeats)
-    for i in range(repeats):
-        start = time.perf_counter_ns()
-        call()
-        times[i] = (time.perf_counter_ns() - start) / 1e6
-    q25, q50, q75 = np.percentile(times, [25, 50, 75])
-    return float(q50), float(q75 - q25), float(times.min())
+    return time_interleaved([call], warmup, repeats)[0]
 
 
 def params_for(enc: Encoding, values: Mapping[str, Any]) -> Any:
@@ -90,8 +107,19 @@ def one_line(error: BaseException, limit: int = 200) -> str:
 
 
 @dataclass
+class Pending:
+    """A subject loaded and bound, waiting for the group's interleaved timing."""
+
+    row: Row
+    call: Bound
+    check: Callable[[Bound], None] | None
+    profiled: Callable[[], list[tuple[str, float]]] | None  # a separate profiling session's op shares
+
+
+@dataclass
 class Group:
-    """The rows timed on one runtime for one (encoding, dtype, sequence length), on the same feeds."""
+    """The rows timed on one runtime for one (encoding, dtype, shape, position), on the same feeds. Subjects
+    are loaded and bound as they are added, then ``run`` times them all round-robin."""
 
     cfg: BenchConfig
     encoding: str
@@ -101,36 +129,61 @@ class Group:
     shape: list[int]
     feeds: Mapping[str, np.ndarray]
     rows: list[Row] = field(default_factory=list)
+    layout: str = ""
+    position: int = 0
+    pending: list[Pending] = field(default_factory=list)
 
     def add(self, subject: str, kind: str, timing: tuple[float, float, float] | None = None, *, graph_bytes: int | None = None,
             note: str = "", profile: list[tuple[str, float]] | None = None) -> Row:
         nan = (float("nan"),) * 3
         row = Row(self.encoding, self.runtime.name, self.dtype, self.seq, subject, kind, list(self.shape), *(timing or nan),
-                  graph_bytes=graph_bytes if timing else None, note=note, profile=profile or [])
+                  graph_bytes=graph_bytes if timing else None, note=note, profile=profile or [], layout=self.layout,
+                  position=self.position)
         self.rows.append(row)
         return row
 
     def timed(self, subject: str, kind: str, artifact: Artifact, *, feeds: Mapping[str, np.ndarray] | None = None,
               runtime: Runtime | None = None, profile: bool = True, graph_bytes: int | None = None, note: str = "",
               check: Callable[[Bound], None] | None = None) -> Row:
-        """Time the artifact on the group's feeds (or ``feeds``) and runtime (or ``runtime``); a runtime
-        that cannot run it gives a row without times that says why (reported, not fatal). ``check``
-        inspects the bound run's outputs after timing."""
+        """Load the artifact on the group's runtime (or ``runtime``) and bind the group's feeds (or
+        ``feeds``); ``run`` times it. A runtime that cannot run it gives a row without times that says
+        why (reported, not fatal). ``check`` inspects the bound run's outputs after timing."""
         rt = runtime or self.runtime
         ok, why = rt.supports(artifact)
         if not ok:
             return self.add(subject, kind, note=f"{rt.name} cannot run it: {why}")
+        feeds = self.feeds if feeds is None else feeds
         try:
-            session = rt.load(artifact, SessionOptions(self.cfg.threads, self.cfg.profile and profile))
-            call = session.bind(self.feeds if feeds is None else feeds)
-            timing = time_calls(call, self.cfg.warmup, self.cfg.repeats)
-            if check:
-                check(call)
+            call = rt.load(artifact, SessionOptions(self.cfg.threads)).bind(feeds)
+            call()
         except PosexportError:
             raise
         except Exception as e:  # a runtime without a kernel for this op: reported, not fatal
             return self.add(subject, kind, note=f"could not run: {one_line(e)}")
-        return self.add(subject, kind, timing, graph_bytes=graph_bytes, note=note, profile=session.profile())
+        row = self.add(subject, kind, graph_bytes=graph_bytes, note=note)
+        row.graph_bytes = graph_bytes
+        profiled = functools.partial(self.profile_of, rt, artifact, feeds) if self.cfg.profile and profile else None
+        self.pending.append(Pending(row, call, check, profiled))
+        return row
+
+    def profile_of(self, rt: Runtime, artifact: Artifact, feeds: Mapping[str, np.ndarray]) -> list[tuple[str, float]]:
+        """Op-type shares from a session of its own: a profiler's per-node cost never enters the times."""
+        session = rt.load(artifact, SessionOptions(self.cfg.threads, profile=True))
+        call = session.bind(feeds)
+        for _ in range(self.cfg.warmup + max(3, self.cfg.repeats // 3)):
+            call()
+        return session.profile()
+
+    def run(self) -> list[Row]:
+        """Time every bound subject round-robin, then fill in times and profiles."""
+        timings = time_interleaved([p.call for p in self.pending], self.cfg.warmup, self.cfg.repeats)
+        for p, (median, iqr, least) in zip(self.pending, timings):
+            p.row.median_ms, p.row.iqr_ms, p.row.min_ms = median, iqr, least
+            p.row.profile = p.profiled() if p.profiled else []
+            if p.check:
+                p.check(p.call)
+        self.pending.clear()
+        return self.rows
 
     def set_ratios(self) -> list[Row]:
         """Every row's median over the copy's (the group's first row)."""

@@ -28,7 +28,7 @@ from onnxscript import script
 
 from .. import tables
 from ..dtypes import COMPUTE
-from ..encodings.two_level import TwoLevelCosSin, gather_function
+from ..encodings.two_level import TwoLevelCosSin
 from ..script import POSEXPORT
 from . import scaling
 
@@ -45,6 +45,34 @@ class CosSinSource:
 def source_of(p: Any) -> CosSinSource:
     """The cos/sin source p's scaling declares."""
     return SOURCES[scaling.SCALINGS[p.scaling].source]
+
+
+# --- the two-level lookup in few nodes ----------------------------------------------------------------
+
+
+def packed_gather_function(op: Any, n: int) -> Any:
+    """posexport.TwoLevelRows(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin [..., n]:
+    the angle-addition formula (posexport.tables) as one product of two gathered rows,
+
+        [cos | sin] = [cf | cf]·[cc | sc] + [sf | sf]·[−sc | cc]    (summed over the two products)
+
+    The packed rows ([P, 2, 2n] fine, [Q, 2, 2n] coarse) are built from the four tables by ops on
+    initializers only, which onnxruntime folds once when it loads the graph; each call then runs two
+    Gathers, a Mul, a ReduceSum and a Split, whatever the position or the table size. The values are those
+    of cc·cf − sc·sf and sc·cf + cc·sf, bit for bit (a product negated is exact)."""
+
+    @script(POSEXPORT, default_opset=op)
+    def TwoLevelRows(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        pair = op.Constant(value_ints=[1])
+        fine_rows = op.Concat(op.Unsqueeze(op.Concat(fine_cos, fine_cos, axis=-1), pair),
+                              op.Unsqueeze(op.Concat(fine_sin, fine_sin, axis=-1), pair), axis=1)
+        coarse_rows = op.Concat(op.Unsqueeze(op.Concat(coarse_cos, coarse_sin, axis=-1), pair),
+                                op.Unsqueeze(op.Concat(op.Neg(coarse_sin), coarse_cos, axis=-1), pair), axis=1)
+        both = op.ReduceSum(op.Mul(op.Gather(fine_rows, fine), op.Gather(coarse_rows, coarse)), op.Constant(value_ints=[-2]), keepdims=0)
+        cos, sin = op.Split(both, op.Constant(value_ints=[n, n]), axis=-1)
+        return cos, sin
+
+    return TwoLevelRows
 
 
 # --- tables: fixed frequencies ----------------------------------------------------------------------
@@ -77,7 +105,7 @@ def fixed_cos_sin_function(p: Any, op: Any) -> Any:
     one must be sent past the coarse rows (Less, Where), or Gather would read it from the end."""
     t = fixed_tables(p)
     fine_rows, past = t.fine_rows, t.limit
-    gather = gather_function(op)
+    gather = packed_gather_function(op, p.rotary_dim // 2)
 
     @script(POSEXPORT, default_opset=op)
     def TwoLevelCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
@@ -112,7 +140,7 @@ def regime_cos_sin_function(p: Any, op: Any) -> Any:
     t = regime_tables(p)
     fine_rows, coarse_rows, limit, past_every_regime = t.fine_rows, t.coarse_rows, t.limit, t.regimes * t.limit
     original = scaling.switch_length(p)
-    gather = gather_function(op)
+    gather = packed_gather_function(op, p.rotary_dim // 2)
 
     @script(POSEXPORT, default_opset=op)
     def RopeCosSinLongrope(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
