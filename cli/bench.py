@@ -18,6 +18,8 @@ def bench_command(
     runtimes: str = typer.Option("ort-cpu", help="comma-separated runtimes (ort-cpu, ort-cuda, openvino, reference, torch; see `posexport parity --help`); unavailable ones are skipped"),
     dtypes: str = typer.Option("float32", help="comma-separated: float32, float16, bfloat16"),
     seqs: str = typer.Option("2048", help="sequence lengths, e.g. 128,512,2048"),
+    layouts: str = typer.Option("", help="rope: comma-separated x layouts to time, each in its own groups (bsh, bshd, bhsd); default: --layout's"),
+    decode_positions: str = typer.Option("", help="rope: also time a decode step (one token) at each of these positions, e.g. 1000,100000"),
     batch: int = typer.Option(1, help="batch size"),
     threads: int = typer.Option(1, min=1, help="intra-op threads for every runtime and torch (fixed, reported)"),
     warmup: int = typer.Option(5, min=0, help="untimed runs first"),
@@ -30,8 +32,9 @@ def bench_command(
     markdown_out: Path = typer.Option(None, "--markdown", help="write the result as Markdown (with the command and the machine load)"),
     plot_out: Path = typer.Option(None, "--plot", help="write a PNG: time and ratio to copy against sequence length"),
 ) -> None:
-    """Time every backend, with a plain copy (the memory-bound limit), the naive tutorial export and
-    PyTorch eager in every table. Encoding parameters are options too (--heads 32 --head-dim 128)."""
+    """Time every backend, with a plain copy (the memory-bound limit), the naive tutorial export, the
+    contrib op with a full precomputed cache and PyTorch eager in every table, round-robin. Encoding
+    parameters are options too (--heads 32 --head-dim 128)."""
     from posexport.bench import run_from_options
     from posexport.reports.bench import render_terminal, write_reports
 
@@ -40,7 +43,8 @@ def bench_command(
         task = bar.add_task("bench", total=None)
         result = run_from_options(
             ctx.args, progress=lambda label, done, total: bar.update(task, description=label, completed=done, total=total),
-            encodings=encodings, backends=backends, runtimes=runtimes, dtypes=dtypes, seqs=seqs, batch=batch, threads=threads,
+            encodings=encodings, backends=backends, runtimes=runtimes, dtypes=dtypes, seqs=seqs, layouts=layouts,
+            decode_positions=decode_positions, batch=batch, threads=threads,
             warmup=warmup, repeats=repeats, indexshare_layers=indexshare_layers, indexshare_seqs=indexshare_seqs, profile=profile,
             target=target,
         )

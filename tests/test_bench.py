@@ -32,7 +32,7 @@ def test_every_group_has_the_baselines_then_each_backend(result):
     assert sorted(groups) == [16, 64]
     for seq, rows in groups.items():
         subjects = [r.subject for r in rows]
-        assert subjects == ["copy", "naive-export", "torch-eager", "auto (ort)", "portable", "onnx23", "ort"], subjects
+        assert subjects == ["copy", "naive-export", "contrib-full-cache", "torch-eager", "auto (ort)", "portable", "onnx23", "ort"], subjects
         copy = rows[0]
         assert copy.ratio_to_copy == 1.0 and copy.shape == [1, seq, 2, 16]
         for r in rows:
@@ -64,14 +64,43 @@ def test_json_markdown_and_plot(result, tmp_path):
 
 
 def test_targets_judge_the_ratios_to_copy():
-    def row(subject: str, ms: float) -> bench.Row:
-        return bench.Row("rope", "ort-cpu", "float32", 2048, subject, "backend", list(bench.ROPE_TARGET_SHAPE), ms, 0.0, ms, ms / 10.0)
+    def row(subject: str, ms: float, shape=bench.ROPE_TARGET_SHAPE, position: int = 0) -> bench.Row:
+        return bench.Row("rope", "ort-cpu", "float32", shape[1], subject, "backend", list(shape), ms, 0.0, ms, ms / 10.0, position=position)
 
     rows = [row("copy", 10.0), row("naive-export", 60.0), row("auto (ort)", 11.0), row("portable", 45.0)]
+    rows += [row("copy", 10.0, BSH), row("contrib-full-cache", 10.5, BSH), row("auto (ort)", 11.0, BSH)]
+    rows += [row("copy", 10.0, BHSD), row("auto (ort)", 16.0, BHSD)]
+    rows += [row("contrib-full-cache", 0.008, DECODE, 100_000), row("auto (ort)", 0.010, DECODE, 100_000),
+             row("auto (ort)", 1.0, DECODE, 1000)]  # another position: not the decode target's row
     verdicts = {t["target"]: t for t in bench.check_targets(rows)}
-    assert verdicts["rope auto (ort) ≤ 1.15× copy"]["met"]
+    assert verdicts["rope auto (ort) ≤ 1.15× copy"]["met"] and verdicts["rope bsh auto (ort) ≤ 1.15× copy"]["met"]
+    assert verdicts["rope bsh auto (ort) ≤ 1.10× contrib op with a full cache"]["measured"] == round(11.0 / 10.5, 3)
+    assert not verdicts["rope bhsd auto (ort) ≤ 1.5× copy"]["met"]
+    assert verdicts["rope decode @100000 auto (ort) ≤ 1.5× contrib op with a full cache"]["measured"] == 1.25
     assert not verdicts["rope portable ≤ 4× copy"]["met"] and verdicts["rope portable ≤ 4× copy"]["miss"] == "missed by 12%"
     assert not verdicts["rope portable ≥ 1.5× faster than naive export"]["met"]
+
+
+BSH, BHSD, DECODE = [1, 2048, 4096], [1, 32, 2048, 128], [1, 1, 4096]
+
+
+def test_layouts_and_decode_positions_each_get_their_groups():
+    """--layouts and --decode-positions: one group per (layout, call), each with its copy and the contrib
+    op with a full cache covering the call's positions."""
+    cfg = bench.BenchConfig(params=SMALL, backends=("auto",), layouts=("bsh", "bhsd"), seqs=(8,), decode_positions=(5000,),
+                            warmup=0, repeats=3)
+    rows = bench.run_bench(cfg).rows
+    groups = {(r.layout, r.seq, r.position): r.shape for r in rows if r.subject == "copy"}
+    assert groups == {("bsh", 8, 0): [1, 8, 32], ("bsh", 1, 5000): [1, 1, 32], ("bhsd", 8, 0): [1, 2, 8, 16], ("bhsd", 1, 5000): [1, 2, 1, 16]}
+    contrib = [r for r in rows if r.subject == "contrib-full-cache"]
+    assert all(np.isfinite(r.median_ms) for r in contrib)
+    assert {r.note for r in contrib if r.position == 5000} == {"cache of 5001 positions"}
+
+
+def test_subjects_are_timed_round_robin():
+    order: list[str] = []
+    timings = bench.timing.time_interleaved([lambda: order.append("a"), lambda: order.append("b")], warmup=1, repeats=3)
+    assert order == ["a", "b"] + ["a", "b"] * 3 and len(timings) == 2 and all(t[0] >= 0 for t in timings)
 
 
 def test_graph_size_note_compares_with_one_table():
@@ -90,7 +119,7 @@ def test_cli_bench_writes_every_format(tmp_path, monkeypatch):
         main.main()
     assert exited.value.code == 0
     rows = json.loads((tmp_path / "b.json").read_text())["rows"]
-    assert [r["subject"] for r in rows] == ["copy", "naive-export", "torch-eager", "auto (ort)", "portable"]
+    assert [r["subject"] for r in rows] == ["copy", "naive-export", "contrib-full-cache", "torch-eager", "auto (ort)", "portable"]
     assert all(np.isfinite(r["median_ms"]) for r in rows)
     md = (tmp_path / "b.md").read_text()
     assert "posexport bench --seqs 8" in md  # the command that made the file
@@ -111,8 +140,9 @@ def test_openvino_is_timed_through_the_runtime_registry():
     cfg = bench.BenchConfig(params=SMALL, runtimes=("openvino",), backends=("portable",), seqs=(8,), warmup=0, repeats=3)
     result = bench.run_bench(cfg)
     assert [(r.runtime, r.subject) for r in result.rows] == [
-        ("openvino", "copy"), ("openvino", "naive-export"), ("openvino", "torch-eager"), ("openvino", "portable")]
-    assert all(np.isfinite(r.median_ms) and r.median_ms > 0 for r in result.rows)
+        ("openvino", "copy"), ("openvino", "naive-export"), ("openvino", "contrib-full-cache"), ("openvino", "torch-eager"),
+        ("openvino", "portable")]
+    assert all(np.isfinite(r.median_ms) and r.median_ms > 0 for r in result.rows if r.subject != "contrib-full-cache")
     assert "openvino" in result.meta["runtimes"] and not result.meta["skipped_runtimes"]
 
 

@@ -10,15 +10,19 @@ import numpy as np
 from .. import export
 from .timing import Row
 
-ROPE_TARGET_SHAPE = [1, 2048, 32, 128]
+ROPE_TARGET_SHAPE = [1, 2048, 32, 128]  # bshd
+BSH_TARGET_SHAPE = [1, 2048, 32 * 128]
+BHSD_TARGET_SHAPE = [1, 32, 2048, 128]
+DECODE_SHAPE, DECODE_POSITION = [1, 1, 32 * 128], 100_000
 
 
 def timed_rows(rows: list[Row], encoding: str) -> list[Row]:
     return [r for r in rows if r.encoding == encoding and r.runtime == "ort-cpu" and r.dtype == "float32" and np.isfinite(r.median_ms)]
 
 
-def find(rows: list[Row], encoding: str, subject_prefix: str, shape: list[int]) -> Row | None:
-    return next((r for r in timed_rows(rows, encoding) if r.subject.startswith(subject_prefix) and r.shape == shape), None)
+def find(rows: list[Row], encoding: str, subject_prefix: str, shape: list[int], position: int = 0) -> Row | None:
+    return next((r for r in timed_rows(rows, encoding)
+                 if r.subject.startswith(subject_prefix) and r.shape == shape and r.position == position), None)
 
 
 def verdict(name: str, value: float, limit: float, row: Row, higher_is_better: bool = False) -> dict[str, Any]:
@@ -29,13 +33,26 @@ def verdict(name: str, value: float, limit: float, row: Row, higher_is_better: b
             "subject": row.subject, "profile": profile}
 
 
+def against(rows: list[Row], name: str, shape: list[int], limit: float, baseline: str, position: int = 0) -> list[dict[str, Any]]:
+    """rope `auto` at this shape and position over the baseline's median (the copy: its ratio), if both ran."""
+    auto, base = find(rows, "rope", "auto", shape, position), find(rows, "rope", baseline, shape, position)
+    if not (auto and base):
+        return []
+    return [verdict(name.format(subject=auto.subject), auto.median_ms / base.median_ms, limit, auto)]
+
+
 def check_targets(rows: list[Row]) -> list[dict[str, Any]]:
-    """rope at [1, 2048, 32, 128]: auto ≤ 1.15× copy, portable ≤ 4× copy and ≥ 1.5× faster than the naive
-    export; alibi and t5 (portable) ≤ 1.5× writing their output once, at every length timed."""
-    out: list[dict[str, Any]] = []
-    auto, portable, naive = (find(rows, "rope", s, ROPE_TARGET_SHAPE) for s in ("auto", "portable", "naive-export"))
-    if auto:
-        out.append(verdict(f"rope {auto.subject} ≤ 1.15× copy", auto.ratio_to_copy, 1.15, auto))
+    """rope: auto ≤ 1.15× copy (bshd and packed bsh at 2048 positions), ≤ 1.10× the contrib op with a full
+    cache (bsh), bhsd ≤ 1.5× its copy, a decode step at position 100000 ≤ 1.5× the contrib op with a full
+    cache; portable ≤ 4× copy and ≥ 1.5× faster than the naive export (bshd); alibi and t5 (portable)
+    ≤ 1.5× writing their output once, at every length timed. All from the same run."""
+    out = against(rows, "rope {subject} ≤ 1.15× copy", ROPE_TARGET_SHAPE, 1.15, "copy")
+    out += against(rows, "rope bsh {subject} ≤ 1.15× copy", BSH_TARGET_SHAPE, 1.15, "copy")
+    out += against(rows, "rope bsh {subject} ≤ 1.10× contrib op with a full cache", BSH_TARGET_SHAPE, 1.10, "contrib-full-cache")
+    out += against(rows, "rope bhsd {subject} ≤ 1.5× copy", BHSD_TARGET_SHAPE, 1.5, "copy")
+    out += against(rows, f"rope decode @{DECODE_POSITION} {{subject}} ≤ 1.5× contrib op with a full cache", DECODE_SHAPE, 1.5,
+                   "contrib-full-cache", DECODE_POSITION)
+    portable, naive = (find(rows, "rope", s, ROPE_TARGET_SHAPE) for s in ("portable", "naive-export"))
     if portable:
         out.append(verdict("rope portable ≤ 4× copy", portable.ratio_to_copy, 4.0, portable))
         if naive:

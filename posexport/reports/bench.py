@@ -36,6 +36,14 @@ def header(result: BenchResult) -> list[str]:
     return lines + [""]
 
 
+def title(r: Row) -> str:
+    """A group's heading: encoding, layout (rope), runtime, dtype, the first input's shape and, for a
+    decode step, its position."""
+    layout = f" {r.layout}" if r.layout else ""
+    at = f", decode at position {r.position}" if r.position else ""
+    return f"{r.encoding}{layout} — {r.runtime}, {r.dtype}, x {r.shape}{at}"
+
+
 def group_table(rs: list[Row], is_block: bool) -> list[str]:
     r0 = rs[0]
     if is_block:
@@ -43,7 +51,7 @@ def group_table(rs: list[Row], is_block: bool) -> list[str]:
         lines += md_table(("subject", "shape (q)", "median ms", "IQR ms", "min ms", "graph bytes", "note"),
                           ((r.subject, str(r.shape), fmt(r.median_ms), fmt(r.iqr_ms), fmt(r.min_ms), str(r.graph_bytes or "—"), r.note) for r in rs))
     else:
-        lines = [f"## {r0.encoding} — {r0.runtime}, {r0.dtype}, x {r0.shape}", ""]
+        lines = [f"## {title(r0)}", ""]
         lines += md_table(("subject", "median ms", "IQR ms", "min ms", "× copy", "graph bytes", "note"),
                           ((r.subject, fmt(r.median_ms), fmt(r.iqr_ms), fmt(r.min_ms), fmt(r.ratio_to_copy, 2), str(r.graph_bytes or "—"), r.note)
                            for r in rs))
@@ -58,7 +66,7 @@ def markdown(result: BenchResult, size_note: str | None = None) -> str:
     lines = header(result)
     groups: dict[tuple, list[Row]] = {}
     for r in result.rows:
-        groups.setdefault((r.encoding, r.runtime, r.dtype, r.seq, r.kind == "indexshare"), []).append(r)
+        groups.setdefault((r.encoding, r.layout, r.position, r.runtime, r.dtype, r.seq, r.kind == "indexshare"), []).append(r)
     for key, rs in groups.items():
         lines += group_table(rs, key[-1])
     if result.targets:
@@ -78,13 +86,14 @@ def plot_png(result: BenchResult) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in result.rows if r.kind != "indexshare" and np.isfinite(r.median_ms)]
+    # Prefill rows only: a decode step (one token at a large position) has no sequence length to plot against.
+    rows = [r for r in result.rows if r.kind != "indexshare" and not r.position and np.isfinite(r.median_ms)]
     if not rows:
         raise PosexportError("--plot: no timed rows to plot")
     series: dict[str, list[Row]] = {}
-    several = len({(r.encoding, r.runtime, r.dtype) for r in rows}) > 1
+    several = len({(r.encoding, r.layout, r.runtime, r.dtype) for r in rows}) > 1
     for r in rows:
-        series.setdefault(r.subject + (f" [{r.encoding} {r.runtime} {r.dtype}]" if several else ""), []).append(r)
+        series.setdefault(r.subject + (f" [{r.encoding} {r.layout} {r.runtime} {r.dtype}]".replace("  ", " ") if several else ""), []).append(r)
     fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(12, 4.5))
     for label, rs in series.items():
         rs = sorted(rs, key=lambda r: r.seq)
@@ -129,10 +138,11 @@ def render_terminal(result: BenchResult, console) -> None:
     m = result.meta
     console.print(f"threads {m['threads']}, load average {m['load_average']}, median of {m['repeats']} after {m['warmup']} warm-up runs")
     table = Table(title_justify="left")
-    for col in ("encoding", "runtime", "dtype", "seq", "subject", "median ms", "IQR ms", "× copy", "note"):
+    for col in ("encoding", "layout", "runtime", "dtype", "seq", "position", "subject", "median ms", "IQR ms", "× copy", "note"):
         table.add_column(col)
     for r in result.rows:
-        table.add_row(r.encoding, r.runtime, r.dtype, str(r.seq), r.subject, fmt(r.median_ms), fmt(r.iqr_ms), fmt(r.ratio_to_copy, 2), r.note)
+        table.add_row(r.encoding, r.layout, r.runtime, r.dtype, str(r.seq), str(r.position), r.subject, fmt(r.median_ms), fmt(r.iqr_ms),
+                      fmt(r.ratio_to_copy, 2), r.note)
     console.print(table)
     for runtime, why in m.get("skipped_runtimes", {}).items():
         console.print(f"[yellow]{runtime} skipped[/]: {why}")
