@@ -110,13 +110,13 @@ def test_bad_parameters_name_the_parameter(values, needle):
 
 def test_cli_build_script(tmp_path, rng):
     art = cli_build(tmp_path, "alibi", "--heads", "6", "--causal", "false", "--dtype", "float16")
-    assert art.manifest["params"] == {"heads": 6, "causal": False} and art.manifest["source"] == "script"
+    assert art.manifest["params"] == {"heads": 6, "causal": False, "output": "scores"} and art.manifest["source"] == "script"
     assert [i["dims"] for i in art.manifest["inputs"]] == [["batch", 6, "q_len", "k_len"]]
     check_feeds(art, "ort-cpu", {"scores": rng.standard_normal((2, 6, 3, 40)).astype(np.float16)})
 
 
 def test_cli_build_torch(cli_torch_float16):
     m = cli_torch_float16.manifest
-    assert m["params"] == {"heads": 20, "causal": False} and (m["source"], m["dtype"]) == ("torch", "float16")
+    assert m["params"] == {"heads": 20, "causal": False, "output": "scores"} and (m["source"], m["dtype"]) == ("torch", "float16")
     g = cli_torch_float16.model.graph
     assert [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (*g.input, *g.output)] == [["batch", 20, "q_len", "k_len"]] * 2

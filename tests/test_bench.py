@@ -98,9 +98,13 @@ def test_layouts_and_decode_positions_each_get_their_groups():
 
 
 def test_subjects_are_timed_round_robin():
+    """Warm-up runs first, then every round times each subject once, in a shuffled order."""
     order: list[str] = []
-    timings = bench.timing.time_interleaved([lambda: order.append("a"), lambda: order.append("b")], warmup=1, repeats=3)
-    assert order == ["a", "b"] + ["a", "b"] * 3 and len(timings) == 2 and all(t[0] >= 0 for t in timings)
+    calls = [lambda name=name: order.append(name) for name in "abc"]
+    timings = bench.timing.time_interleaved(calls, warmup=1, repeats=20)
+    assert order[:3] == ["a", "b", "c"] and len(timings) == 3 and all(t[0] >= 0 for t in timings)
+    rounds = [order[3 + 3 * i : 6 + 3 * i] for i in range(20)]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds) and len({tuple(r) for r in rounds}) > 1
 
 
 def test_graph_size_note_compares_with_one_table():

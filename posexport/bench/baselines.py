@@ -29,7 +29,7 @@ import onnx.helper as oh
 import torch
 
 from .. import export
-from ..contract import DEFAULT_OPSET, Artifact, BuildOptions
+from ..contract import DEFAULT_OPSET, Artifact, BuildOptions, Case
 from ..dtypes import DType, get_dtype
 from ..errors import PosexportError
 from ..registry import get_encoding
@@ -137,6 +137,13 @@ def contrib_row(group: Group, p) -> Row:
     art = bare_artifact(contrib_full_cache(p, rows, x.ndim, dtype), dtype)
     return group.timed("contrib-full-cache", "baseline", art, feeds={"x": x, "position_ids": pos}, graph_bytes=len(art.model_bytes),
                        note=f"cache of {rows} positions")
+
+
+def bias_only_row(group: Group, art: Artifact, case: Case) -> Row:
+    """Attention biases: the same encoding built with ``--output bias``, [1, heads, q_len, k_len] from the
+    positions alone; at batch 1 the group's copy is a copy of a tensor of its size (writing it once)."""
+    feeds = art.encoding.feeds(art.params, case, art.options.dtype, np.random.default_rng(0))
+    return group.timed("bias-only", "backend", art, feeds=feeds, graph_bytes=art.manifest["bytes"], note="--output bias")
 
 
 def eager_row(group: Group, art: Artifact) -> Row:

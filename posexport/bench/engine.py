@@ -29,7 +29,7 @@ from ..params import check, convert, field_type, parse_options
 from ..registry import get_encoding
 from ..rope import backends as rope_backends
 from ..runtimes import Runtime, get_runtime
-from .baselines import BASELINES, bench_indexshare, contrib_row, copy_row, eager_row, naive_row
+from .baselines import BASELINES, bench_indexshare, bias_only_row, contrib_row, copy_row, eager_row, naive_row
 from .targets import check_targets
 from .timing import BenchConfig, BenchResult, Group, Row, params_for
 
@@ -84,8 +84,10 @@ class Shape:
 
 
 def group_shapes(cfg: BenchConfig, enc: Encoding) -> list[Shape]:
-    """Prefill lengths and decode positions, for each layout asked for (rope only: other encodings have
-    neither layouts nor positions to decode at)."""
+    """Prefill lengths and decode steps (rope: one token at each decode position, for each layout asked
+    for; attention biases: one query against that many keys); other encodings have neither."""
+    if enc.family == "attention-bias":
+        return [Shape(seq) for seq in cfg.seqs] + [Shape(1, "", keys) for keys in cfg.decode_positions]
     if enc.family != "rope":
         return [Shape(seq) for seq in cfg.seqs]
     layouts = cfg.layouts or ("",)
@@ -120,9 +122,7 @@ def bench_group(cfg: BenchConfig, enc: Encoding, runtime: Runtime, dtype: str, s
     """One group's rows, the copy first (every ratio is to it), timed together round-robin."""
     p = params_for(enc, cfg.params | ({"layout": shape.layout} if shape.layout else {}))
     seq = shape.seq
-    names = {d for spec in enc.inputs(p) for d in spec.dims if isinstance(d, str)}
-    # Every named axis but batch takes the sequence length (q_len = k_len = seq for attention biases).
-    case = Case(f"seq{seq}", {n: (cfg.batch if n == "batch" else seq) for n in names}, start=shape.position)
+    case = group_case(cfg, enc, p, shape)
     feeds = enc.feeds(p, case, get_dtype(dtype), np.random.default_rng(0))
     first = enc.inputs(p)[0].name
     group = Group(cfg, enc.name, runtime, dtype, seq, list(feeds[first].shape), {s.name: feeds[s.name] for s in enc.inputs(p)},
@@ -133,7 +133,9 @@ def bench_group(cfg: BenchConfig, enc: Encoding, runtime: Runtime, dtype: str, s
     if enc.family == "rope":
         naive_row(group, p)
         contrib_row(group, p)
-    tick(f"{where}: naive export, contrib op")
+    if enc.family == "attention-bias":
+        bias_only_row(group, artifacts.get(enc, dataclasses.replace(p, output="bias"), dtype, PORTABLE), case)
+    tick(f"{where}: naive export, contrib op, bias only")
     eager_row(group, artifacts.get(enc, p, dtype, PORTABLE))
     tick(f"{where}: torch eager")
     for name in cfg.backends:
@@ -142,6 +144,16 @@ def bench_group(cfg: BenchConfig, enc: Encoding, runtime: Runtime, dtype: str, s
     group.run()
     tick(f"{where}: timed")
     return group.set_ratios()
+
+
+def group_case(cfg: BenchConfig, enc: Encoding, p: Any, shape: Shape) -> Case:
+    """Every named axis but batch takes the sequence length (q_len = k_len = seq for attention biases); a
+    rope decode step starts at its position, an attention-bias one has that many keys."""
+    names = {d for spec in enc.inputs(p) for d in spec.dims if isinstance(d, str)}
+    axes = {n: (cfg.batch if n == "batch" else shape.seq) for n in names}
+    if enc.family == "attention-bias" and shape.position:
+        return Case(f"q1-k{shape.position}", axes | {"k_len": shape.position})
+    return Case(f"seq{shape.seq}", axes, start=shape.position)
 
 
 def backend_row(group: Group, enc: Encoding, p: Any, name: str, artifacts: Artifacts) -> str:

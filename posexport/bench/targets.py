@@ -58,10 +58,28 @@ def check_targets(rows: list[Row]) -> list[dict[str, Any]]:
         if naive:
             out.append(verdict("rope portable ≥ 1.5× faster than naive export", naive.median_ms / portable.median_ms, 1.5, portable,
                                higher_is_better=True))
+    return out + bias_targets(rows)
+
+
+BIAS_TARGET_SEQ, BIAS_DECODE_KEYS = 2048, 4096
+
+
+def bias_targets(rows: list[Row]) -> list[dict[str, Any]]:
+    """alibi and t5: scores + bias (portable) ≤ 1.5× writing the output once at every length timed, and
+    ≤ 2× at 2048; the bias alone (--output bias) ≤ 1.3× writing it once at 2048 and ≤ 2× at a decode step
+    (one query, 4096 keys)."""
+    out: list[dict[str, Any]] = []
     for enc in ("alibi", "t5"):
         for r in timed_rows(rows, enc):
-            if r.subject == "portable":
+            prefill = not r.position
+            if r.subject == "portable" and prefill:
                 out.append(verdict(f"{enc} seq {r.seq} ≤ 1.5× writing its output once (copy)", r.ratio_to_copy, 1.5, r))
+            if r.subject == "portable" and prefill and r.seq == BIAS_TARGET_SEQ:
+                out.append(verdict(f"{enc} scores + bias seq {r.seq} ≤ 2× copy", r.ratio_to_copy, 2.0, r))
+            if r.subject == "bias-only" and prefill and r.seq == BIAS_TARGET_SEQ:
+                out.append(verdict(f"{enc} bias only seq {r.seq} ≤ 1.3× writing the bias once (copy)", r.ratio_to_copy, 1.3, r))
+            if r.subject == "bias-only" and r.position == BIAS_DECODE_KEYS:
+                out.append(verdict(f"{enc} bias only, decode q 1 k {r.position} ≤ 2× copy", r.ratio_to_copy, 2.0, r))
     return out
 
 

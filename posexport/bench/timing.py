@@ -73,16 +73,18 @@ class BenchResult:
 
 def time_interleaved(calls: Sequence[Callable[[], Any]], warmup: int, repeats: int) -> list[tuple[float, float, float]]:
     """(median, IQR, min) in milliseconds of each call: `warmup` untimed runs of each, then `repeats`
-    rounds that time every call once, in turn (round-robin), so a slow spell of the machine hits every
-    subject alike and their ratios hold."""
+    rounds that time every call once (round-robin), in a fresh random order each round (seeded), so
+    that a slow spell of the machine, or what the call before left in the caches, hits every subject
+    alike and their ratios hold."""
     for call in calls:
         for _ in range(warmup):
             call()
     times = np.empty((len(calls), repeats))
+    order = np.random.default_rng(0)
     for i in range(repeats):
-        for j, call in enumerate(calls):
+        for j in order.permutation(len(calls)):
             start = time.perf_counter_ns()
-            call()
+            calls[j]()
             times[j, i] = (time.perf_counter_ns() - start) / 1e6
     out = []
     for row in times:
@@ -113,7 +115,7 @@ class Pending:
     row: Row
     call: Bound
     check: Callable[[Bound], None] | None
-    profiled: Callable[[], list[tuple[str, float]]] | None  # a separate profiling session's op shares
+    profiled: Callable[[float], list[tuple[str, float]]] | None  # median ms -> a separate profiling session's op shares
 
 
 @dataclass
@@ -154,7 +156,7 @@ class Group:
             return self.add(subject, kind, note=f"{rt.name} cannot run it: {why}")
         feeds = self.feeds if feeds is None else feeds
         try:
-            call = rt.load(artifact, SessionOptions(self.cfg.threads)).bind(feeds)
+            call = rt.load(artifact, SessionOptions(self.cfg.threads, spinning=False)).bind(feeds)
             call()
         except PosexportError:
             raise
@@ -166,11 +168,14 @@ class Group:
         self.pending.append(Pending(row, call, check, profiled))
         return row
 
-    def profile_of(self, rt: Runtime, artifact: Artifact, feeds: Mapping[str, np.ndarray]) -> list[tuple[str, float]]:
-        """Op-type shares from a session of its own: a profiler's per-node cost never enters the times."""
-        session = rt.load(artifact, SessionOptions(self.cfg.threads, profile=True))
+    def profile_of(self, rt: Runtime, artifact: Artifact, feeds: Mapping[str, np.ndarray], median_ms: float) -> list[tuple[str, float]]:
+        """Op-type shares from a session of its own: a profiler's per-node cost never enters the times. A
+        graph of well under a millisecond is profiled over many runs, so that a first call's one-off costs
+        (the profile counts every run) do not stand for the graph."""
+        session = rt.load(artifact, SessionOptions(self.cfg.threads, profile=True, spinning=False))
         call = session.bind(feeds)
-        for _ in range(self.cfg.warmup + max(3, self.cfg.repeats // 3)):
+        runs = self.cfg.warmup + max(3, self.cfg.repeats // 3)
+        for _ in range(max(runs, 200) if median_ms < 0.1 else runs):
             call()
         return session.profile()
 
@@ -179,7 +184,7 @@ class Group:
         timings = time_interleaved([p.call for p in self.pending], self.cfg.warmup, self.cfg.repeats)
         for p, (median, iqr, least) in zip(self.pending, timings):
             p.row.median_ms, p.row.iqr_ms, p.row.min_ms = median, iqr, least
-            p.row.profile = p.profiled() if p.profiled else []
+            p.row.profile = p.profiled(median) if p.profiled else []
             if p.check:
                 p.check(p.call)
         self.pending.clear()

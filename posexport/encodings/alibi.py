@@ -7,10 +7,11 @@
 Slopes for n heads: 2^(−8k/n), k = 1 … n, when n is a power of two; otherwise, with m = 2^⌊log2 n⌋, the
 m slopes of m heads followed by every other slope of 2m heads, n − m of them.
 
-The graph keeps only the slopes [heads, 1, 1]; the bias is broadcast from a [q_len, k_len] distance made
-of two aranges, so a decode step (q_len 1) touches a [heads, 1, k_len] row, never a [heads, k_len, k_len]
-table. In the causal case the mask rides on the distance (+inf above the diagonal, times −slope = −inf),
-so the per-head bias is written once.
+The graph keeps only the slopes [heads, 1, 1] ([1, heads, 1, 1] with ``--output bias``); the bias is
+broadcast from a [q_len, k_len] distance of the query and key positions (two aranges, or the graph's
+q_positions and k_positions), so a decode step (q_len 1) touches a [heads, 1, k_len] row, never a
+[heads, k_len, k_len] table. In the causal case the mask rides on the distance (+inf above the diagonal,
+times −slope = −inf), so the per-head bias is written once.
 """
 
 from __future__ import annotations
@@ -31,18 +32,20 @@ from ..dtypes import COMPUTE
 from .. import limits
 from ..params import check, param
 from ..script import POSEXPORT
-from .kinds.bias import AttentionBias
+from .kinds.bias import OUTPUTS, AttentionBias, positions_function
 
 
 @dataclass(frozen=True)
 class AlibiParams:
     heads: int = param(8, "attention heads (any number ≥ 1; powers of two and not)")
     causal: bool = param(True, "true: decoder, −inf above the diagonal; false: symmetric −slope·|distance| (encoders)")
+    output: str = param("scores", "scores: y = scores + bias; bias: only the bias [1, heads, q_len, k_len] of q/k positions", OUTPUTS)
 
     def __post_init__(self) -> None:
         check(isinstance(self.heads, int) and self.heads >= 1, "heads", self.heads, "needs at least 1 head")
         check(isinstance(self.causal, bool), "causal", self.causal, "true or false")
         limits.check_tokens([("heads", self.heads)], "scores (one query-key pair each)")
+        check(self.output in OUTPUTS, "output", self.output, f"choose one of {', '.join(OUTPUTS)}")
 
 
 # --- pure functions: slopes and the float64 oracle -------------------------------------------------
@@ -62,7 +65,12 @@ def alibi_slopes(heads: int) -> np.ndarray:
 
 def build_alibi_bias(heads: int, causal: bool, q_len: int, k_len: int) -> np.ndarray:
     """[heads, q_len, k_len] float64 bias, queries being the last q_len of the k_len keys."""
-    distance = np.arange(k_len - q_len, k_len)[:, None] - np.arange(k_len)[None, :]  # q_i − k_j
+    return alibi_bias_at(heads, causal, np.arange(k_len - q_len, k_len), np.arange(k_len))
+
+
+def alibi_bias_at(heads: int, causal: bool, q_positions: np.ndarray, k_positions: np.ndarray) -> np.ndarray:
+    """[heads, q_len, k_len] float64 bias of queries and keys at these positions."""
+    distance = np.asarray(q_positions)[:, None] - np.asarray(k_positions)[None, :]  # q_i − k_j
     slopes = alibi_slopes(heads)[:, None, None]
     if not causal:
         return -slopes * np.abs(distance)
@@ -79,62 +87,65 @@ def reference(p: AlibiParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
 # --- torch ------------------------------------------------------------------------------------------
 
 
-class AlibiBias(torch.nn.Module):
-    """Holds −slopes [heads, 1, 1]; forward(scores) -> scores + bias, the bias broadcast from aranges."""
+class AlibiPositions(torch.nn.Module):
+    """Holds −slopes [heads, 1, 1]; forward(q_positions, k_positions) -> the float32 bias [heads, q, k]."""
 
     def __init__(self, p: AlibiParams):
         super().__init__()
         self.register_buffer("neg_slopes", torch.from_numpy(-alibi_slopes(p.heads)[:, None, None].astype(COMPUTE.numpy)), persistent=False)
         self.causal = p.causal
 
-    def forward(self, scores: torch.Tensor) -> torch.Tensor:
-        q_len, k_len = scores.shape[-2], scores.shape[-1]
-        q_pos = torch.arange(k_len - q_len, k_len, device=scores.device)
-        k_pos = torch.arange(k_len, device=scores.device)
-        distance = q_pos[:, None] - k_pos[None, :]  # [q, k]
+    def forward(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        distance = q_positions[:, None] - k_positions[None, :]  # [q, k]
         if self.causal:
-            far = torch.full((), math.inf, dtype=torch.float32, device=scores.device)
+            far = torch.full((), math.inf, dtype=torch.float32, device=distance.device)
             distance = torch.where(distance < 0, far, distance.to(torch.float32))
         else:
             distance = distance.abs().to(torch.float32)
-        return (scores.to(torch.float32) + self.neg_slopes * distance).to(scores.dtype)
+        return self.neg_slopes * distance
 
 
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def alibi_functions(p: AlibiParams, op: Any) -> list[Any]:
-    """posexport.AlibiBias(scores, neg_slopes) -> the float32 bias [heads, q_len, k_len], and the distance
-    function it calls; the kind wraps them in the entry posexport.Alibi(scores, neg_slopes) -> y."""
+def alibi_position_function(p: AlibiParams, op: Any) -> Any:
+    """posexport.AlibiPositionBias(q_positions, k_positions, neg_slopes) -> the float32 bias, [heads, q, k]
+    or [1, heads, q, k] as neg_slopes is [heads, 1, 1] or [1, heads, 1, 1]: one [q, k] distance (int64,
+    then float32: exact whatever the positions), one Mul that writes the bias."""
     float32 = onnx.TensorProto.FLOAT
-
-    @script(POSEXPORT, default_opset=op)
-    def AlibiDistance(scores):
-        """q_pos − k_pos over [q_len, k_len], int64."""
-        q_len = op.Squeeze(op.Shape(scores, start=2, end=3))
-        k_len = op.Squeeze(op.Shape(scores, start=3, end=4))
-        one = op.Constant(value_int=1)
-        q_pos = op.Range(op.Sub(k_len, q_len), k_len, one)
-        k_pos = op.Range(op.Constant(value_int=0), k_len, one)
-        return op.Sub(op.Unsqueeze(q_pos, op.Constant(value_ints=[1])), op.Unsqueeze(k_pos, op.Constant(value_ints=[0])))
 
     if p.causal:
 
         @script(POSEXPORT, default_opset=op)
-        def AlibiBias(scores, neg_slopes):
-            distance = AlibiDistance(scores)
+        def AlibiPositionBias(q_positions, k_positions, neg_slopes):
+            distance = op.Sub(op.Unsqueeze(q_positions, op.Constant(value_ints=[1])), op.Unsqueeze(k_positions, op.Constant(value_ints=[0])))
             # Keys after the query get distance +inf, so −slope·distance is −inf there: the mask is free.
             above = op.Less(distance, op.Constant(value_int=0))
             masked = op.Where(above, op.Constant(value_float=math.inf), op.Cast(distance, to=float32))
-            return op.Mul(neg_slopes, masked)  # [heads, q, k], float32
+            return op.Mul(neg_slopes, masked)
 
     else:
 
         @script(POSEXPORT, default_opset=op)
-        def AlibiBias(scores, neg_slopes):
-            return op.Mul(neg_slopes, op.Cast(op.Abs(AlibiDistance(scores)), to=float32))  # [heads, q, k], float32
+        def AlibiPositionBias(q_positions, k_positions, neg_slopes):
+            distance = op.Sub(op.Unsqueeze(q_positions, op.Constant(value_ints=[1])), op.Unsqueeze(k_positions, op.Constant(value_ints=[0])))
+            return op.Mul(neg_slopes, op.Cast(op.Abs(distance), to=float32))
 
-    return [AlibiBias, AlibiDistance]  # the float32 core first, then what it calls
+    return AlibiPositionBias
+
+
+def alibi_functions(p: AlibiParams, op: Any) -> list[Any]:
+    """posexport.AlibiBias(scores, neg_slopes) -> the float32 bias [heads, q_len, k_len] of queries that are
+    the last q_len of the k_len keys, and what it calls; the kind wraps them in the entry
+    posexport.Alibi(scores, neg_slopes) -> y."""
+    at_positions, positions_of = alibi_position_function(p, op), positions_function(op)
+
+    @script(POSEXPORT, default_opset=op)
+    def AlibiBias(scores, neg_slopes):
+        q_positions, k_positions = positions_of(scores)
+        return at_positions(q_positions, k_positions, neg_slopes)
+
+    return [AlibiBias, at_positions, positions_of]  # the float32 core first, then what it calls
 
 
 # --- the encoding -----------------------------------------------------------------------------------
@@ -145,13 +156,23 @@ class AlibiEncoding(AttentionBias):
     entry = "Alibi"
     Params = AlibiParams
     oracle = staticmethod(reference)
-    Module = AlibiBias
 
     def tables(self, p: AlibiParams, opts: BuildOptions) -> Tables:
-        return Tables({"neg_slopes": -alibi_slopes(p.heads)[:, None, None].astype(COMPUTE.numpy)})
+        # Bias only: [1, heads, 1, 1], so that the Mul writes the [1, heads, q, k] output itself.
+        shape = (1, p.heads, 1, 1) if p.output == "bias" else (p.heads, 1, 1)
+        return Tables({"neg_slopes": -alibi_slopes(p.heads).reshape(shape).astype(COMPUTE.numpy)})
 
     def bias_functions(self, p: AlibiParams, op: Any) -> list[Any]:
         return alibi_functions(p, op)
+
+    def position_functions(self, p: AlibiParams, op: Any) -> list[Any]:
+        return [alibi_position_function(p, op)]
+
+    def position_bias(self, p: AlibiParams, q_positions: np.ndarray, k_positions: np.ndarray) -> np.ndarray:
+        return alibi_bias_at(p.heads, p.causal, q_positions, k_positions)
+
+    def position_module(self, p: AlibiParams) -> torch.nn.Module:
+        return AlibiPositions(p)
 
     def bias_properties(self, p: AlibiParams, bias: props.Bias) -> list[Property]:
         """Each head's bias is one negative constant times the distance, on a prefill chunk after a cache;

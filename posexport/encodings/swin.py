@@ -7,7 +7,8 @@ A window of Wh × Ww tokens (N = Wh·Ww, token t = (t // Ww, t % Ww)) learns one
 
 of the table [(2Wh−1)(2Ww−1), heads]. The gathered bias [heads, N, N] does not depend on the input, so it is
 built once in float64 at build time and cast once; the graph is y = scores + bias, with scores
-[batch·windows, heads, N, N] and a dynamic first axis.
+[batch·windows, heads, N, N] and a dynamic first axis. With ``--output bias`` the graph has no input and
+one output, the bias [1, heads, N, N] in the I/O dtype, for an attention op's additive mask.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..contract import BuildOptions, Case, Property, Runner, Tables, TensorSpec
 from ..script import POSEXPORT
 from .base import Assembled
 from .inputs import random_normal
+from .kinds.bias import OUTPUTS
 
 MAX_WINDOW = 64
 AXIS = "batch_windows"
@@ -47,6 +49,7 @@ class SwinParams:
     key: str | None = param(None, "tensor name inside --weights (e.g. layers.0.blocks.0.attn.relative_position_bias_table)")
     seed: int = param(0, "seed of the N(0, 0.02) table used without --weights")
     weights_sha256: str | None = param(None, "sha256 of --weights, filled in at build; a file that changed since is an error")
+    output: str = param("scores", "scores: y = scores + bias; bias: only the bias [1, heads, N, N] (a graph without inputs)", OUTPUTS)
 
     def __post_init__(self) -> None:
         check(1 <= self.window_h <= MAX_WINDOW, "window_h", self.window_h, f"must be in [1, {MAX_WINDOW}]")
@@ -54,6 +57,7 @@ class SwinParams:
         check(self.heads >= 1, "heads", self.heads, "needs at least 1 head")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
         limits.check_product([("heads", self.heads)], "the bias [heads, Wh·Ww, Wh·Ww]", itemsize=limits.FLOAT64 * self.tokens ** 2)
+        check(self.output in OUTPUTS, "output", self.output, f"choose one of {', '.join(OUTPUTS)}")
         if weights_mod.pin_params(self):
             bias_table(self)  # shape errors surface here, naming --weights
 
@@ -103,6 +107,8 @@ def build_bias(p: SwinParams) -> np.ndarray:
 
 
 def reference(p: SwinParams, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    if p.output == "bias":
+        return build_bias(p)[None]
     return np.asarray(feeds["scores"]).astype(np.float64) + build_bias(p)[None]
 
 
@@ -118,11 +124,30 @@ class SwinRelativeBias(torch.nn.Module):
         return (scores.to(torch.float32) + self.bias).to(scores.dtype)
 
 
+class SwinBiasOnly(torch.nn.Module):
+    """forward() -> the bias [1, heads, N, N] in the I/O dtype."""
+
+    def __init__(self, p: SwinParams, dtype: torch.dtype):
+        super().__init__()
+        self.register_buffer("bias", torch.from_numpy(build_bias(p)[None].astype(COMPUTE.numpy)), persistent=False)
+        self.dtype = dtype
+
+    def forward(self) -> torch.Tensor:
+        return self.bias.to(self.dtype)
+
+
 # --- onnxscript -------------------------------------------------------------------------------------
 
 
-def swin_functions(io: DType, op: Any) -> list[Any]:
+def swin_functions(io: DType, op: Any, bias_only: bool = False) -> list[Any]:
     float32, out_type = onnx.TensorProto.FLOAT, io.onnx
+    if bias_only:
+
+        @script(POSEXPORT, default_opset=op)
+        def SwinBiasOnly(window_bias):
+            return op.Cast(window_bias, to=out_type)  # onnxruntime writes the output once, whatever the dtype
+
+        return [SwinBiasOnly]
 
     @script(POSEXPORT, default_opset=op)
     def SwinBias(scores, bias):
@@ -139,8 +164,12 @@ def observed_bias(p: SwinParams) -> props.Pairwise:
     offset: [N, N, 2, heads]."""
 
     def pairwise(run: Runner, dtype: DType, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
-        scores = random_normal(rng, (2, p.heads, p.tokens, p.tokens), dtype)
-        y = np.asarray(run({"scores": scores})).astype(np.float64)
+        if p.output == "bias":
+            scores = np.zeros((1, p.heads, p.tokens, p.tokens))
+            y = np.asarray(run({})).astype(np.float64)
+        else:
+            scores = random_normal(rng, (2, p.heads, p.tokens, p.tokens), dtype)
+            y = np.asarray(run({"scores": scores})).astype(np.float64)
         bias = np.moveaxis(y - scores.astype(np.float64), (2, 3), (0, 1))
         return bias, relative_index(p.window_h, p.window_w, p.class_token), max(1.0, float(np.max(np.abs(y))))
 
@@ -158,18 +187,37 @@ class SwinEncoding(Assembled):
     Module = SwinRelativeBias
 
     def inputs(self, p: SwinParams) -> list[TensorSpec]:
+        if p.output == "bias":
+            return []
         return [TensorSpec("scores", (AXIS, p.heads, p.tokens, p.tokens))]
 
+    def outputs(self, p: SwinParams) -> list[TensorSpec]:
+        if p.output == "bias":
+            return [TensorSpec("bias", (1, p.heads, p.tokens, p.tokens))]
+        return super().outputs(p)
+
+    def torch_module(self, p: SwinParams, opts: BuildOptions) -> torch.nn.Module:
+        if p.output == "bias":
+            return SwinBiasOnly(p, opts.dtype.torch)
+        return super().torch_module(p, opts)
+
     def tables(self, p: SwinParams, opts: BuildOptions) -> Tables:
+        # Bias only: the graph's output is named bias, so its table is window_bias [1, heads, N, N].
+        if p.output == "bias":
+            return Tables({"window_bias": build_bias(p)[None].astype(COMPUTE.numpy)})
         return Tables({"bias": build_bias(p).astype(COMPUTE.numpy)})
 
     def script_functions(self, p: SwinParams, opts: BuildOptions, op: Any) -> list[Any]:
-        return swin_functions(opts.dtype, op)
+        return swin_functions(opts.dtype, op, bias_only=p.output == "bias")
 
     def feeds(self, p: SwinParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        if p.output == "bias":
+            return {}
         return {"scores": random_normal(rng, (case.axes[AXIS], p.heads, p.tokens, p.tokens), dtype)}
 
     def cases(self, p: SwinParams, seqs: tuple[int, ...] | None = None, batches: tuple[int, ...] | None = None) -> list[Case]:
+        if p.output == "bias":
+            return [Case("bias", {})]
         # 64 windows: a 56×56 stage-1 map of 7×7 windows; ×3 for a batch of 3.
         sizes = seqs or (1, 4, 64, 192)
         return self.within_limits(p, [Case(f"{AXIS}{n}", {AXIS: n}) for n in sizes], seqs, batches)

@@ -26,10 +26,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class SessionOptions:
     """How a session is set up: ``threads`` intra-op threads (0: the runtime's default); ``profile``
-    asks the runtime to record per-op times where it can (Session.profile)."""
+    asks the runtime to record per-op times where it can (Session.profile); ``spinning`` false asks its
+    idle worker threads to sleep at once rather than spin (a bench that runs several sessions in turn
+    would otherwise time each one against the spinning threads of the one before)."""
 
     threads: int = 0
     profile: bool = False
+    spinning: bool = True
 
 
 class Bound:

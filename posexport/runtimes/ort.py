@@ -39,6 +39,8 @@ class OrtSession(Session):
         if options.threads:
             so.intra_op_num_threads = options.threads
             so.inter_op_num_threads = 1
+        if not options.spinning:
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if options.profile:
             so.enable_profiling = True
             so.profile_file_prefix = os.path.join(tempfile.gettempdir(), "posexport_profile")

@@ -16,8 +16,9 @@ _ENTRY_FILES = itertools.count()
 
 
 def cast_once_entry(name: str, inputs: list[str], tables: list[str], core: Any, core_args: list[str], io: DType, op: Any,
-                    guard: Any = None) -> Any:
-    """posexport.<name>(*inputs, *tables) -> inputs[0] + core(*core_args), the core computing in float32.
+                    guard: Any = None, add: bool = True) -> Any:
+    """posexport.<name>(*inputs, *tables) -> inputs[0] + core(*core_args), the core computing in float32
+    (``add`` false: core(*core_args) alone, the inputs being integers).
 
     float32 I/O adds directly: a Cast to the same type would cost onnxruntime a full copy. Any other I/O
     dtype is Cast to float32 once, added, and Cast back. The entry is written as onnxscript source, so
@@ -25,7 +26,12 @@ def cast_once_entry(name: str, inputs: list[str], tables: list[str], core: Any, 
     neg_slopes)``, not a generic signature). ``core_args`` may call ``guard`` (posexport.encodings.guards).
     """
     first, called = inputs[0], f"core({', '.join(core_args)})"
-    body = f"op.Add({first}, {called})" if io.name == "float32" else f"op.Cast(op.Add(op.Cast({first}, to=float32), {called}), to=out_type)"
+    if not add:
+        body = called if io.name == "float32" else f"op.Cast({called}, to=out_type)"
+    elif io.name == "float32":
+        body = f"op.Add({first}, {called})"
+    else:
+        body = f"op.Cast(op.Add(op.Cast({first}, to=float32), {called}), to=out_type)"
     source = (f"def _make(op, core, guard, float32, out_type):\n"
               f"    def {name}({', '.join(inputs + tables)}):\n"
               f"        return {body}\n"
