@@ -52,29 +52,12 @@ class Backend:
 # --- portable: standard ops -------------------------------------------------------------------------
 
 
-def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
-    """y = x·C + swap(x)·S with one Slice doing the swap, so the rotation reads and writes x about four
-    times where the textbook Split / four Muls / Sub / Add / Concat does it six times:
-
-        half:        C = [cos | cos],            S = [−sin | sin],            swap(x) = [b | a]
-        interleaved: C = [c0 c0 c1 c1 …],         S = [−s0 s0 −s1 s1 …],        swap(x) = [b0 a0 b1 a1 …]
-
-    swap is a reversed Slice over the pair axis of a free reshape ([…, 2, n] for half, […, n, 2] for
-    interleaved). C and S are built per token ([b, s, d], heads broadcast), 1/heads of x's size.
-
-    A packed x (bsh) is viewed as [b, s, heads, d] (a free Reshape) and the result reshaped back before
-    the last op that writes y (the Add, or the Cast), so that no Reshape writes the graph output: onnxruntime
-    copies a Reshape into a graph output where elsewhere it is an alias."""
+def rotate_pairs_function(p: Any, op: Any, pack: bool) -> Any:
+    """posexport.RopeRotatePairs(x_rot, cos, sin) -> x_rot·C + swap(x_rot)·S in float32 (portable_rotation);
+    ``pack``: the two products are reshaped to [b, s, heads·d] before the Add, which then writes y."""
     n, rot, axis = p.rotary_dim // 2, p.rotary_dim, heads_axis(p)
     half = p.pair_layout == "half"
-    partial = rot != p.head_dim
-    cast = out_type != FLOAT
-    bsh = p.layout == "bsh"
-    pack_in_add = bsh and not partial and not cast  # the Add writes y: pack its operands
-    repack = bsh and not pack_in_add  # before the Cast (free) or after the Concat (a copy)
-    cast_last, cast_partial = cast and not partial, cast and partial
     reverse_axis = 3 if half else 4  # the pair axis of the 5-D view
-    heads, head_dim = p.heads, p.head_dim
 
     @script(POSEXPORT, default_opset=op)
     def RopeRotatePairs(x_rot, cos, sin):
@@ -91,10 +74,33 @@ def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
         axes = op.Constant(value_ints=[axis])
         straight = op.Mul(x_rot, op.Unsqueeze(c, axes))
         turned = op.Mul(op.Reshape(swapped, op.Constant(value_ints=[0, 0, 0, rot])), op.Unsqueeze(s, axes))
-        if pack_in_add:
+        if pack:
             packed = op.Constant(value_ints=[0, 0, -1])
             straight, turned = op.Reshape(straight, packed), op.Reshape(turned, packed)
         return op.Add(straight, turned)
+
+    return RopeRotatePairs
+
+
+def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
+    """y = x·C + swap(x)·S with one Slice doing the swap, so the rotation reads and writes x about four
+    times where the textbook Split / four Muls / Sub / Add / Concat does it six times:
+
+        half:        C = [cos | cos],            S = [−sin | sin],            swap(x) = [b | a]
+        interleaved: C = [c0 c0 c1 c1 …],         S = [−s0 s0 −s1 s1 …],        swap(x) = [b0 a0 b1 a1 …]
+
+    swap is a reversed Slice over the pair axis of a free reshape ([…, 2, n] for half, […, n, 2] for
+    interleaved). C and S are built per token ([b, s, d], heads broadcast), 1/heads of x's size.
+
+    A packed x (bsh) is viewed as [b, s, heads, d] (a free Reshape) and the result reshaped back before
+    the last op that writes y (the Add, or the Cast), so that no Reshape writes the graph output: onnxruntime
+    copies a Reshape into a graph output where elsewhere it is an alias."""
+    rot, heads, head_dim = p.rotary_dim, p.heads, p.head_dim
+    partial, cast, bsh = rot != head_dim, out_type != FLOAT, p.layout == "bsh"
+    pack_in_add = bsh and not partial and not cast  # the Add writes y: pack its operands
+    repack = bsh and not pack_in_add  # before the Cast (free) or after the Concat (a copy)
+    cast_last, cast_partial = cast and not partial, cast and partial
+    rotate_pairs = rotate_pairs_function(p, op, pack_in_add)
 
     @script(POSEXPORT, default_opset=op)
     def RopeRotate(x, cos, sin):
@@ -107,9 +113,9 @@ def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
         else:
             x_rot = x4
         if cast:
-            y = RopeRotatePairs(op.Cast(x_rot, to=FLOAT), cos, sin)
+            y = rotate_pairs(op.Cast(x_rot, to=FLOAT), cos, sin)
         else:
-            y = RopeRotatePairs(x_rot, cos, sin)
+            y = rotate_pairs(x_rot, cos, sin)
         if cast_partial:
             y = op.Cast(y, to=out_type)
         if partial:
@@ -120,7 +126,7 @@ def portable_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
             y = op.Cast(y, to=out_type)
         return y
 
-    return [RopeRotatePairs, RopeRotate]
+    return [rotate_pairs, RopeRotate]
 
 
 # --- onnx23 and ort: one RotaryEmbedding op ---------------------------------------------------------
