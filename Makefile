@@ -29,9 +29,9 @@ test: install
 # subject of a group timed round-robin; repeats kept modest so that it finishes in minutes on 2 cores.
 bench: install
 	OMP_WAIT_POLICY=PASSIVE $(VENV)/bin/posexport bench --seqs 256,2048,8192 --layouts bsh,bshd,bhsd --decode-positions 1000,100000 \
-		--threads 2 --warmup 3 --repeats 10 --profile --indexshare-layers 4 --indexshare-seqs 256,1024 \
+		--threads 2 --warmup 3 --repeats 20 --profile --indexshare-layers 4 --indexshare-seqs 256,1024 \
 		--json benchmarks/rope-ort-cpu.json --markdown benchmarks/rope-ort-cpu.md --plot benchmarks/rope-ort-cpu.png
-	OMP_WAIT_POLICY=PASSIVE $(VENV)/bin/posexport bench --encodings alibi,t5 --seqs 512,2048 --decode-positions 4096 --threads 2 --warmup 3 --repeats 10 --profile \
+	OMP_WAIT_POLICY=PASSIVE $(VENV)/bin/posexport bench --encodings alibi,t5 --seqs 512,2048 --decode-positions 4096 --threads 2 --warmup 3 --repeats 20 --profile \
 		--json benchmarks/bias-ort-cpu.json --markdown benchmarks/bias-ort-cpu.md --plot benchmarks/bias-ort-cpu.png
 
 # CUDA rows and ort-cuda parity in one go, on a machine with an NVIDIA GPU and onnxruntime-gpu
