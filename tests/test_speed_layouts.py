@@ -55,6 +55,13 @@ def test_bsh_every_cos_sin_source(scaling, source):
         assert normalised_error(out, ref) <= art.options.dtype.bound(int(feeds["position_ids"].max()))
 
 
+def test_mrope_takes_the_packed_layout_too():
+    """M-RoPE is a rotation of the same kind: bsh reaches it through the kind and the backends."""
+    art = artifact("mrope", backend="ort", head_dim=16, heads=2, mrope_section="2,3,3", layout="bsh")
+    report = parity.run_parity(art, ["ort-cpu", "torch"], seqs=(1, 17))
+    assert report.passed, [(r.case, r.runtime, r.status) for r in report.results if r.status != "pass"]
+
+
 @pytest.mark.parametrize("backend", ["onnx23", "ort"])
 def test_fused_bsh_has_no_reshape_of_x(backend):
     """The rotary op reads x and writes y as they are: no Reshape around it (onnxruntime would copy the

@@ -45,7 +45,7 @@ class MRopeParams:
     heads: int = param(28, "attention heads")
     base: float = param(1000000.0, "rope_theta, the frequency base (> 1)")
     mrope_section: tuple[int, ...] = param((16, 24, 24), "frequencies turned by the temporal, height and width rows; sum = head_dim/2")
-    layout: str = param("bshd", "axis order of x: [batch, seq, heads, dim] or [batch, heads, seq, dim]", LAYOUTS)
+    layout: str = param("bshd", "axis order of x: [batch, seq, heads, dim], [batch, heads, seq, dim] or packed [batch, seq, heads·dim]", LAYOUTS)
     max_positions: int = param(32768, "positions the model was trained for (max_position_embeddings)")
     position_limit: int | None = param(None, "positions the graph covers exactly; beyond it the runtime raises; default max(131072, 2·max_positions)")
 
