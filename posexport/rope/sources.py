@@ -51,7 +51,7 @@ def source_of(p: Any) -> CosSinSource:
 
 
 def packed_gather_function(op: Any, n: int) -> Any:
-    """posexport.TwoLevelRows(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin [..., n]:
+    """posexport.TwoLevelGather(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin) -> cos, sin [..., n]:
     the angle-addition formula (posexport.tables) as one product of two gathered rows,
 
         [cos | sin] = [cf | cf]·[cc | sc] + [sf | sf]·[−sc | cc]    (summed over the two products)
@@ -62,7 +62,7 @@ def packed_gather_function(op: Any, n: int) -> Any:
     of cc·cf − sc·sf and sc·cf + cc·sf, bit for bit (a product negated is exact)."""
 
     @script(POSEXPORT, default_opset=op)
-    def TwoLevelRows(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin):
+    def TwoLevelGather(fine, coarse, fine_cos, fine_sin, coarse_cos, coarse_sin):
         pair = op.Constant(value_ints=[1])
         fine_rows = op.Concat(op.Unsqueeze(op.Concat(fine_cos, fine_cos, axis=-1), pair),
                               op.Unsqueeze(op.Concat(fine_sin, fine_sin, axis=-1), pair), axis=1)
@@ -72,7 +72,7 @@ def packed_gather_function(op: Any, n: int) -> Any:
         cos, sin = op.Split(both, op.Constant(value_ints=[n, n]), axis=-1)
         return cos, sin
 
-    return TwoLevelRows
+    return TwoLevelGather
 
 
 # --- tables: fixed frequencies ----------------------------------------------------------------------
