@@ -28,6 +28,7 @@ from onnxscript import script
 
 from .. import tables
 from ..dtypes import COMPUTE
+from ..encodings.guards import OUT_OF_RANGE, name_nodes
 from ..encodings.two_level import TwoLevelCosSin
 from ..script import POSEXPORT
 from . import scaling
@@ -72,7 +73,8 @@ def packed_gather_function(op: Any, n: int) -> Any:
         cos, sin = op.Split(both, op.Constant(value_ints=[n, n]), axis=-1)
         return cos, sin
 
-    return TwoLevelGather
+    # The fine rows are read modulo P; only the coarse lookup can be out of range.
+    return name_nodes(TwoLevelGather, "Gather", OUT_OF_RANGE, skip=1)
 
 
 # --- tables: fixed frequencies ----------------------------------------------------------------------
