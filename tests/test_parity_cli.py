@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from posexport import export
-from posexport.reports import parity as reports
 from posexport.parity import Outputs, read_json, to_json
 
 from .conftest import artifact

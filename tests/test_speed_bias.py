@@ -5,7 +5,6 @@ intermediate at decode), and the documented example feeding ONNX Attention."""
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import onnx
@@ -14,7 +13,7 @@ import pytest
 from posexport import parity
 from posexport.contract import Case
 
-from .conftest import ROOT, artifact, session
+from .conftest import artifact, session
 
 RUNTIMES = ["ort-cpu", "ort-cpu-noopt", "reference", "torch"]
 BIASES = {"alibi": dict(heads=3), "alibi-symmetric": dict(heads=3, causal=False), "t5": dict(heads=3, max_distance=32),
@@ -75,9 +74,3 @@ def test_decode_step_makes_no_k_by_k_intermediate(name):
     sizes = intermediate_sizes(artifact(name, output="bias", **BIASES[name]), 1, k_len)
     assert max(sizes) <= heads * k_len < k_len * k_len
 
-
-def test_documented_attention_example_runs():
-    """The snippet in docs/attention-bias.md: the bias feeds ONNX Attention and matches softmax of the reference."""
-    text = (ROOT / "docs" / "attention-bias.md").read_text()
-    (snippet,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    exec(compile(snippet, "docs/attention-bias.md", "exec"), {})
