@@ -1,10 +1,11 @@
 """The one exception type users see: its message is a single line saying what was wrong and how to fix it."""
 
 
-def one_line(text: str) -> str:
+def one_line(text: object, limit: int | None = None) -> str:
     """``text`` with its lines joined by "; " (a library's multi-line message, say), so that an error
-    stays one line."""
-    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+    stays one line; cut to ``limit`` characters when given."""
+    joined = "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+    return joined if limit is None else joined[:limit]
 
 
 class PosexportError(Exception):

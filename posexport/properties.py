@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import DType
 from .contract import Property, PropertyResult, Runner
+from .dtypes import DType
+from .encodings.inputs import random_normal
 
 # Property names a runtime may list among its known limitations (runtimes/base.py).
 RAISES_PAST_LIMIT = "raises-past-limit"
@@ -49,15 +50,9 @@ def verdict(error: float, bound: float, what: str) -> PropertyResult:
     return PropertyResult(ok, f"{what}: error {error:.2e} {'≤' if ok else '>'} bound {bound:.1e}", error)
 
 
-def random_inputs(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
-    values = rng.standard_normal(shape)
-    values[values == 0] = 0.5
-    return values.astype(dtype.numpy)
-
-
 def small_inputs(rng: np.random.Generator, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
     """Random inputs of about 1e-3: y − x then carries the rounding of the encoding's values alone."""
-    return (random_inputs(rng, shape, dtype).astype(np.float64) * 1e-3).astype(dtype.numpy)
+    return (random_normal(rng, shape, dtype).astype(np.float64) * 1e-3).astype(dtype.numpy)
 
 
 # --- adapters ---------------------------------------------------------------------------------------
@@ -110,8 +105,8 @@ def relative_position(rotate: Rotate, heads: int, dim: int, span: int, tolerance
         positions = np.sort(rng.choice(window, size=min(seq, window), replace=False))[None]
         seq = positions.shape[1]
         offset = int(rng.integers(1, span - int(positions.max()))) if span - int(positions.max()) > 1 else 0
-        q = random_inputs(rng, (1, seq, heads, dim), dtype)
-        k = random_inputs(rng, (1, seq, heads, dim), dtype)
+        q = random_normal(rng, (1, seq, heads, dim), dtype)
+        k = random_normal(rng, (1, seq, heads, dim), dtype)
 
         def scores(pos: np.ndarray) -> np.ndarray:
             rq = np.asarray(rotate(runner, q, pos)).astype(np.float64)
@@ -131,7 +126,7 @@ def norm_preserved(rotate: Rotate, heads: int, dim: int, rotary_dim: int, limit:
 
     def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
         positions = rng.integers(0, limit, size=(2, 8))
-        x = random_inputs(rng, (2, 8, heads, dim), dtype)
+        x = random_normal(rng, (2, 8, heads, dim), dtype)
         y = np.asarray(rotate(runner, x, positions)).astype(np.float64)
         before = scale * np.linalg.norm(x.astype(np.float64)[..., :rotary_dim], axis=-1)
         after = np.linalg.norm(y[..., :rotary_dim], axis=-1)

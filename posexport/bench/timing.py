@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..contract import DEFAULT_TARGET, Artifact
-from ..errors import PosexportError
+from ..errors import PosexportError, one_line
 from ..runtimes import Bound, Runtime, SessionOptions
 
 if TYPE_CHECKING:
@@ -104,10 +104,6 @@ def params_for(enc: Encoding, values: Mapping[str, Any]) -> Any:
     return enc.params(**{k: v for k, v in values.items() if k in known})
 
 
-def one_line(error: BaseException, limit: int = 200) -> str:
-    return " ".join(str(error).split())[:limit]
-
-
 @dataclass
 class Pending:
     """A subject loaded and bound, waiting for the group's interleaved timing."""
@@ -161,7 +157,7 @@ class Group:
         except PosexportError:
             raise
         except Exception as e:  # a runtime without a kernel for this op: reported, not fatal
-            return self.add(subject, kind, note=f"could not run: {one_line(e)}")
+            return self.add(subject, kind, note=f"could not run: {one_line(e, 200)}")
         row = self.add(subject, kind, graph_bytes=graph_bytes, note=note)
         row.graph_bytes = graph_bytes
         profiled = functools.partial(self.profile_of, rt, artifact, feeds) if self.cfg.profile and profile else None

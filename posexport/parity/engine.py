@@ -20,7 +20,7 @@ import numpy as np
 
 from ..contract import Artifact, Case, Property
 from ..dtypes import DTYPES
-from ..errors import PosexportError
+from ..errors import PosexportError, one_line
 from ..runtimes import RUNTIMES, Runtime, get_runtime
 from .outputs import SAVED, Outputs, feeds_digest
 from .report import CaseResult, Comparison, PropertyOutcome, Report
@@ -58,7 +58,7 @@ def judge(run: Callable[[Mapping[str, np.ndarray]], np.ndarray], feeds: Mapping[
     try:
         out = np.asarray(run(feeds))
     except Exception as e:
-        return dict(status="error", message=one_line(e)), None
+        return dict(status="error", message=describe(e)), None
     cmp = compare(out, ref, bound)
     message = "" if cmp.passed else f"error {cmp.normalised:.2e} > bound {cmp.bound:.1e} (max abs {cmp.max_abs:.2e})"
     if out.shape != ref.shape:
@@ -66,9 +66,9 @@ def judge(run: Callable[[Mapping[str, np.ndarray]], np.ndarray], feeds: Mapping[
     return dict(status="pass" if cmp.passed else "fail", comparison=cmp, message=message), out
 
 
-def one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:300]}"
+def describe(error: BaseException) -> str:
+    """A runtime's failure as one line of a report: its type and the start of its message."""
+    return f"{type(error).__name__}: {one_line(error, 300)}"
 
 
 # --- tolerances -------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def open_session(rt: Runtime, art: Artifact) -> tuple[Any, str]:
     try:
         return rt.load(art), ""
     except Exception as e:  # a runtime that cannot load the graph says so; the run goes on
-        return None, f"failed to load the graph: {one_line(e)}"
+        return None, f"failed to load the graph: {describe(e)}"
 
 
 def load_sessions(art: Artifact, chosen: list[Runtime], report: Report) -> dict[str, tuple[Runtime, Any]]:
@@ -171,7 +171,7 @@ def check_property(label: str, prop: Property, name: str, runtime: Runtime, sess
     try:
         result = prop.check(session.run, art.params, art.options.dtype, rng)
     except Exception as e:
-        return PropertyOutcome(label, prop.name, name, "error", one_line(e), float("inf"))
+        return PropertyOutcome(label, prop.name, name, "error", describe(e), float("inf"))
     if result.ok:
         return PropertyOutcome(label, prop.name, name, "pass", result.detail, result.error)
     known = getattr(runtime, "limitations", {}).get(prop.name)
