@@ -5,14 +5,13 @@ misread).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import PosexportError
 # POSITION_WORDS: key names that speak of positions. A key matching it that the architecture's reader did
 # not take, or did not declare harmless, stops the build.
-from ..rope.config import POSITION_WORDS, read_json
+from ..rope.config import POSITION_WORDS, read_json, shown
 
 MISSING = object()
 
@@ -49,18 +48,13 @@ class ModelConfig:
         self.read.update(keys)
 
     def fail(self, key: str, value: Any, why: str) -> None:
-        raise PosexportError(f"{self.source}: {self.architecture} config key {key!r} = {short(value)}: {why}")
+        raise PosexportError(f"{self.source}: {self.architecture} config key {key!r} = {shown(value)}: {why}")
 
     def check_all_read(self) -> None:
         for key, value in self.data.items():
             if key not in self.read and value is not None and POSITION_WORDS.search(key):
                 self.fail(key, value, "posexport does not know what this key does to positions in this architecture; "
                                       "nothing was built (a silent misread is worse than none)")
-
-
-def short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def load(folder: Path) -> dict[str, Any]:
