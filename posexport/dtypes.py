@@ -18,7 +18,7 @@ import numpy as np
 from .errors import ParamError
 
 # ONNX TensorProto.DataType values (fixed by the ONNX standard).
-ONNX_FLOAT, ONNX_FLOAT16, ONNX_BFLOAT16, ONNX_INT64 = 1, 10, 16, 7
+ONNX_FLOAT, ONNX_FLOAT16, ONNX_BFLOAT16 = 1, 10, 16
 
 
 @dataclass(frozen=True)

@@ -67,16 +67,8 @@ class Graph:
             for a in node.attribute:
                 if a.name == "value":
                     return onh.to_array(a.t)
-                if a.name in ("value_float", "value_int"):
+                if a.name in ("value_float", "value_int", "value_floats", "value_ints"):
                     return np.array(onnx.helper.get_attribute_value(a))
-                if a.name in ("value_floats", "value_ints"):
-                    return np.array(onnx.helper.get_attribute_value(a))
-        return None
-
-    def only_consumer(self, name: str, op_type: str) -> onnx.NodeProto | None:
-        users = self.consumers.get(name, [])
-        if len(users) == 1 and users[0].op_type == op_type and name not in self.outputs:
-            return users[0]
         return None
 
     def consumers_of(self, name: str, op_type: str) -> list[onnx.NodeProto]:
