@@ -20,7 +20,7 @@ from . import export
 from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, Artifact
 from .errors import PosexportError
 from .files import check_destination, check_stem
-from .parity import Outputs, Report, check_settings, run_parity
+from .verdicts import Outputs, Report, check_settings, run_parity
 from .rope import config
 from .rope.indexshare import Block, build_block, save as save_block
 
@@ -135,7 +135,7 @@ def parity_from_options(
 ) -> Report:
     """`posexport parity`: the graphs of :func:`parity_graphs` on every runtime, judging outputs saved by
     another run too (``load_outputs``) and saving this run's (``save_outputs``). ``run`` takes
-    posexport.parity.run_parity's options: runtimes, seqs, batches, seed, tolerance, pairwise, properties,
+    posexport.verdicts.run_parity's options: runtimes, seqs, batches, seed, tolerance, pairwise, properties,
     progress. Settings and the --save-outputs destination are checked before anything is built or run."""
     check_settings(run.get("tolerance"), run.get("seed", 0))
     if save_outputs is not None:

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from posexport import export, parity  # noqa: E402
+from posexport import export, verdicts  # noqa: E402
 from posexport.models import read_model  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.models import cli as model_cli  # noqa: E402
@@ -43,7 +43,7 @@ ALL = [*model_zoo.ROPE, *model_zoo.TRAINED]
 @pytest.mark.parametrize("name", ALL)
 def test_every_graph_agrees_with_the_model_on_the_sweep(built, name):
     for b in built[name]:
-        report = parity.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(2,), properties=False)
+        report = verdicts.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(2,), properties=False)
         hf = [r for r in report.results if r.runtime == "hf"]
         assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
         assert hf and all(r.status == "pass" for r in hf)
@@ -179,14 +179,14 @@ def test_hf_says_why_it_cannot_judge_a_graph_without_a_model():
     assert hf.available() == (True, "")
     ok, why = hf.supports(art)
     assert not ok and "--from-model" in why
-    report = parity.run_parity(art, ["ort-cpu", "hf"], seqs=(1,), batches=(1,), properties=False)
+    report = verdicts.run_parity(art, ["ort-cpu", "hf"], seqs=(1,), batches=(1,), properties=False)
     assert report.passed and "--from-model" in report.unavailable["hf"]
 
 
 def test_a_graph_built_from_a_model_carries_it_for_runtimes_hf(built):
     art = built["llama31"][0].artifact
-    assert "hf" not in [r.name for r in parity.resolve_runtimes(None)]  # it runs no graph
-    report = parity.run_parity(art, ["ort-cpu", "hf"], seqs=(17,), batches=(1,), properties=False, pairwise=True)
+    assert "hf" not in [r.name for r in verdicts.resolve_runtimes(None)]  # it runs no graph
+    report = verdicts.run_parity(art, ["ort-cpu", "hf"], seqs=(17,), batches=(1,), properties=False, pairwise=True)
     assert report.passed and "hf" in report.runtimes
     assert any(r.runtime == "hf vs ort-cpu" and r.status == "pass" for r in report.pairwise)
 
@@ -203,7 +203,7 @@ def test_published_configs_agree_with_transformers(tmp_path, name):
     from .test_models_read import preset_folder
 
     (b,) = build_model(preset_folder(tmp_path, name), None, {"heads": 2}, backend="portable")
-    report = parity.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(1,), properties=False)
+    report = verdicts.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(1,), properties=False)
     assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
 
 
