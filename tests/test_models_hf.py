@@ -225,3 +225,22 @@ def test_swin_class_token_index_is_beits():
     for window in ((4, 4), (3, 5)):
         theirs = BeitRelativePositionBias.generate_relative_position_index(window).numpy()
         assert np.array_equal(relative_index(*window, class_token=True), theirs)
+
+
+def test_the_documented_parity_from_model_passes_a_correct_graph_and_fails_a_wrong_base(zoo, tmp_path):
+    """`posexport build --from-model DIR` then `posexport parity --from-model DIR GRAPH`, as the README
+    writes them: every runtime, the graph's properties on the graph runtimes, the model's own code on hf."""
+    folder = zoo["llama31"]
+    assert cli("build", "--from-model", str(folder), "-o", str(tmp_path)) == 0
+    (graph,) = tmp_path.glob("*.onnx")
+    assert cli("parity", "--from-model", str(folder), str(graph), "--json", str(tmp_path / "report.json")) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "hf" in report["runtimes"] and report["properties"]
+    assert "hf" not in {p["runtime"] for p in report["properties"]}
+    base = json.loads(graph.with_suffix(".json").read_text())["params"]["base"]
+    wrong = tmp_path / "wrong"
+    assert cli("build", "--from-model", str(folder), "--base", str(base * 1.01), "-o", str(wrong)) == 0
+    (wrong_graph,) = wrong.glob("*.onnx")
+    assert cli("parity", "--from-model", str(folder), str(wrong_graph), "--json", str(wrong / "report.json")) == 1
+    failing = {r["runtime"] for r in json.loads((wrong / "report.json").read_text())["results"] if r["status"] != "pass"}
+    assert failing == {"hf"}  # the graph is what its manifest says, but not what the model does
