@@ -18,11 +18,12 @@ from typing import Any
 
 from . import export
 from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, Artifact
+from .dtypes import dtypes_of
 from .errors import PosexportError
 from .files import check_destination, check_stem
 from .verdicts import Outputs, Report, check_settings, run_parity
 from .rope import config
-from .rope.indexshare import Block, build_block, save as save_block
+from .indexshare import Block, build_block, save as save_block
 
 Graph = Artifact | Block
 
@@ -47,12 +48,6 @@ class Built:
         if isinstance(graph, Artifact):
             return export.save(graph, out_dir, stem)
         return save_block(graph, out_dir, stem)
-
-
-def dtypes_of(dtype: str | Sequence[str]) -> list[str]:
-    """`float16,bfloat16` or ["float16", "bfloat16"] -> ["float16", "bfloat16"]."""
-    names = dtype.split(",") if isinstance(dtype, str) else list(dtype)
-    return [d.strip() for d in names if d.strip()] or ["float32"]
 
 
 def encoding_values(encoding: str, values: Mapping[str, Any], preset: str | None,

@@ -236,7 +236,7 @@ def test_partial_rotary_contrib_op_forced_onto_openvino_fails_and_names_it():
     summary = {s.runtime: s for s in reports.summarise(report)}["openvino"]
     assert summary.worst_error == worst and summary.failing
     junit = reports.to_junit(report)
-    assert 'classname="verdicts.rope-float32.openvino"' in junit and "<failure" in junit
+    assert 'classname="parity.rope-float32.openvino"' in junit and "<failure" in junit
 
 
 @pytest.mark.parametrize("strict", [False, True])

@@ -13,7 +13,7 @@ from typing import Any
 from .. import export, verdicts
 from ..contract import Artifact
 from ..errors import PosexportError
-from ..options import dtypes_of
+from ..dtypes import dtypes_of
 from ..runtimes.hf import Hf
 from . import read_model
 from .build import build_model
