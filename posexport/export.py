@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import inspect
 import io
 import json
 import logging
@@ -164,10 +165,15 @@ class ExportWrapper(torch.nn.Module):
     def __init__(self, module: torch.nn.Module, names: list[str]):
         super().__init__()
         self.module = module
-        args = ", ".join(names)
-        namespace: dict[str, Any] = {}
-        exec(f"def forward(self, {args}):\n    return self.module({args})\n", namespace)
-        self.forward = namespace["forward"].__get__(self)
+        # torch.export reads forward's signature: give it the contract's names, positional only.
+        self.forward_signature = inspect.Signature(
+            [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in names])
+
+        def forward(*args: Any) -> Any:
+            return self.module(*args)
+
+        forward.__signature__ = self.forward_signature  # type: ignore[attr-defined]
+        self.forward = forward
 
 
 @contextlib.contextmanager
