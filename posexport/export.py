@@ -237,8 +237,9 @@ def write_graph(model_bytes: bytes, manifest: dict[str, Any], out_dir: str | Pat
 
 
 def save(artifact: Artifact, out_dir: str | Path, name: str | None = None) -> tuple[Path, Path]:
-    """Write NAME.onnx and NAME.json into out_dir (created if needed); NAME defaults to the encoding's."""
-    return write_graph(artifact.model_bytes, artifact.manifest, out_dir, artifact.encoding.name if name is None else name)
+    """Write NAME.onnx and NAME.json into out_dir (created if needed); NAME defaults to the artifact's
+    (the encoding's name; an IndexShare block's rope_indexshare)."""
+    return write_graph(artifact.model_bytes, artifact.manifest, out_dir, artifact.default_name if name is None else name)
 
 
 def load(path: str | Path) -> Artifact:

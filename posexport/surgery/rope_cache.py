@@ -21,7 +21,7 @@ import onnx.numpy_helper as onh
 
 from ..errors import PosexportError
 from ..rope import encoding as rope
-from ..rope.scaling import switch_length
+from ..rope.scaling import DYNAMIC, REGIMES, SCALINGS, decided_per_call, source_of, switch_length
 from .freqs import PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache, recognise
 from .graph import Graph, attribute, node_label
 from .sites import Fault, Site, SiteKind
@@ -180,7 +180,7 @@ class CacheKind(SiteKind):
         if "pairs" not in site.tensors:
             raise PosexportError(f"{site.anchor}: its cos/sin caches are {site.recovered['caches']}; posexport cannot rebuild them")
         switch = site.tensors["switch"]
-        if (switch is not None) != (p.scaling == "longrope") or p.scaling == "dynamic":
+        if (switch is not None) != (source_of(p) == REGIMES) or source_of(p) == DYNAMIC:
             what = f"switch to a long pair past length {switch} (LongRoPE)" if switch is not None else "are one fixed pair"
             raise PosexportError(f"{site.anchor}: the caches {what}, which cannot follow the {p.scaling} scaling; refusing to guess")
         if switch is not None and switch != switch_length(p):
@@ -213,7 +213,7 @@ class CacheKind(SiteKind):
             site.notes.append(f"position limit {rows} (chosen with posexport patch)")
         if pairs[0].cos.dtype == np.float16:
             site.faults.append(Fault("float16-cache", "cos/sin stored in float16: error ~5e-4 at any position", 4.9e-4))
-        moving = sorted(context["scalings"] & {"dynamic", "longrope"})
+        moving = sorted(s for s in context["scalings"] if s in SCALINGS and decided_per_call(s))
         if moving and switch is None:
             site.faults.append(Fault("dynamic-exported-static", f"the model config says {' and '.join(moving)}, but the caches are fixed"))
             return

@@ -18,7 +18,7 @@ import onnx.helper as oh
 
 from ..errors import PosexportError
 from ..rope import encoding as rope
-from ..rope.scaling import switch_length
+from ..rope.scaling import DYNAMIC, REGIMES, TABLES, source_of, switch_length
 from .freqs import PROJECTED, RECOGNISED, close, describe, dynamic_gap, float32_error, recognise
 from .graph import Graph, attribute, node_label
 from .replace import add_cos_sin_call, remove_dead, splice_nodes
@@ -205,7 +205,7 @@ class InvFreqKind(SiteKind):
     def check_regimes(site: Site, p: rope.RopeParams) -> None:
         """A graph that switches frequencies per call is LongRoPE, with the same switch and long factors."""
         long = site.tensors["long_inv_freq"]
-        if (long is not None) != (p.scaling == "longrope"):
+        if (long is not None) != (source_of(p) == REGIMES):
             what = "switches frequencies at a length (LongRoPE)" if long is not None else "has one set of frequencies"
             raise PosexportError(f"{site.anchor}: the graph {what}, but the parameters say {p.scaling}; refusing to guess")
         if long is None:
@@ -241,7 +241,7 @@ class InvFreqKind(SiteKind):
         # Against the parameters' frequencies below their switch length (where the graph's regime holds),
         # or, with nothing known, against float64 angles of the graph's own frequencies.
         truth = rope.inv_freq_and_factor(p, None) if p is not None else (stored.astype(np.float64), factor)
-        known = p is not None and p.scaling not in ("dynamic", "longrope")
+        known = p is not None and source_of(p) == TABLES
         if p is None:
             near = PROJECTED // 32 - 1
         else:
@@ -256,7 +256,7 @@ class InvFreqKind(SiteKind):
                                  f"error {measured}{against}", max(errors.values())))
         if pairs > 1:
             site.notes.append(f"the same cos/sin is computed {pairs} times per call (once per layer)")
-        if p is not None and p.scaling == "dynamic":
+        if p is not None and source_of(p) == DYNAMIC:
             length = 2 * p.max_positions
             off = dynamic_gap(stored, factor, p, length)
             site.faults.append(Fault("dynamic-exported-static", f"the model config says dynamic NTK, but the graph's frequencies are fixed: "
