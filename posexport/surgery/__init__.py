@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from .doctor import diagnose, doctor
 from .find import KINDS, find
+from .learned_table import Extension
 from .modelparity import FeedCase, model_parity
 from .patch import Patched, patch, patch_file
 from .source import requested_values
 from .splice import splice
 
-__all__ = ["KINDS", "FeedCase", "Patched", "diagnose", "doctor", "find", "model_parity", "patch", "patch_file",
+__all__ = ["KINDS", "Extension", "FeedCase", "Patched", "diagnose", "doctor", "find", "model_parity", "patch", "patch_file",
            "requested_values", "splice"]

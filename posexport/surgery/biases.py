@@ -15,12 +15,13 @@ from .graph import Graph, node_label
 from .sites import Fault, RefusedKind, Site
 
 # Nodes an index or position tensor passes through on its way from its source.
-PASS_THROUGH = ("Unsqueeze", "Squeeze", "Reshape", "Cast", "Expand", "Add", "Sub", "Mul", "Identity")
+PASS_THROUGH = ("Unsqueeze", "Squeeze", "Reshape", "Cast", "Expand", "Tile", "Add", "Sub", "Mul", "Identity")
 
 
 def position_source(graph: Graph, name: str, depth: int = 0) -> str | None:
     """What positions ``name`` derives from: 'Range' (0 … seq−1 every call), 'CumSum' (of the attention
-    mask), or the graph input holding position ids; None when it derives from token ids or nothing."""
+    mask), 'Slice' (of a constant 0 … M−1, BERT's buffer), or the graph input holding position ids; None
+    when it derives from token ids or nothing."""
     if depth > 12:
         return None
     node = graph.producer.get(name)
@@ -28,6 +29,10 @@ def position_source(graph: Graph, name: str, depth: int = 0) -> str | None:
         return name if "position" in name.lower() and name not in graph.initializers else None
     if node.op_type in ("Range", "CumSum"):
         return node.op_type
+    if node.op_type == "Slice":
+        data = graph.array(node.input[0])
+        arange = data is not None and data.dtype.kind in "iu" and np.array_equal(data.reshape(-1), np.arange(data.size))
+        return "Slice" if arange and data.size > 1 else None
     if node.op_type not in PASS_THROUGH:
         return None
     found = [position_source(graph, i, depth + 1) for i in node.input if i and graph.array(i) is None]
@@ -45,32 +50,6 @@ def table_gathers(graph: Graph) -> Iterator[tuple[onnx.NodeProto, onnx.TensorPro
 
 def readers(graph: Graph, node: onnx.NodeProto) -> list[str]:
     return [c.name for c in graph.consumers.get(node.output[0], [])]
-
-
-class LearnedTableKind(RefusedKind):
-    name = "learned-table"
-    summary = "Gather from a trained [max_positions, d] table by position (GPT-2 wpe, OPT, BERT)"
-
-    def match(self, graph: Graph) -> list[Site]:
-        sites = []
-        for node, table in table_gathers(graph):
-            source = position_source(graph, node.input[1])
-            if source is None:
-                continue
-            recovered = {"table": node.input[0], "rows": int(table.dims[0]), "width": int(table.dims[1]),
-                         "positions_from": {"Range": "Range: 0 … seq−1 on every call", "CumSum": "CumSum of the attention mask"}.get(source, source)}
-            sites.append(Site(self.name, node_label(node), readers(graph, node), recovered))
-        return sites
-
-    def refusal(self, site: Site) -> str:
-        return "a trained table; posexport cannot make it exact (see `posexport extend`)"
-
-    def diagnose(self, graph: Graph, site: Site, rope: Any, context: dict[str, Any]) -> None:
-        rows = site.recovered["rows"]
-        site.faults.append(Fault("position-limit", f"the table has {rows} rows; position {rows} and beyond: onnxruntime's Gather "
-                                 "raises (indices out of data bounds); there is no trained value there", rows))
-        if site.recovered["positions_from"].startswith("Range"):
-            site.notes.append("positions restart at 0 on every call: decoding with past key/values needs position ids as an input")
 
 
 def slopes_of(graph: Graph, node: onnx.NodeProto) -> tuple[np.ndarray, str] | None:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import onnx
 
-from .biases import AlibiKind, LearnedTableKind, T5BiasKind
+from .biases import AlibiKind, T5BiasKind
 from .exact import ExactKind
 from .graph import Graph, load
+from .learned_table import LearnedTableKind
 from .rope_cache import CacheKind
 from .rope_inv_freq import InvFreqKind
 from .sites import Site, SiteKind
