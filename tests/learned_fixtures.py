@@ -94,10 +94,37 @@ def whisper_decoder() -> Path:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def t5_seq2seq() -> Path:
+    """ROOT/t5-seq2seq.onnx: a tiny T5 (32 buckets, max_distance 64, 2 heads; the encoder's bias
+    bidirectional, the decoder's causal): input_ids, attention_mask, decoder_input_ids -> logits."""
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=2,
+                      relative_attention_num_buckets=32, relative_attention_max_distance=64, decoder_start_token_id=0)
+    model = T5ForConditionalGeneration(config).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, input_ids, attention_mask, decoder_input_ids):  # noqa: ANN001
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, use_cache=False).logits
+
+    out = ROOT / "t5-seq2seq.onnx"
+    example = (torch.randint(3, VOCAB, (2, 8)), torch.ones(2, 8, dtype=torch.int64), torch.randint(3, VOCAB, (2, 8)))
+    export_module(Logits(), example, ["input_ids", "attention_mask", "decoder_input_ids"], out)
+    return out
+
+
 def export_module(module, example: tuple, names: list[str], out: Path) -> None:  # noqa: ANN001
     import torch
 
-    axes = {n: AXES if n != "encoder_hidden_states" else {0: "batch", 1: "frames"} for n in names}
+    own = {"encoder_hidden_states": {0: "batch", 1: "frames"}, "decoder_input_ids": {0: "batch", 1: "target"}}
+    axes = {n: own.get(n, AXES) for n in names}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(module, example, str(out), dynamo=False, input_names=names, output_names=["out"],

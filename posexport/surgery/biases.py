@@ -1,6 +1,6 @@
-"""Position sites that are not rope: learned absolute tables (GPT-2's wpe, OPT, BERT) and ALiBi slopes
-(BLOOM). They are listed with what they recover and their faults; there is nothing exact to put in their
-place (a learned table is trained weights: see `posexport extend`), so patch leaves them as they are."""
+"""ALiBi slopes (BLOOM), and what every bias and table site shares: where positions come from, Gathers
+from 2-D tables, a tensor's ancestors. ALiBi sites are listed with their slopes and faults; the slopes are
+already exact constants, so patch leaves them as they are."""
 
 from __future__ import annotations
 
@@ -108,27 +108,3 @@ def ancestors(graph: Graph, name: str, limit: int = 40) -> list[onnx.NodeProto]:
         out.append(node)
         todo += [i for i in node.input if i]
     return out
-
-
-class T5BiasKind(RefusedKind):
-    name = "t5-bias"
-    summary = "T5 relative attention bias: a trained [buckets, heads] table gathered by log-spaced distance buckets"
-
-    def match(self, graph: Graph) -> list[Site]:
-        sites = []
-        for node, table in table_gathers(graph):
-            chain = ancestors(graph, node.input[1])
-            if not any(n.op_type == "Log" for n in chain):
-                continue
-            recovered = {"table": node.input[0], "buckets": int(table.dims[0]), "heads": int(table.dims[1]),
-                         "bidirectional": any(n.op_type == "Abs" for n in chain)}
-            sites.append(Site(self.name, node_label(node), readers(graph, node), recovered))
-        return sites
-
-    def refusal(self, site: Site) -> str:
-        return "a trained bucket table; build posexport's t5 bias graph to replace the per-call bucket computation"
-
-    def diagnose(self, graph: Graph, site: Site, rope: Any, context: dict[str, Any]) -> None:
-        site.faults.append(Fault("bias-per-call", "bucket indices for every (query, key) pair are recomputed on every call "
-                                 "(Log in float32 over q_len·k_len distances) and a [heads, q_len, k_len] bias is gathered from them: "
-                                 "16.8M bucket computations per call at 4096 tokens", 4096.0 * 4096.0))

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import onnx
 
-from .biases import AlibiKind, T5BiasKind
+from .biases import AlibiKind
 from .exact import ExactKind
 from .graph import Graph, load
 from .learned_table import LearnedTableKind
 from .rope_cache import CacheKind
 from .rope_inv_freq import InvFreqKind
 from .sites import Site, SiteKind
+from .t5_bias import T5BiasKind
 from .unrecognised import UnrecognisedKind
 
 # Rope kinds first: they matter most.
