@@ -175,7 +175,9 @@ class T5BiasKind(SiteKind):
                             domain=DOMAIN, name=prefix)
         splice_nodes(graph, [gather.name, transpose.name, unsqueeze.name], [call])
         old = site.tensors["chain"] + [gather, transpose, unsqueeze]
-        remove_dead(graph.model, {n.name for n in old}, {i for n in old for i in n.input if i in graph.initializers})
+        inputs = {i for n in old for i in n.input if i}
+        remove_dead(graph.model, {n.name for n in old} | {graph.producer[i].name for i in inputs if i in graph.producer},
+                    inputs & set(graph.initializers))
 
     def diagnose(self, graph: Graph, site: Site, rope: Any, context: dict[str, Any]) -> None:
         site.faults.append(Fault("bias-per-call", "bucket indices for every (query, key) pair are recomputed on every call "
