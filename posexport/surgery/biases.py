@@ -64,6 +64,11 @@ def slopes_of(graph: Graph, node: onnx.NodeProto) -> tuple[np.ndarray, str] | No
     return None
 
 
+def shown(slopes: np.ndarray) -> str:
+    """The first four slopes, as the report shows them."""
+    return ", ".join(f"{s:.6g}" for s in slopes[:4]) + (" …" if len(slopes) > 4 else "")
+
+
 class AlibiKind(RefusedKind):
     name = "alibi"
     summary = "ALiBi: per-head slopes times positions (BLOOM, MPT, Falcon-RW)"
@@ -75,8 +80,7 @@ class AlibiKind(RefusedKind):
             if found is None:
                 continue
             slopes, source = found
-            recovered = {"heads": len(slopes), "slopes": ", ".join(f"{s:.6g}" for s in slopes[:4]) + (" …" if len(slopes) > 4 else ""),
-                         "positions_from": source}
+            recovered = {"heads": len(slopes), "slopes": shown(slopes), "positions_from": source}
             site = Site(self.name, node_label(node), readers(graph, node), recovered)
             site.tensors["slopes"] = slopes
             sites.append(site)
@@ -91,8 +95,11 @@ class AlibiKind(RefusedKind):
         off = float(np.max(np.abs(slopes / standard - 1)))
         site.recovered["standard_slopes"] = off <= 1e-6
         if off > 1e-6:
-            site.faults.append(Fault("alibi-slopes", f"slopes differ from the standard geometric sequence for {len(slopes)} heads "
-                                     f"by {off:.2e} (relative)", off))
+            worst = int(np.argmax(np.abs(slopes / standard - 1)))
+            site.recovered["standard"] = shown(standard)
+            site.faults.append(Fault("alibi-slopes", f"slopes {shown(slopes)} differ from the standard geometric sequence for "
+                                     f"{len(slopes)} heads, {shown(standard)}, by {off:.2e} (relative; head {worst}: "
+                                     f"{slopes[worst]:.6g}, standard {standard[worst]:.6g})", off))
         else:
             site.notes.append(f"standard slopes for {len(slopes)} heads (relative error {off:.1e}); positions exact in float32 up to 2^24")
 

@@ -23,6 +23,7 @@ from ..errors import PosexportError
 from .biases import PASS_THROUGH, position_source, readers, table_gathers
 from .graph import Graph, node_label
 from .rope_cache import chosen_limits, record_limit
+from .sincos_table import sin_cos
 from .sites import Fault, Site, SiteKind
 
 SOURCES = {"Range": "Range: 0 … seq−1 on every call", "CumSum": "CumSum of the attention mask",
@@ -124,7 +125,7 @@ class LearnedTableKind(SiteKind):
         sites = []
         for node, table in table_gathers(graph):
             source = position_source(graph, node.input[1])
-            if source is None:
+            if source is None or sin_cos(graph.array(node.input[0])) is not None:  # a sin|cos table: SinCosTableKind's
                 continue
             offset = first_row(graph, node.input[1])
             rows = int(table.dims[0])
