@@ -120,6 +120,41 @@ def t5_seq2seq() -> Path:
     return out
 
 
+def vit_model():  # noqa: ANN201
+    """The seeded tiny ViT of vit_interpolating (weights std 0.5, so positions matter)."""
+    import torch
+    from transformers import ViTConfig, ViTModel
+
+    torch.manual_seed(0)
+    config = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=64, initializer_range=0.5)
+    return ViTModel(config, add_pooling_layer=False).eval()
+
+
+@functools.lru_cache(maxsize=None)
+def vit_interpolating() -> Path:
+    """ROOT/vit-interpolate.onnx: a tiny ViT (32×32 images, patches of 8: a trained 4×4 grid and a class
+    token) exported with interpolate_pos_encoding=True: pixel_values [batch, 3, height, width] -> hidden states."""
+    import torch
+
+    model = vit_model()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, pixel_values):  # noqa: ANN001
+            return self.m(pixel_values=pixel_values, interpolate_pos_encoding=True).last_hidden_state
+
+    out = ROOT / "vit-interpolate.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Hidden(), (torch.randn(1, 3, 48, 40),), str(out), dynamo=False, input_names=["pixel_values"],
+                          output_names=["out"], dynamic_axes={"pixel_values": {0: "batch", 2: "height", 3: "width"}}, opset_version=18)
+    return out
+
+
 def export_module(module, example: tuple, names: list[str], out: Path) -> None:  # noqa: ANN001
     import torch
 

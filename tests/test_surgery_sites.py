@@ -1,5 +1,6 @@
 """Doctor on sites that are found and measured, not patched: ALiBi with non-standard slopes (reported with
-the standard ones), GPT-J's sin|cos table (its position limit and frequencies), Whisper's decoder table."""
+the standard ones), GPT-J's sin|cos table (its position limit and frequencies), Whisper's decoder table,
+ViT's grid resampled per call (checked against float64 at other grids)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,28 @@ def test_gptj_limit_is_where_onnxruntime_raises():
 def test_a_learned_table_is_not_taken_for_a_sincos_table():
     assert [s.kind for s in surgery.find(lf.export("gpt2"))] == ["learned-table"]
     assert [s.kind for s in surgery.find(lf.whisper_decoder())] == ["learned-table"]
+
+
+def test_vit_interpolate_pos_encoding_resample_is_checked_against_float64_at_other_grids():
+    model = onnx.load(str(lf.vit_interpolating()))
+    (site,) = surgery.diagnose(model)["sites"]
+    assert site["kind"] == "grid-resample" and site["recovered"]["trained_grid"] == "4×4" and site["recovered"]["dim"] == 32
+    errors = site["recovered"]["resample_error"]
+    assert errors["4×4"] == 0.0 and set(errors) == {"4×4", "5×5", "5×7", "8×7", "3×4"}
+    assert max(errors.values()) < 1e-6 and site["faults"] == []  # float32 rounding of torch's bicubic
+    resize = next(n for n in model.graph.node if n.op_type == "Resize")
+    next(a for a in resize.attribute if a.name == "cubic_coeff_a").f = -0.5  # PIL's coefficient, not torch's
+    (wrong,) = surgery.diagnose(model)["sites"]
+    assert [f["fault"] for f in wrong["faults"]] == ["grid-resample"] and wrong["faults"][0]["value"] > 1e-3
+
+
+def test_vit_export_agrees_with_transformers_at_another_grid():
+    import torch
+
+    ort = pytest.importorskip("onnxruntime")
+    model = lf.vit_model()  # the fixture's weights
+    pixels = np.random.default_rng(0).standard_normal((1, 3, 40, 56)).astype(np.float32)  # a 5×7 grid
+    with torch.no_grad():
+        ref = model(pixel_values=torch.from_numpy(pixels), interpolate_pos_encoding=True).last_hidden_state.numpy()
+    out = ort.InferenceSession(str(lf.vit_interpolating()), providers=["CPUExecutionProvider"]).run(None, {"pixel_values": pixels})[0]
+    assert out.shape == (1, 36, 32) and np.max(np.abs(out - ref)) < 1e-5

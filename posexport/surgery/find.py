@@ -11,6 +11,7 @@ import onnx
 from .biases import AlibiKind
 from .exact import ExactKind
 from .graph import Graph, load
+from .grid_resample import GridResampleKind
 from .learned_table import LearnedTableKind
 from .rope_cache import CacheKind
 from .rope_inv_freq import InvFreqKind
@@ -21,7 +22,8 @@ from .unrecognised import UnrecognisedKind
 
 # Rope kinds first: they matter most.
 KINDS: dict[str, SiteKind] = {
-    k.name: k for k in (InvFreqKind(), CacheKind(), SinCosTableKind(), LearnedTableKind(), AlibiKind(), T5BiasKind(), ExactKind(), UnrecognisedKind())
+    k.name: k for k in (InvFreqKind(), CacheKind(), SinCosTableKind(), LearnedTableKind(), AlibiKind(), T5BiasKind(), GridResampleKind(),
+              ExactKind(), UnrecognisedKind())
 }
 
 
