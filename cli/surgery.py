@@ -108,7 +108,8 @@ def patch_command(
     done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit, extension)
     for entry in done.describe():
         params = {k: v for k, v in entry["params"].items() if v not in (None, [], ())}
-        console.print(f"patched {escape(entry['site'])} ({entry['kind']}) with {escape(json.dumps(params))}")
+        used = f" with {escape(json.dumps(params))}" if params else " (from the graph's own values)"
+        console.print(f"patched {escape(entry['site'])} ({entry['kind']}){used}")
     console.print("wrote " + ", ".join(str(f) for f in done.files))
 
 
