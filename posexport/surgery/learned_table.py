@@ -50,29 +50,30 @@ def first_row(graph: Graph, name: str, depth: int = 0) -> int | None:
     """The table row position 0 reads through the index path ending at ``name``: the source's first value
     plus every constant added or subtracted on the way; None when a step is anything else."""
     node = graph.producer.get(name)
-    if node is None or depth > 12:
-        return 0 if node is None else None
+    if node is None:
+        return 0  # position ids given as an input
     if node.op_type == "Range":  # from a constant start (RoBERTa's padding_idx + 1), else the past length
         start = graph.array(node.input[0])
         return int(start.reshape(())) if start is not None else 0
     if node.op_type in FIRST:
         return FIRST[node.op_type]
-    if node.op_type not in PASS_THROUGH:
+    if node.op_type not in PASS_THROUGH or depth > 12:
         return None
-    values = [graph.array(i) for i in node.input]
-    if node.op_type in ("Add", "Sub", "Mul"):
-        const = next((v for v in values if v is not None), None)
-        moving = [i for i, v in zip(node.input, values) if v is None and position_source(graph, i)]
-        if len(moving) != 1 or (const is not None and const.size != 1):
-            return None
-        below = first_row(graph, moving[0], depth + 1)
-        if below is None or const is None:  # Mul by the mask (ones where tokens are): positions unchanged
-            return below
-        c = int(const.reshape(()))
-        if node.op_type == "Mul":
-            return below if c == 1 else None
-        return below + c if node.op_type == "Add" else below - c if moving[0] == node.input[0] else None
-    return first_row(graph, node.input[0], depth + 1)
+    if node.op_type not in ("Add", "Sub", "Mul"):
+        return first_row(graph, node.input[0], depth + 1)
+    moving = [i for i in node.input if graph.array(i) is None and position_source(graph, i)]
+    consts = [v for v in map(graph.array, node.input) if v is not None]
+    if len(moving) != 1 or any(v.size != 1 for v in consts):
+        return None
+    below = first_row(graph, moving[0], depth + 1)
+    if below is None or not consts:  # times the mask (1 where there are tokens): positions unchanged
+        return below
+    c = int(consts[0].reshape(()))
+    if node.op_type == "Add":
+        return below + c
+    if node.op_type == "Sub" and moving[0] == node.input[0]:
+        return below - c
+    return below if node.op_type == "Mul" and c == 1 else None
 
 
 def index_path(graph: Graph, name: str) -> list[onnx.NodeProto]:
