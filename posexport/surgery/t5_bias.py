@@ -21,7 +21,7 @@ import onnx.numpy_helper as onh
 
 from ..contract import DOMAIN
 from ..encodings.t5 import T5Params, bias_by_rp_of, relative_bucket, t5_position_function
-from ..errors import PosexportError
+from ..errors import PosexportError, one_line
 from ..script import newest_opset, standard_opset
 from .biases import ancestors, readers, table_gathers
 from .graph import Graph, attribute, node_label
@@ -103,8 +103,11 @@ def graph_buckets(graph: Graph, rp: str, indices: str, values: np.ndarray) -> np
     sub = oh.make_graph(nodes, "buckets", [oh.make_tensor_value_info(rp, onnx.TensorProto.INT64, None)],
                         [oh.make_empty_tensor_value_info(indices)], tables)
     model = oh.make_model(sub, opset_imports=list(graph.model.opset_import), ir_version=graph.model.ir_version)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, {rp: values.astype(np.int64)[None, :]})[0].reshape(-1)
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(None, {rp: values.astype(np.int64)[None, :]})[0].reshape(-1)
+    except Exception as e:  # onnxruntime's own errors (a type or shape it refuses): the check cannot run
+        raise PosexportError(f"onnxruntime cannot run the bucket computation alone ({one_line(str(e), 160)})") from None
 
 
 class T5BiasKind(SiteKind):
