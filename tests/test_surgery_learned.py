@@ -136,3 +136,11 @@ def test_cli_extends_and_refuses_a_model_without_a_table(tmp_path):
     assert isinstance(refused.exception, PosexportError)  # main() prints it as one `error:` line and exits 2
     assert str(refused.exception).startswith("--extend-learned 64: the model has no learned position table")
     assert not (tmp_path / "t5.onnx").exists()
+
+
+def test_the_public_api_extends_like_the_cli(tmp_path):
+    import posexport
+
+    done = posexport.patch(exported("opt"), tmp_path / "opt.onnx", extend_learned=GROWN, strategy="interpolate")
+    assert [(e["kind"], e["params"]) for e in done.describe()] == [("learned-table", {"rows": GROWN, "strategy": "interpolate"})]
+    assert np.array_equal(table(tmp_path / "opt.onnx"), table(patched("opt", "interpolate")))
