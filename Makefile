@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # pulling a multi-GB CUDA build when the project's `torch>=2.6` is resolved.
 TORCH ?= torch==2.13.0
 
-.PHONY: install run test bench bench-gpu
+.PHONY: install run test bench bench-gpu bench-t5-patch
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,11 @@ bench: install
 		--json benchmarks/rope-ort-cpu.json --markdown benchmarks/rope-ort-cpu.md --plot benchmarks/rope-ort-cpu.png
 	OMP_WAIT_POLICY=PASSIVE $(VENV)/bin/posexport bench --encodings alibi,t5 --seqs 512,2048 --decode-positions 4096 --threads 2 --warmup 3 --repeats 20 --profile \
 		--json benchmarks/bias-ort-cpu.json --markdown benchmarks/bias-ort-cpu.md --plot benchmarks/bias-ort-cpu.png
+
+# benchmarks/t5-patch-ort-cpu.{md,json}: a T5 encoder before and after `posexport patch` (its bias by
+# lookup instead of per-call buckets), at 2048 tokens, subjects interleaved, as ratios.
+bench-t5-patch: install
+	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/t5_patch.py --seq 2048 --repeats 10 --out benchmarks/t5-patch-ort-cpu
 
 # CUDA rows and ort-cuda parity in one go, on a machine with an NVIDIA GPU and onnxruntime-gpu
 # (docs/benchmarks.md); nothing in CI depends on it.

@@ -95,15 +95,22 @@ def patch_command(
     from_config: Path = _src["from_config"],
     preset: str = _src["preset"],
     position_limit: int = _src["position_limit"],
+    extend_learned: int = typer.Option(None, "--extend-learned", help="grow every learned position table to N positions"),
+    strategy: str = typer.Option(None, "--strategy", help="how --extend-learned makes new rows: mean (positions below the old "
+                                 "limit unchanged) or interpolate (every row resampled); default mean"),
 ) -> None:
     """Replace every positional-encoding site of MODEL by posexport's exact maths; nothing else changes.
     Without a parameter source the sites' own recovered parameters are used (shown below)."""
-    from posexport.surgery import patch_file
+    from posexport.surgery import Extension, patch_file
 
-    done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit)
+    if strategy is not None and extend_learned is None:
+        raise PosexportError(f"--strategy {strategy}: only with --extend-learned N")
+    extension = Extension(extend_learned, strategy or "mean") if extend_learned is not None else None
+    done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit, extension)
     for entry in done.describe():
         params = {k: v for k, v in entry["params"].items() if v not in (None, [], ())}
-        console.print(f"patched {escape(entry['site'])} ({entry['kind']}) with {escape(json.dumps(params))}")
+        used = f" with {escape(json.dumps(params))}" if params else " (from the graph's own values)"
+        console.print(f"patched {escape(entry['site'])} ({entry['kind']}){used}")
     console.print("wrote " + ", ".join(str(f) for f in done.files))
 
 

@@ -8,17 +8,22 @@ from pathlib import Path
 
 import onnx
 
-from .biases import AlibiKind, LearnedTableKind, T5BiasKind
+from .biases import AlibiKind
 from .exact import ExactKind
 from .graph import Graph, load
+from .grid_resample import GridResampleKind
+from .learned_table import LearnedTableKind
 from .rope_cache import CacheKind
 from .rope_inv_freq import InvFreqKind
+from .sincos_table import SinCosTableKind
 from .sites import Site, SiteKind
+from .t5_bias import T5BiasKind
 from .unrecognised import UnrecognisedKind
 
 # Rope kinds first: they matter most.
 KINDS: dict[str, SiteKind] = {
-    k.name: k for k in (InvFreqKind(), CacheKind(), LearnedTableKind(), AlibiKind(), T5BiasKind(), ExactKind(), UnrecognisedKind())
+    k.name: k for k in (InvFreqKind(), CacheKind(), SinCosTableKind(), LearnedTableKind(), AlibiKind(), T5BiasKind(), GridResampleKind(),
+              ExactKind(), UnrecognisedKind())
 }
 
 
