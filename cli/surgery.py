@@ -17,7 +17,7 @@ from posexport.files import write_output
 from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown, parity_markdown
 
-from .common import EXTRA_OPTIONS, console
+from .common import EXTRA_OPTIONS, console, require
 
 
 def source_options() -> dict[str, Any]:
@@ -153,6 +153,8 @@ def model_parity_command(
 
     if (against is None) == (against_hf is None):
         raise PosexportError("give exactly one of --against ORIGINAL.onnx and --against-hf DIR")
+    if against_hf is not None:
+        require("transformers", "--against-hf", "hf")
     sizes = {}
     for item in dim:
         name, _, value = item.partition("=")

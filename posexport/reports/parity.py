@@ -69,7 +69,8 @@ def outcome(r: CaseResult) -> str:
     return f"error {c.normalised:.2e} (max abs {c.max_abs:.2e}, p99 {c.p99:.2e}) vs bound {c.bound:.1e}"
 
 
-def verdict_line(report: Report) -> str:
+def verdict_line(report: Report, strict: bool = False) -> str:
+    """The last line: PASS or FAIL and the counts; under --strict, a FAIL says what --strict failed on."""
     n = report.counts()
     props = report.properties
     bad_props = sum(p.status in ("fail", "error") for p in props)
@@ -77,10 +78,12 @@ def verdict_line(report: Report) -> str:
     if not report.results:
         return f"FAIL: no runtime ran ({len(report.unavailable)} unavailable)"
     held = f"properties {len(props) - bad_props - limited}/{len(props)} hold ({limited} known limitations); " if props else ""
-    return (
-        f"{'PASS' if report.passed else 'FAIL'}: {n['pass']} passed, {n['fail']} failed, {n['error']} errors; "
-        f"{held}{len(report.unavailable)} runtimes unavailable"
-    )
+    counts = f"{n['pass']} passed, {n['fail']} failed, {n['error']} errors; {held}{len(report.unavailable)} runtimes unavailable"
+    if strict and report.passed and not report.strictly_passed():
+        why = ([f"unavailable {', '.join(report.unavailable)}"] if report.unavailable else []) + \
+              ([f"{limited} known limitations"] if limited else [])
+        return f"FAIL (--strict: {'; '.join(why)}): {counts}"
+    return f"{'PASS' if report.passed else 'FAIL'}: {counts}"
 
 
 def fmt(value: float) -> str:
@@ -90,7 +93,7 @@ def fmt(value: float) -> str:
 # --- terminal ---------------------------------------------------------------------------------------
 
 
-def render_terminal(report: Report, console, details: bool = False) -> None:
+def render_terminal(report: Report, console, details: bool = False, strict: bool = False) -> None:
     """Per graph: a line naming it, a table per runtime (and per pair), failing cases with their lengths,
     properties as a runtime grid; then unavailable runtimes and the verdict."""
     summaries = summarise(report)
@@ -114,8 +117,8 @@ def render_terminal(report: Report, console, details: bool = False) -> None:
         console.print(f"[yellow]note on {name}[/]: {escape(note)}", highlight=False)
     for name, why in report.unavailable.items():
         console.print(f"[yellow]{name} unavailable[/]: {escape(why)}", highlight=False)
-    colour = "green" if report.passed else "red"
-    console.print(f"[{colour}]{verdict_line(report)}[/]", highlight=False)
+    passed = report.strictly_passed() if strict else report.passed
+    console.print(f"[{'green' if passed else 'red'}]{verdict_line(report, strict)}[/]", highlight=False)
 
 
 def runtime_table(rows: list[RuntimeSummary], pairs: bool) -> Table:
