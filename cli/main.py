@@ -81,6 +81,9 @@ def show_warnings(verbose: bool) -> None:
         logging.lastResort.setLevel(logging.WARNING)
         for name in LIBRARY_QUIET:
             os.environ.pop(name, None)
+        if hf_logging := sys.modules.get("transformers.utils.logging"):
+            hf_logging.enable_progress_bar()
+            hf_logging.set_verbosity_warning()
 
 
 def quiet_output(value: bool) -> None:
@@ -117,9 +120,35 @@ def commands(
     """Positional encodings as ONNX graphs: build, check parity on every runtime, benchmark."""
 
 
-# Library chatter a user did not ask for (transformers' "Loading weights" bars, its advisory warnings):
-# set before any command imports transformers; --verbose takes them back.
+# Library chatter a user did not ask for: transformers' progress bars ("Loading weights") and advisory logs.
 LIBRARY_QUIET = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
+
+
+@contextlib.contextmanager
+def transformers_quiet() -> Iterator[None]:
+    """LIBRARY_QUIET for one command, then everything as it was: in the environment, read when transformers
+    is first imported, and through its API when it already is (the CLI also runs in-process in tests).
+    A variable the user set is kept; --verbose turns the chatter back on."""
+    saved = {name: os.environ.get(name) for name in LIBRARY_QUIET}
+    for name, value in LIBRARY_QUIET.items():
+        os.environ.setdefault(name, value)
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    before = (hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()) if hf_logging else None
+    if hf_logging:
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if hf_logging := sys.modules.get("transformers.utils.logging"):
+            bars, verbosity = before or (True, hf_logging.WARNING)
+            (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()
+            hf_logging.set_verbosity(verbosity)
 
 
 class Terminated(BaseException):
@@ -153,10 +182,8 @@ def quiet_and_interruptible() -> Iterator[None]:
 
 def main() -> None:
     args = sys.argv[1:] or ["--help"]
-    for name, value in LIBRARY_QUIET.items():
-        os.environ.setdefault(name, value)
     try:
-        with quiet_and_interruptible(), show_last_line():
+        with quiet_and_interruptible(), transformers_quiet(), show_last_line():
             code = app(args, prog_name="posexport", standalone_mode=False)
     except PosexportError as e:
         err_console.print(f"error: {e}", highlight=False, markup=False)
