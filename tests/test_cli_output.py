@@ -165,12 +165,12 @@ def test_against_hf_without_transformers_is_one_line_before_any_run(monkeypatch,
 def test_transformers_progress_bars_never_reach_the_output(torch_llama, monkeypatch):
     """Even with transformers imported and its bars switched on, model-parity --against-hf prints none;
     the same load outside the command does print one (so the check can fail)."""
-    import huggingface_hub.utils.tqdm as hub_tqdm
     import transformers
     from transformers.utils import logging as hf_logging
 
     folder, model = torch_llama
-    monkeypatch.setattr(hub_tqdm, "HF_HUB_DISABLE_PROGRESS_BARS", False)
+    # As in a process where huggingface_hub was imported before the command ran, bars on.
+    monkeypatch.setattr(sys.modules["huggingface_hub.utils.tqdm"], "HF_HUB_DISABLE_PROGRESS_BARS", False)
     hf_logging.enable_progress_bar()
     code, out, err = cli("model-parity", "--model", str(model), "--against", str(model), "--prompt", "4")
     assert code == 0, out + err
