@@ -80,7 +80,8 @@ def doctor_command(
         console.print(escape(note))
     if "genai_context_length" in report:
         console.print(f"genai_config.json context_length: {report['genai_context_length']}")
-    console.print(f"{report['faults']} fault(s) in {len(report['sites'])} site(s)")
+    verdict = ("FAIL: " if report["faults"] else "PASS: ") if fail_on else ""  # what --fail-on's exit says
+    console.print(f"{verdict}{report['faults']} fault(s) in {len(report['sites'])} site(s)")
     write_reports(report, json_out, markdown, doctor_markdown)
     if fail_on and report["faults"]:
         raise typer.Exit(1)
@@ -170,6 +171,8 @@ def model_parity_command(
     for message in messages:
         console.print(escape(message))
     write_reports(report, json_out, markdown, parity_markdown)
+    passed = sum(bool(row["ok"]) for row in report["rows"])
+    console.print(f"{'PASS' if report['ok'] else 'FAIL'}: {passed} of {len(report['rows'])} outputs within --tolerance {report['tolerance']:g}")
     if not report["ok"]:
         raise typer.Exit(1)
 

@@ -138,6 +138,14 @@ def test_patch_out_makes_its_folders_and_shows_what_it_recovered(torch_llama, tm
     shown = json.loads(line[line.index("{"):])
     assert shown["head_dim"] == shown["rotary_dim"] == 16 and shown["base"] == 10000.0 and shown["scaling"] == "default"
     assert "heads" not in shown and "max_positions" not in shown and "layout" not in shown  # never read from the graph
+    # Exit codes agree with the last line: doctor --fail-on and model-parity, each both ways.
+    for args, code_and_verdict in (
+        (["doctor", model, "--fail-on"], (1, "FAIL: ")), (["doctor", out, "--fail-on"], (0, "PASS: 0 fault(s)")),
+        (["model-parity", "--model", out, "--against", model, "--prompt", "64"], (0, "PASS: ")),
+        (["model-parity", "--model", out, "--against", model, "--prompt", "64", "--tolerance", "1e-12"], (1, "FAIL: ")),
+    ):
+        code, stdout, err = cli(*map(str, args))
+        assert (code, last_line(stdout)[:len(code_and_verdict[1])]) == code_and_verdict, stdout + err
     # A patch that is refused makes no folder.
     refused = tmp_path / "other" / "model.onnx"
     one_error(*cli("patch", str(model), "--out", str(refused), "--base", "500000"), "")
