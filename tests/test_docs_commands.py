@@ -137,7 +137,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "vit-base-patch16-224": vit,
     "path/to/config.json": llama3_config,
     "tiny-llama3": copied(GENAI_LLAMA3),
-    "gen/model.onnx": copied(lambda: surgery("genai_export", GENAI_LLAMA3)().parent),
+    "gen/model.onnx": lambda dest: shutil.copytree(surgery("genai_export", GENAI_LLAMA3)().parent, dest.parent),  # the folder
     "model.onnx": copied(surgery("torch_export", surgery("tiny_llama", "torch-default", "default"))),
     "tiny-llama-dynamic": copied(DYNAMIC),
     "dyn-as-plain.onnx": copied(surgery("torch_export", surgery("as_plain", DYNAMIC))),
