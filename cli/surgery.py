@@ -154,7 +154,12 @@ def model_parity_command(
 
     if (against is None) == (against_hf is None):
         raise PosexportError("give exactly one of --against ORIGINAL.onnx and --against-hf DIR")
+    for option, path in (("--model", model), ("--against", against), ("--original", original)):
+        if path is not None and not path.is_file():
+            raise PosexportError(f"{option} {path}: no such model file")
     if against_hf is not None:
+        if not (against_hf / "config.json").is_file():
+            raise PosexportError(f"--against-hf {against_hf}: not a transformers model folder (no config.json)")
         require("transformers", "--against-hf", "hf")
     sizes = {}
     for item in dim:
