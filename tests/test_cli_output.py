@@ -61,6 +61,14 @@ def test_verbose_and_quiet_before_or_after_the_command(tmp_path, where):
     assert code == code_q == 0 and len(out.splitlines()) > 5 and out_q.splitlines() == [last_line(out)]
 
 
+def test_every_command_takes_verbose_and_quiet():
+    from posexport_cli.main import COMMANDS
+
+    for name in COMMANDS:
+        code, out, err = cli(name, "--verbose", "--quiet", "-h")
+        assert code == 0 and "--quiet" in out + err and "--verbose" in out + err, name
+
+
 def test_strict_says_fail_and_why_and_exits_1(graph):
     from posexport.runtimes import get_runtime
 
