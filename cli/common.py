@@ -66,6 +66,7 @@ def show_last_line() -> Iterator[None]:
             if lines:
                 held.shown.write(lines[-1] + "\n")
 
+
 def require(module: str, option: str, extra: str) -> None:
     """An optional dependency that ``option`` needs, checked before any work starts: one error line naming
     the install command when it is missing."""

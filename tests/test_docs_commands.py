@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from . import model_zoo
+from . import surgery_fixtures as sf
 from .test_parity_cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,12 +104,13 @@ def llama3_config(folder: Path) -> None:
                                   "rope_theta": 500000.0, "rope_scaling": dict(model_zoo.LLAMA3)})
 
 
-def copied(made: Callable[[], Path]) -> Callable[[Path], None]:
-    """A copy of a session-cached surgery fixture (a folder, or a model with its external data)."""
+def copied(made: Callable[[], Path], folder: bool = False) -> Callable[[Path], None]:
+    """A copy of a session-cached surgery fixture: a folder, a model with its external data, or (``folder``)
+    the folder a model path names (an onnxruntime-genai export)."""
     def copy(dest: Path) -> None:
         src = made()
         if src.is_dir():
-            shutil.copytree(src, dest)
+            shutil.copytree(src, dest.parent if folder else dest)
             return
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)
@@ -117,16 +119,13 @@ def copied(made: Callable[[], Path]) -> Callable[[Path], None]:
     return copy
 
 
-def surgery(name: str, *args) -> Callable[[], Path]:
-    def made() -> Path:
-        from . import surgery_fixtures as sf
-
-        return getattr(sf, name)(*(a() if callable(a) else a for a in args))
-    return made
+def genai_llama3() -> Path:
+    return sf.tiny_llama("genai-llama3", "llama3", max_positions=2048, base=500000.0)
 
 
-GENAI_LLAMA3 = surgery("tiny_llama", "genai-llama3", "llama3", 2048, 500000.0)
-DYNAMIC = surgery("tiny_llama", "torch-dynamic", "dynamic")
+def dynamic_llama() -> Path:
+    return sf.tiny_llama("torch-dynamic", "dynamic")
+
 
 # path as the docs write it (without ./ or a trailing /) -> how to make a tiny stand-in there
 MODELS: dict[str, Callable[[Path], None]] = {
@@ -136,11 +135,11 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "flan-t5-base": t5,
     "vit-base-patch16-224": vit,
     "path/to/config.json": llama3_config,
-    "tiny-llama3": copied(GENAI_LLAMA3),
-    "gen/model.onnx": lambda dest: shutil.copytree(surgery("genai_export", GENAI_LLAMA3)().parent, dest.parent),  # the folder
-    "model.onnx": copied(surgery("torch_export", surgery("tiny_llama", "torch-default", "default"))),
-    "tiny-llama-dynamic": copied(DYNAMIC),
-    "dyn-as-plain.onnx": copied(surgery("torch_export", surgery("as_plain", DYNAMIC))),
+    "tiny-llama3": copied(genai_llama3),
+    "gen/model.onnx": copied(lambda: sf.genai_export(genai_llama3()).parent, folder=True),
+    "model.onnx": copied(lambda: sf.torch_export(sf.tiny_llama("torch-default", "default"))),
+    "tiny-llama-dynamic": copied(dynamic_llama),
+    "dyn-as-plain.onnx": copied(lambda: sf.torch_export(sf.as_plain(dynamic_llama()))),
 }
 NEEDS_GENAI = {"tiny-llama3", "gen/model.onnx"}
 
