@@ -45,7 +45,7 @@ def parity_command(
     from posexport.files import write_output
     from posexport.options import parity_from_options
     from posexport.params import parse_ints, parse_options
-    from posexport.parity import check_settings, parse_tolerance
+    from posexport.verdicts import check_settings, parse_tolerance
     from posexport.reports import parity as reports
 
     # GRAPH is read from the free arguments: a declared positional would swallow the value of an
@@ -77,7 +77,7 @@ def parity_command(
 def report_files(json_out: Path | None, junit_out: Path | None, markdown_out: Path | None) -> list[tuple[Path, Any, str]]:
     """The reports asked for as (path, renderer, option), each destination checked before the sweep runs."""
     from posexport.files import check_destination
-    from posexport.parity import to_json
+    from posexport.verdicts import to_json
     from posexport.reports import parity as reports
 
     chosen = [(path, render, option) for path, render, option in (
