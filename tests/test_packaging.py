@@ -69,6 +69,13 @@ def test_every_import_is_declared():
     assert any(m.startswith("click (click, imported at top level") for m in undeclared(found, required - {"click"}, optional))
 
 
+def test_every_subpackage_is_shipped():
+    """pyproject lists the packages by name: a new subpackage missing there is missing from the wheel."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "posexport").rglob("*.py")}  # namespace ones too
+    assert found <= listed and {p for p in listed if p.startswith("posexport.")} <= found | {"posexport"}
+
+
 def test_license_and_type_marker_are_shipped():
     meta = project()
     assert meta["license"] == "Apache-2.0" and meta["license-files"] == ["LICENSE"]
