@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .common import EXTRA_OPTIONS, console
+from .common import EXTRA_OPTIONS, console, progress_bar, require
 
 
 def bench_command(
@@ -38,8 +37,10 @@ def bench_command(
     from posexport.bench import run_from_options
     from posexport.reports.bench import render_terminal, write_reports
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
+    if plot_out:
+        require("matplotlib", "--plot", "plot")
+
+    with progress_bar() as bar:
         task = bar.add_task("bench", total=None)
         result = run_from_options(
             ctx.args, progress=lambda label, done, total: bar.update(task, description=label, completed=done, total=total),

@@ -18,7 +18,7 @@ from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
 from posexport.verdicts.models import DEFAULT_RUNTIMES, TOLERANCE
 
-from .common import EXTRA_OPTIONS, console
+from .common import EXTRA_OPTIONS, console, require
 
 
 def source_options() -> dict[str, Any]:
@@ -81,7 +81,8 @@ def doctor_command(
         console.print(escape(note))
     if "genai_context_length" in report:
         console.print(f"genai_config.json context_length: {report['genai_context_length']}")
-    console.print(f"{report['faults']} fault(s) in {len(report['sites'])} site(s)")
+    verdict = ("FAIL: " if report["faults"] else "PASS: ") if fail_on else ""  # what --fail-on's exit says
+    console.print(f"{verdict}{report['faults']} fault(s) in {len(report['sites'])} site(s)")
     write_reports(report, json_out, markdown, doctor_markdown)
     if fail_on and report["faults"]:
         raise typer.Exit(1)
@@ -139,6 +140,13 @@ def model_parity_command(
 
     from .parity import report_files
 
+    for option, path in (("--model", model), ("--against", against), ("--original", original)):
+        if path is not None and not path.is_file():
+            raise PosexportError(f"{option} {path}: no such model file")
+    if against_hf is not None:
+        if not (against_hf / "config.json").is_file():
+            raise PosexportError(f"--against-hf {against_hf}: not a transformers model folder (no config.json)")
+        require("transformers", "--against-hf", "hf")
     sizes = {}
     for item in dim:
         name, _, value = item.partition("=")

@@ -22,6 +22,9 @@ from .sites import Site
 from .source import Candidates, choose
 
 GENAI_CONFIG = "genai_config.json"
+# What a patched site computes from, shown even at their defaults; any other field only where it is not
+# the default (heads, layout or max_positions at their defaults were never read from the graph).
+SHOWN = ("head_dim", "rotary_dim", "base", "scaling", "position_limit")
 
 
 @dataclass
@@ -33,7 +36,18 @@ class Patched:
     files: list[Path] = field(default_factory=list)
 
     def describe(self) -> list[dict[str, Any]]:
-        return [{"site": s.anchor, "kind": s.kind, "params": params_mod.to_dict(p) if p is not None else {}} for s, p in self.sites]
+        """Per site the parameters the patch used: those recovered from the graph or given, not defaults
+        (a rope's; a learned table's extension as it is; nothing for a rewrite that takes none)."""
+        return [{"site": s.anchor, "kind": s.kind, "params": shown_params(p)} for s, p in self.sites]
+
+
+def shown_params(p: RopeParams | Extension | None) -> dict[str, Any]:
+    if p is None:
+        return {}
+    if not isinstance(p, RopeParams):
+        return params_mod.to_dict(p)
+    defaults = params_mod.to_dict(RopeParams())
+    return {k: v for k, v in params_mod.to_dict(p).items() if k in SHOWN or v != defaults[k]}
 
 
 def plan(graph: Graph, values: dict[str, Any] | Candidates | None, position_limit: int | None,
@@ -95,7 +109,7 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     src, out = Path(src), Path(out)
     if out.resolve() == src.resolve():
         raise PosexportError(f"--out {out}: choose a path other than the model being patched")
-    check_destination(out, "--out")
+    check_destination(out, "--out", folders=True)
     done = patch(load(src), values, position_limit, extension)
     files = serialise(done.model, out, external_names(src))
     if (src.parent / GENAI_CONFIG).is_file():
