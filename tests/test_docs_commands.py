@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from . import model_zoo
+from . import learned_fixtures as lf, model_zoo
 from . import surgery_fixtures as sf
 from .test_parity_cli import cli
 
@@ -133,6 +133,9 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "model.onnx": copied(lambda: sf.torch_export(sf.tiny_llama("torch-default", "default"))),
     "tiny-llama-dynamic": copied(dynamic_llama),
     "dyn-as-plain.onnx": copied(lambda: sf.torch_export(sf.as_plain(dynamic_llama()))),
+    "gpt2.onnx": copied(lambda: lf.export("gpt2")),
+    "whisper-decoder.onnx": copied(lf.whisper_decoder),
+    "t5-encoder.onnx": copied(sf.t5_encoder_export),
 }
 NEEDS_GENAI = {"tiny-llama3", "gen/model.onnx"}
 
