@@ -12,13 +12,15 @@ from .biases import AlibiKind, LearnedTableKind, T5BiasKind
 from .exact import ExactKind
 from .graph import Graph, load
 from .rope_cache import CacheKind
+from .rope_interleaved import InterleavedKind
 from .rope_inv_freq import InvFreqKind
+from .rope_matmul import MatMulKind
 from .sites import Site, SiteKind
 from .unrecognised import UnrecognisedKind
 
 # Rope kinds first: they matter most.
 KINDS: dict[str, SiteKind] = {
-    k.name: k for k in (InvFreqKind(), CacheKind(), LearnedTableKind(), AlibiKind(), T5BiasKind(), ExactKind(), UnrecognisedKind())
+    k.name: k for k in (InvFreqKind(), MatMulKind(), InterleavedKind(), CacheKind(), LearnedTableKind(), AlibiKind(), T5BiasKind(), ExactKind(), UnrecognisedKind())
 }
 
 
