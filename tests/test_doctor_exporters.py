@@ -107,3 +107,17 @@ def test_optimum_misreads_transformers_5_rope_parameters(tmp_path):
     assert fault["value"] > 100  # the lowest frequency is 8 × 500000^… off: hundreds of times
     # The same export read against a config in the spelling it understood: nothing misread.
     assert "config-spelling-misread" not in exporter_faults(model, model.parent)
+
+
+def test_longrope_frozen_to_one_regime_is_named():
+    # Short factors of 1 make the short regime plain rope: the plain export of the same weights is LongRoPE
+    # frozen to its short regime, as an exporter that fixes the regime at trace time builds it (TorchScript
+    # itself cannot export transformers' LongRoPE: aten::copy).
+    longrope = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.0 + 0.5 * i for i in range(8)],
+                "original_max_position_embeddings": 64}
+    folder = ef.save_model(ef.tiny_config("llama", 256, rope_scaling=longrope), sf.ROOT / "doctor-longrope")
+    fault = exporter_faults(torchscript(sf.as_plain(folder)), folder)["longrope-frozen"]
+    assert "frozen to its short regime (no switch at length 64)" in fault["detail"] and fault["value"] > 0.1
+    # dynamo keeps the switch (a Where between the two sets of frequencies): nothing frozen
+    phi3 = sf.tiny_phi3()
+    assert "longrope-frozen" not in exporter_faults(sf.torch_export(phi3), phi3)
