@@ -163,3 +163,17 @@ def test_genai_float16_caches_are_rebuilt_in_float16_past_the_limit(tmp_path):
     assert rows[0]["ok"] and not rows[1]["model_fails"] and rows[1]["reference_fails"]  # the original stops at 64
     left = {f["fault"] for f in surgery.doctor(out, values, from_model=folder("mistral"))["exporter_faults"]}
     assert left == {"float16-cache"}  # 4096 rows now; float16 is the op's own type
+
+
+def test_genai_int4_caches_are_rebuilt_exactly_and_run_past_the_limit(tmp_path):
+    model = exported("qwen3", "genai-int4")  # MatMulNBits weights; the caches stay float32
+    report = surgery.doctor(model, surgery.requested_values(from_model=folder("qwen3")), from_model=folder("qwen3"))
+    assert "MatMulNBits weights (int4)" in report["exporter"]["evidence"]
+    assert {f["fault"] for f in report["exporter_faults"]} == {"caches-cut-at-max-positions"}
+    out = tmp_path / "model.onnx"
+    surgery.patch_file(model, out, surgery.requested_values(from_model=folder("qwen3")), 4096)
+    caches = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer if "cache" in t.name}
+    angles = np.arange(4096, dtype=np.float64)[:, None] * 10000.0 ** (-np.arange(0, 16, 2) / 16)
+    assert np.max(np.abs(caches["cos_cache"].astype(np.float64) - np.cos(angles))) <= 6e-8  # float32 rounding of float64
+    rows = surgery.model_parity(out, model, [FeedCase(16), FeedCase(2100)], tolerance=1e-5, outputs=["logits"])["rows"]
+    assert rows[0]["ok"] and not rows[1]["model_fails"] and rows[1]["reference_fails"]  # the original stops at 64
