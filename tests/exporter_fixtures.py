@@ -7,7 +7,6 @@ An exporter that is not installed raises ``ExporterMissing`` with the reason, fo
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

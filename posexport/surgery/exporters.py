@@ -73,9 +73,11 @@ def optimum(model: onnx.ModelProto, path: Path | None) -> Exporter | None:
     config = beside(path, "config.json")
     if config is None or model.producer_name != "pytorch" or not torchscript_style(model):
         return None
+    if any(path.parent.glob("*.safetensors")) or any(path.parent.glob("pytorch_model*.bin")):
+        return None  # a TorchScript export saved into the model's own folder, not optimum's output folder
     read_by = config.get("transformers_version")
     return Exporter("optimum-onnx (TorchScript)", None, read_by,
-                    [f"a TorchScript export beside a config.json saved by transformers {read_by}"])
+                    [f"a TorchScript export beside a config.json saved by transformers {read_by}, without the model's weights"])
 
 
 def torch_onnx(model: onnx.ModelProto, path: Path | None) -> Exporter | None:

@@ -6,7 +6,8 @@ LongRoPE (onnxruntime-genai's Phi-3), If(total length > L0) choosing a long pair
 bound the positions (GroupQueryAttention raises once total_sequence_length exceeds their rows) and are
 usually computed with float32 angles. The rewrite rebuilds every cache from float64 angles (the long or
 only pair up to the position limit, the short pair at its own rows), in the caches' own float type; the
-ops, their attributes and every other tensor stay as they are."""
+ops, their attributes and every other tensor stay as they are. Caches computed per token in the graph
+(one row per token, read through a Range of position ids) are the rope-cache-per-token kind's."""
 
 from __future__ import annotations
 
