@@ -173,6 +173,7 @@ def run(command: list[str], what: str) -> None:
 EXPORTERS: dict[str, Callable[[Path, Path], Path]] = {
     "transformers-onnx": lambda f, o: transformers_onnx(f, o),
     "transformers-onnx-ort-cpu": lambda f, o: transformers_onnx(f, o, "cpu"),
+    "transformers-onnx-ort-cuda": lambda f, o: transformers_onnx(f, o, "cuda"),
     "torch-dynamo": lambda f, o: torch_onnx(f, o / "model.onnx"),
     "torch-dynamo-optimize-for-ort": lambda f, o: ort_optimized(torch_onnx(f, o / "plain.onnx"), o / "model.onnx"),
     "torchscript": lambda f, o: torch_onnx(f, o / "model.onnx", dynamo=False),

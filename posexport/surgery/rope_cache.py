@@ -51,7 +51,8 @@ def reads_caches(node: onnx.NodeProto) -> tuple[int, int, str] | None:
 
 
 PASSED = ("Reshape", "Cast", "Squeeze", "Unsqueeze", "Identity")
-POSITION_IDS = {"GroupQueryAttention": 9}  # the fused op's input that says which cache row each token reads
+# the fused op's input that says which cache row each token reads
+POSITION_IDS = {("com.microsoft", "GroupQueryAttention"): 9, ("com.microsoft", "RotaryEmbedding"): 1, ("", "RotaryEmbedding"): 3}
 
 
 def rows_from(graph: Graph, cache: str) -> str | None:
@@ -71,7 +72,7 @@ def rows_from(graph: Graph, cache: str) -> str | None:
 
 def token_rows(graph: Graph, node: onnx.NodeProto) -> bool:
     """The op reads cache row i for token i: its position_ids are Range(0, …, 1), reshaped."""
-    index = POSITION_IDS.get(node.op_type)
+    index = POSITION_IDS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
     if index is None or len(node.input) <= index or not node.input[index]:
         return False
     source = graph.producer.get(node.input[index])

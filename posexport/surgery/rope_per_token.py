@@ -1,8 +1,9 @@
-"""Fused attention reading cos/sin "caches" computed in the graph, one row per token (transformers 5's
-exporter with onnxruntime fusions):
+"""Fused attention or rotary ops reading cos/sin "caches" computed in the graph, one row per token
+(transformers 5's exporter with onnxruntime fusions: GroupQueryAttention for "cpu", com.microsoft
+RotaryEmbedding for "cuda"):
 
     position_ids ─…─Cos / Sin [b, s, n] (a per-call pair) ─Reshape [b·s, n]─Concat(…, zero rows)─▶ cos_cache
-    Range(0, b·s, 1) ─Reshape─▶ GroupQueryAttention position_ids (row i for token i)
+    Range(0, b·s, 1) ─Reshape─▶ the op's position_ids (row i for token i)
 
 The rows are the per-call Cos/Sin of the token's own position, so the site is that per-call pair (any of
 the per-call kinds) and the rewrite is theirs: posexport's exact cos/sin of position_ids in place of the
@@ -24,7 +25,7 @@ from .sites import Site
 PER_CALL = (InvFreqKind(), MatMulKind(), InterleavedKind())
 class PerTokenCacheKind(InvFreqKind):
     name = "rope-cache-per-token"
-    summary = "fused attention (GroupQueryAttention) reading cos/sin rows computed per token in the graph"
+    summary = "fused op (GroupQueryAttention, RotaryEmbedding) reading cos/sin rows computed per token in the graph"
 
     def match(self, graph: Graph) -> list[Site]:
         ops = [(n, spec) for n in graph.model.graph.node if (spec := reads_caches(n)) is not None]
