@@ -1,0 +1,11 @@
+"""torch.onnx.export with the dynamo exporter (its default optimisation), logits only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .logits import export as export_logits
+
+
+def export(model: Path, out: Path) -> Path:
+    return export_logits(model, out, dynamo=True)
