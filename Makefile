@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # pulling a multi-GB CUDA build when the project's `torch>=2.6` is resolved.
 TORCH ?= torch==2.13.0
 
-.PHONY: install run test bench bench-gpu
+.PHONY: install run test bench bench-gpu matrix
 
 install: $(VENV)/.installed
 
@@ -38,3 +38,10 @@ bench: install
 # (docs/benchmarks.md); nothing in CI depends on it.
 bench-gpu: install
 	VENV=$(VENV) sh benchmarks/bench-gpu.sh
+
+# docs/compatibility.{md,json} (docs/matrix.md): every architecture row × every exporter, each exporter whose
+# pins clash with the project's in its own venv (.venvs/NAME, made by scripts/exporter-venv.sh).
+matrix: install
+	sh scripts/exporter-venv.sh optimum
+	sh scripts/exporter-venv.sh mobius
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix --jobs 2 --json docs/compatibility.json --markdown docs/compatibility.md

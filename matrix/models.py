@@ -44,26 +44,22 @@ def arch(name: str, model_type: str, **changes: Any) -> Architecture:
 
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
     arch("llama", "llama"),
+    arch("phi3-longrope", "phi3", max_position_embeddings=256, original_max_position_embeddings=64,
+         rope_scaling={"type": "longrope", "short_factor": PHI_SHORT, "long_factor": [2 * f for f in PHI_SHORT]}),
+    arch("qwen2-yarn", "qwen2", rope_theta=1000000.0,
+         rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}),
+    arch("gpt-neox", "gpt_neox", rotary_pct=0.25, rotary_emb_base=10000, use_parallel_residual=True),
+    arch("gemma3", "gemma3_text", head_dim=16, sliding_window=16, layer_types=["sliding_attention", "full_attention"],
+         rope_theta=1000000.0, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0}),
     arch("llama3", "llama", rope_theta=500000.0, max_position_embeddings=256,
          rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                        "original_max_position_embeddings": 32}),
     arch("mistral", "mistral", rope_theta=1000000.0, sliding_window=None),
-    arch("qwen2-yarn", "qwen2", rope_theta=1000000.0,
-         rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}),
     arch("qwen3", "qwen3", head_dim=16, rope_theta=1000000.0),
-    arch("gemma", "gemma", head_dim=16),
     arch("gemma2", "gemma2", head_dim=16, sliding_window=16),
-    arch("gemma3", "gemma3_text", head_dim=16, sliding_window=16, layer_types=["sliding_attention", "full_attention"],
-         rope_theta=1000000.0, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0}),
-    arch("phi3-longrope", "phi3", max_position_embeddings=256, original_max_position_embeddings=64,
-         rope_scaling={"type": "longrope", "short_factor": PHI_SHORT, "long_factor": [2 * f for f in PHI_SHORT]}),
-    arch("gpt-neox", "gpt_neox", rotary_pct=0.25, rotary_emb_base=10000, use_parallel_residual=True),
     arch("stablelm", "stablelm", partial_rotary_factor=0.25),
     arch("glm4", "glm4", head_dim=16),
     arch("falcon", "falcon", new_decoder_architecture=True, num_kv_heads=2),
-    arch("mixtral", "mixtral", num_local_experts=2, num_experts_per_tok=1),
-    arch("deepseek-v3", "deepseek_v3", qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16, kv_lora_rank=16, q_lora_rank=16,
-         n_routed_experts=2, num_experts_per_tok=1, first_k_dense_replace=2),
 )}
 
 

@@ -19,6 +19,7 @@ from ..errors import PosexportError, one_line
 from ..runtimes import SessionOptions
 from ..runtimes.ort import OrtSession
 from ..surgery.modelparity import FeedCase, Signature, make_feeds, signature
+from .engine import machine
 from .timing import time_interleaved
 
 TARGET = 1.03  # a patched model's median over the original's, on every call
@@ -102,6 +103,14 @@ def time_call(model: Path, against: Path, sig: Signature, case: FeedCase, thread
     return row
 
 
+def positions(text: str, option: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    """Comma-separated lengths or positions ('' = ``default``), each a whole number ≥ 1."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not all(item.isdigit() and int(item) >= 1 for item in items):
+        raise PosexportError(f"{option} {text}: give whole numbers ≥ 1, comma-separated (e.g. 512,2048)")
+    return tuple(int(item) for item in items) or default
+
+
 def bench_models(model: str | Path, against: str | Path, prompts: Sequence[int] = (512, 2048), decode: Sequence[int] = (2048,),
                  threads: int = 1, warmup: int = 5, repeats: int = 30) -> ModelBench:
     """Prompts of each length and a decode step at each position, both models interleaved."""
@@ -114,7 +123,7 @@ def bench_models(model: str | Path, against: str | Path, prompts: Sequence[int] 
     if [i[0] for i in sig.inputs] != [i[0] for i in theirs.inputs]:
         raise PosexportError(f"--against {against}: its inputs ({', '.join(i[0] for i in theirs.inputs)}) are not --model's "
                              f"({', '.join(i[0] for i in sig.inputs)}); compare a patched model with its original")
-    meta = {"model": str(model), "against": str(against), "model_bytes": file_bytes(model), "against_bytes": file_bytes(against),
+    meta = machine() | {"model": str(model), "against": str(against), "model_bytes": file_bytes(model), "against_bytes": file_bytes(against),
             "threads": threads, "warmup": warmup, "repeats": repeats}
     cases = [FeedCase(n) for n in prompts] + [FeedCase(1, n) for n in decode]
     return ModelBench(meta, [time_call(model, against, sig, c, threads, warmup, repeats) for c in cases])

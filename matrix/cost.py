@@ -1,0 +1,82 @@
+"""``python -m matrix.cost``: what the patch costs, for every FIXED cell of a matrix run (its exports
+are still in the run's --work folder): `posexport bench --model FIXED --against ORIGINAL` at the
+architecture's prompt inside its trained length, at 512 and 2048 tokens, and a decode step at each of
+those positions (calls the original cannot run are reported with its error, untimed). Writes
+benchmarks/patch-cost.{md,json}."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from posexport.bench.engine import machine
+from posexport.bench.models import bench_models
+from posexport.reports.bench import fmt
+from posexport.reports.markdown import md_table
+
+from .models import ARCHITECTURES
+
+PROMPTS = (512, 2048)
+
+
+def measure(cell: dict[str, Any], warmup: int, repeats: int) -> dict[str, Any]:
+    inside = ARCHITECTURES[cell["architecture"]].prompts[0]
+    result = bench_models(cell["paths"]["fixed"], cell["paths"]["original"], (inside, *PROMPTS), (inside, PROMPTS[-1]),
+                          threads=1, warmup=warmup, repeats=repeats)
+    data = result.as_dict()
+    return {"architecture": cell["architecture"], "exporter": cell["exporter"], "rows": data["rows"], "target": data["target"],
+            "bytes": [data["meta"]["model_bytes"], data["meta"]["against_bytes"]]}
+
+
+def markdown(meta: dict[str, Any], results: list[dict[str, Any]]) -> str:
+    met = sum(r["target"]["met"] for r in results)
+    lines = ["# What the patch costs: patched over original, FIXED cells of the matrix", "",
+             "Made by (after `make matrix`, whose exports it times; see [docs/benchmarks.md](../docs/benchmarks.md)):", "",
+             "```sh", meta["command"], "```", "",
+             f"Measured {meta['time_utc']} UTC on {meta['cpu_count']} CPU(s), load average "
+             f"{' / '.join(str(x) for x in meta['load_average'])}; onnxruntime CPU, 1 thread, each pair interleaved "
+             f"round-robin in one process, {meta['warmup']} warm-up runs, median of {meta['repeats']}. Target: patched ≤ 1.03× "
+             f"the original on every call both run — met by {met} of {len(results)} models.", ""]
+    header = ("architecture", "exporter", "call", "original ms", "patched ms", "ratio", "note")
+    body = []
+    for r in results:
+        for row in r["rows"]:
+            body.append((r["architecture"], r["exporter"], row["call"], fmt(row["against_ms"]), fmt(row["model_ms"]),
+                         fmt(row["ratio"], 3), row["note"]))
+    lines += md_table(header, body)
+    lines += ["## Per model", ""]
+    lines += md_table(("architecture", "exporter", "worst ratio", "target", "file bytes patched / original"),
+                      ((r["architecture"], r["exporter"], f"{r['target']['worst']['ratio']}× ({r['target']['worst']['call']})"
+                        if r["target"]["worst"] else "—", "met" if r["target"]["met"] else "missed",
+                        f"{r['bytes'][0]:,} / {r['bytes'][1]:,}") for r in results))
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m matrix.cost")
+    parser.add_argument("--matrix", type=Path, required=True, help="the matrix run's JSON (docs/compatibility.json)")
+    parser.add_argument("--json", type=Path, required=True)
+    parser.add_argument("--markdown", type=Path, required=True)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    cells = [c for c in json.loads(args.matrix.read_text())["cells"] if c["verdict"] == "FIXED"]
+    missing = [c["paths"]["fixed"] for c in cells if not Path(c["paths"]["fixed"]).is_file()]
+    if missing:
+        raise SystemExit(f"error: {missing[0]} is gone: run `make matrix` first (its exports are timed)")
+    start = time.monotonic()
+    results = [measure(c, args.warmup, args.repeats) for c in cells]
+    meta = machine() | {"command": "python -m matrix.cost " + " ".join(shlex.quote(a) for a in argv), "warmup": args.warmup,
+                        "repeats": args.repeats, "seconds": round(time.monotonic() - start)}
+    args.json.write_text(json.dumps({"meta": meta, "models": results}, indent=2) + "\n")
+    args.markdown.write_text(markdown(meta, results) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
