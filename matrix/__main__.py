@@ -50,8 +50,9 @@ def shown(argv: list[str]) -> list[str]:
 
 
 def write(args: argparse.Namespace, data: dict[str, Any]) -> None:
-    args.json.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    args.markdown.write_text(render(data))
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    args.json.write_text(text)
+    args.markdown.write_text(render(json.loads(text)))  # the page is what the JSON says, key order included
 
 
 def previous(path: Path) -> dict[tuple[str, str], dict[str, Any]]:

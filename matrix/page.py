@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from posexport.reports.markdown import md_table
+
 VERDICTS = ("FIXED", "NOT FIXED", "UNVERIFIED", "REFUSED", "EXPORT FAILED")
 
 
@@ -26,12 +28,7 @@ def cell_row(cell: dict[str, Any]) -> list[str]:
     return [cell["architecture"], cell["exporter"], "yes" if cell["exported"] else "no",
             ", ".join(cell.get("sites", [])) or ("—" if not cell["exported"] else "none"),
             ", ".join(cell.get("faults", [])) or "—", cell["verdict"], errors_text(cell),
-            "—" if ratio is None else f"{ratio:.2f}×", cell.get("reason", "").replace("|", "\\|")]
-
-
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+            "—" if ratio is None else f"{ratio:.2f}×", cell.get("reason", "")]
 
 
 def counts(cells: list[dict[str, Any]]) -> str:
@@ -50,13 +47,14 @@ def render(data: dict[str, Any]) -> str:
              "```sh", "make matrix    # runs: " + meta["command"], "```", "",
              f"Run {meta['time_utc']} UTC, {meta['seconds'] / 60:.1f} min on {meta['cpu_count']} CPU(s); "
              f"{len(cells)} of {meta.get('cells_planned', len(cells))} cells run: {counts(cells)}.", "",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "", "## Verdicts", ""]
-    lines += table(["architecture", *exporters],
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+    lines += [f"- `{name}`: {label}" for name, label in meta["exporters"].items()] + ["", "## Verdicts", ""]
+    lines += md_table(["architecture", *exporters],
                    [[a, *(by[(a, e)]["verdict"] if (a, e) in by else "" for e in exporters)] for a in architectures])
-    lines += ["", "## Cells", "",
+    lines += ["## Cells", "",
               "Errors: max|logits − transformers float64| / max(1, max|ref|) at a prompt inside the trained length and one past "
               "max_position_embeddings, original → patched (`fails`: onnxruntime raised). Run time: the patched model over the "
               "original at the first prompt.", ""]
     header = ["architecture", "exporter", "exported", "sites", "faults", "verdict", "error before → after", "run time", "reason"]
-    lines += table(header, [cell_row(by[(a, e)]) for a in architectures for e in exporters if (a, e) in by])
-    return "\n".join(lines) + "\n"
+    lines += md_table(header, [cell_row(by[(a, e)]) for a in architectures for e in exporters if (a, e) in by])
+    return "\n".join(lines)
