@@ -40,8 +40,12 @@ bench-gpu: install
 	VENV=$(VENV) sh benchmarks/bench-gpu.sh
 
 # docs/compatibility.{md,json} (docs/matrix.md): every architecture row × every exporter, each exporter whose
-# pins clash with the project's in its own venv (.venvs/NAME, made by scripts/exporter-venv.sh).
+# pins clash with the project's in its own venv (.venvs/NAME, made by scripts/exporter-venv.sh); then
+# benchmarks/patch-cost.{md,json}: every FIXED cell's patched model timed against its original.
 matrix: install
 	sh scripts/exporter-venv.sh optimum
 	sh scripts/exporter-venv.sh mobius
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix --jobs 2 --json docs/compatibility.json --markdown docs/compatibility.md
+	rm -rf build/matrix build/matrix-cost
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix --jobs 2 --work build/matrix --json docs/compatibility.json --markdown docs/compatibility.md
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix.cost --matrix docs/compatibility.json --work build/matrix-cost \
+		--json benchmarks/patch-cost.json --markdown benchmarks/patch-cost.md

@@ -19,14 +19,43 @@ from posexport.bench.models import bench_models
 from posexport.reports.bench import fmt
 from posexport.reports.markdown import md_table
 
-from .models import ARCHITECTURES
+from .cell import POSITION_LIMIT, export
+from .__main__ import shown
+from .models import ARCHITECTURES, arch, build
 
 PROMPTS = (512, 2048)
+# A model big enough that a call is not all per-node overhead (the matrix's tiny ones run a decode step in
+# ~0.1 ms, where the patch's fixed handful of nodes shows), trained past 2048 so the original runs every call.
+SMALL = arch("llama-small", "llama", hidden_size=512, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=8,
+             num_key_value_heads=4, vocab_size=100, max_position_embeddings=4096, initializer_range=0.02)
+SMALL_EXPORTERS = ("torch-dynamo", "genai")
+
+
+def small_cells(work: Path) -> list[dict[str, Any]]:
+    """SMALL exported by each of SMALL_EXPORTERS and patched as the matrix patches (no parity: it is timed only)."""
+    from posexport.surgery import patch_file, requested_values
+
+    model = build(SMALL, work / "models")
+    cells = []
+    for exporter in SMALL_EXPORTERS:
+        out = work / f"{SMALL.name}--{exporter}"
+        fixed = out.with_name(out.name + "-fixed") / "model.onnx"
+        if not fixed.is_file():  # made once per --work folder
+            done = export(exporter, model, out)
+            if "failed" in done:
+                raise SystemExit(f"error: {exporter} could not export {SMALL.name}: {done['failed']}")
+            fixed.parent.mkdir(parents=True, exist_ok=True)
+            patch_file(done["onnx"], fixed, requested_values(from_model=model), POSITION_LIMIT)
+            (fixed.parent / "original.txt").write_text(done["onnx"])
+        original = (fixed.parent / "original.txt").read_text()
+        cells.append({"architecture": SMALL.name, "exporter": exporter, "paths": {"original": original, "fixed": str(fixed)}})
+    return cells
 
 
 def measure(cell: dict[str, Any], warmup: int, repeats: int) -> dict[str, Any]:
-    inside = ARCHITECTURES[cell["architecture"]].prompts[0]
-    result = bench_models(cell["paths"]["fixed"], cell["paths"]["original"], (inside, *PROMPTS), (inside, PROMPTS[-1]),
+    inside = ({SMALL.name: SMALL} | ARCHITECTURES)[cell["architecture"]].prompts[0]
+    prompts = tuple(dict.fromkeys((inside, *PROMPTS)))
+    result = bench_models(cell["paths"]["fixed"], cell["paths"]["original"], prompts, tuple(dict.fromkeys((inside, PROMPTS[-1]))),
                           threads=1, warmup=warmup, repeats=repeats)
     data = result.as_dict()
     return {"architecture": cell["architecture"], "exporter": cell["exporter"], "rows": data["rows"], "target": data["target"],
@@ -62,6 +91,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--matrix", type=Path, required=True, help="the matrix run's JSON (docs/compatibility.json)")
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--markdown", type=Path, required=True)
+    parser.add_argument("--work", type=Path, default=Path("build/matrix-cost"), help="where the small model and its exports go")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
@@ -70,8 +100,8 @@ def main(argv: list[str]) -> int:
     if missing:
         raise SystemExit(f"error: {missing[0]} is gone: run `make matrix` first (its exports are timed)")
     start = time.monotonic()
-    results = [measure(c, args.warmup, args.repeats) for c in cells]
-    meta = machine() | {"command": "python -m matrix.cost " + " ".join(shlex.quote(a) for a in argv), "warmup": args.warmup,
+    results = [measure(c, args.warmup, args.repeats) for c in small_cells(args.work) + cells]
+    meta = machine() | {"command": "python -m matrix.cost " + " ".join(shlex.quote(a) for a in shown(argv)), "warmup": args.warmup,
                         "repeats": args.repeats, "seconds": round(time.monotonic() - start)}
     args.json.write_text(json.dumps({"meta": meta, "models": results}, indent=2) + "\n")
     args.markdown.write_text(markdown(meta, results) + "\n")

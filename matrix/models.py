@@ -6,6 +6,7 @@ parity past the trained length stays a short prompt."""
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +68,7 @@ def as_transformers5(config: dict[str, Any]) -> Any:
     """The transformers 5 config object of a 4.x-spelled config dict."""
     from transformers import AutoConfig
 
-    values = dict(config)
+    values = copy.deepcopy(config)  # transformers 5 rewrites rope_scaling in place into its own spelling
     return AutoConfig.for_model(values.pop("model_type"), **values)
 
 
@@ -86,6 +87,11 @@ def build(architecture: Architecture, root: Path) -> Path:
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="t1", eos_token="t2", pad_token="t0",
                             unk_token="t3").save_pretrained(folder)
+    write_4x(architecture, folder)
+    return folder
+
+
+def write_4x(architecture: Architecture, folder: Path) -> None:
+    """config.4x.json: the same model's config as transformers 4.x reads it (for exporters pinned to 4.x)."""
     (folder / "config.4x.json").write_text(json.dumps({**architecture.config, "architectures": [
         json.loads((folder / "config.json").read_text())["architectures"][0]], "torch_dtype": "float32"}, indent=2))
-    return folder
