@@ -73,9 +73,15 @@ def doctor_command(
     Rope options (--base 500000 …) may be given like build's."""
     from posexport.surgery import doctor
 
-    report = doctor(model, requested(ctx, from_model, from_config, preset), position_limit)
+    report = doctor(model, requested(ctx, from_model, from_config, preset), position_limit, from_model)
+    exporter = report["exporter"]
+    console.print(escape(f"written by {exporter['name']}{' ' + exporter['version'] if exporter['version'] else ''} "
+                         f"({'; '.join(exporter['evidence'])})"))
     for table in site_tables(report):
         console.print(table)
+    for fault in report["exporter_faults"] or []:
+        known = "known of this exporter" if fault["this_exporter"] else f"known of {', '.join(fault['known_of'])}"
+        console.print(escape(f"exporter fault {fault['fault']} ({known}): {fault['detail']}"))
     for note in report.get("notes", []):
         console.print(escape(note))
     if "genai_context_length" in report:

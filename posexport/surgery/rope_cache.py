@@ -49,6 +49,45 @@ def reads_caches(node: onnx.NodeProto) -> tuple[int, int, str] | None:
     return spec
 
 
+PASSED = ("Reshape", "Cast", "Squeeze", "Unsqueeze", "Identity")
+POSITION_IDS = {"GroupQueryAttention": 9}  # the fused op's input that says which cache row each token reads
+
+
+def rows_from(graph: Graph, cache: str) -> str | None:
+    """The tensor a cache's rows come from, under Reshape/Cast/Squeeze/Unsqueeze and a Concat on axis 0
+    whose later inputs are padding (Expand of a constant)."""
+    node = graph.producer.get(cache)
+    while node is not None and node.op_type in PASSED + ("Concat",):
+        if node.op_type == "Concat":
+            padding = [graph.producer.get(i) for i in node.input[1:]]
+            if onnx.helper.get_attribute_value(node.attribute[0]) != 0 or any(
+                    p is None or p.op_type != "Expand" or graph.array(p.input[0]) is None for p in padding):
+                return None
+        cache = node.input[0]
+        node = graph.producer.get(cache)
+    return cache
+
+
+def token_rows(graph: Graph, node: onnx.NodeProto) -> bool:
+    """The op reads cache row i for token i: its position_ids are Range(0, …, 1), reshaped."""
+    index = POSITION_IDS.get(node.op_type)
+    if index is None or len(node.input) <= index or not node.input[index]:
+        return False
+    source = graph.producer.get(node.input[index])
+    while source is not None and source.op_type in PASSED:
+        source = graph.producer.get(source.input[0])
+    if source is None or source.op_type != "Range":
+        return False
+    start, delta = graph.array(source.input[0]), graph.array(source.input[2])
+    return start is not None and delta is not None and np.all(start == 0) and np.all(delta == 1)
+
+
+def per_token(graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) -> bool:
+    """The op's caches are rows computed per token in the graph (the rope-cache-per-token kind's)."""
+    rows = rows_from(graph, node.input[spec[0]])
+    return rows is not None and graph.array(rows) is None and token_rows(graph, node)
+
+
 def chosen_limits(model: onnx.ModelProto) -> dict[str, int]:
     """Cache names whose rows a posexport patch chose on request (recorded in the model's metadata)."""
     for entry in model.metadata_props:
@@ -155,7 +194,7 @@ class CacheKind(SiteKind):
         sites: dict[tuple[str, str], Site] = {}
         for node in graph.model.graph.node:
             spec = reads_caches(node)
-            if spec is None:
+            if spec is None or per_token(graph, node, spec):
                 continue
             key = (node.input[spec[0]], node.input[spec[1]])
             if key not in sites:
