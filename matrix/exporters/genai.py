@@ -1,14 +1,11 @@
-"""onnxruntime-genai's model builder, fp32 on the CPU execution provider."""
+"""onnxruntime-genai's model builder on the CPU execution provider, at a precision (fp32, fp16, int4)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from .tool import run_tool
+from tests import exporter_fixtures
 
 
-def export(model: Path, out: Path) -> Path:
-    run_tool([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(model), "-o", str(out),
-              "-p", "fp32", "-e", "cpu", "-c", str(out.with_name(out.name + "-cache"))])
-    return out / "model.onnx"
+def export(model: Path, out: Path, precision: str = "fp32") -> Path:
+    return exporter_fixtures.genai(model, out, precision)

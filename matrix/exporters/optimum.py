@@ -1,13 +1,14 @@
-"""optimum-onnx's `optimum-cli export onnx --task text-generation-with-past` (TorchScript), in .venvs/optimum
-with transformers 4.57. That version ignores transformers 5's `rope_parameters`, so the model is handed
-over with its config in 4.x spelling (config.4x.json, written beside config.json by matrix.models)."""
+"""optimum-onnx's `optimum-cli export onnx --task text-generation-with-past` (TorchScript), run by the python
+of .venvs/optimum (transformers 4.57; tests/exporter_fixtures.optimum). That version ignores transformers 5's
+`rope_parameters`, so the model is handed over with its config in 4.x spelling (config.4x.json, written
+beside config.json by matrix.models): the export is of the model the user has."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from .tool import only_onnx, run_tool, script
+from tests import exporter_fixtures
 
 
 def export(model: Path, out: Path) -> Path:
@@ -15,5 +16,4 @@ def export(model: Path, out: Path) -> Path:
     shutil.rmtree(source, ignore_errors=True)
     shutil.copytree(model, source)
     shutil.copyfile(model / "config.4x.json", source / "config.json")
-    run_tool([script("optimum-cli"), "export", "onnx", "--model", str(source), "--task", "text-generation-with-past", str(out)])
-    return only_onnx(out)
+    return exporter_fixtures.optimum(source, out)

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .logits import export as export_logits
+from tests import exporter_fixtures
 
 
 def export(model: Path, out: Path) -> Path:
-    import onnx_ir as ir
-    from onnxscript.rewriter.ort_fusions import optimize_for_ort
-
-    plain = export_logits(model, out / "dynamo", dynamo=True)
-    fused, _ = optimize_for_ort(ir.load(str(plain)))
-    path = out / "model.onnx"
-    ir.save(fused, str(path), external_data=path.name + ".data")
-    return path
+    return exporter_fixtures.ort_optimized(exporter_fixtures.torch_onnx(model, out / "plain.onnx"), out / "model.onnx")

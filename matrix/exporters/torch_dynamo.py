@@ -1,11 +1,11 @@
-"""torch.onnx.export with the dynamo exporter (its default optimisation), logits only."""
+"""torch.onnx.export with the dynamo exporter, logits only (tests/exporter_fixtures.torch_onnx)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .logits import export as export_logits
+from tests import exporter_fixtures
 
 
 def export(model: Path, out: Path) -> Path:
-    return export_logits(model, out, dynamo=True)
+    return exporter_fixtures.torch_onnx(model, out / "model.onnx")

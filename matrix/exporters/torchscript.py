@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .logits import export as export_logits
+from tests import exporter_fixtures
 
 
 def export(model: Path, out: Path) -> Path:
-    return export_logits(model, out, dynamo=False)
+    return exporter_fixtures.torch_onnx(model, out / "model.onnx", dynamo=False)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .transformers_onnx import export as export_transformers
+from tests import exporter_fixtures
 
 
 def export(model: Path, out: Path) -> Path:
-    return export_transformers(model, out, ort_fusions="cpu")
+    return exporter_fixtures.transformers_onnx(model, out, "cpu")
