@@ -57,7 +57,7 @@ def test_bench_model_against_original_reports_ratios_sizes_and_failures(patched,
 def test_bench_model_refuses_a_half_pair_and_a_model_with_other_inputs(patched):
     original, fixed = patched
     assert isinstance(cli("bench", "--model", fixed)[2], PosexportError)
-    other = sf.torch_export(sf.tiny_llama("llama-plain", "default"))
+    other = sf.torch_export(sf.as_plain(sf.tiny_llama("torch-dynamic", "dynamic")))  # the export test_surgery_cli makes
     code, _, error = cli("bench", "--model", other, "--against", original, "--seqs", "16")
     assert isinstance(error, PosexportError) and "are not --model's" in str(error)
     assert isinstance(cli("bench", "--model", fixed, "--against", original, "--seqs", "16,x")[2], PosexportError)
