@@ -14,9 +14,10 @@ from typing import Any
 
 VOCAB = 100
 # 2 layers, hidden 64, 4 heads of 16, 2 kv heads; weights large enough (std 0.3) that logits depend on positions.
+# No rope_theta here: each architecture keeps its own default and its own key (GPT-NeoX says rotary_emb_base).
 TINY: dict[str, Any] = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                             num_key_value_heads=2, initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-                            tie_word_embeddings=False, max_position_embeddings=64, rope_theta=10000.0)
+                            tie_word_embeddings=False, max_position_embeddings=64)
 PHI_SHORT = [1.0 + 0.1 * i for i in range(8)]
 
 
