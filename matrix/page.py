@@ -20,7 +20,8 @@ def error_text(value: Any) -> str:
 
 def errors_text(cell: dict[str, Any]) -> str:
     errors = cell.get("errors") or {}
-    return "; ".join(f"{prompt}: {error_text(e['before'])} → {error_text(e['after'])}" for prompt, e in errors.items()) or "—"
+    ordered = sorted(errors.items(), key=lambda item: int(item[0]))  # the JSON sorts its keys as text
+    return "; ".join(f"{prompt}: {error_text(e['before'])} → {error_text(e['after'])}" for prompt, e in ordered) or "—"
 
 
 def cell_row(cell: dict[str, Any]) -> list[str]:
