@@ -84,6 +84,8 @@ def run_cell(arch: Architecture, exporter: str, model: Path, work: Path) -> dict
         cell |= {"verdict": "NOT FIXED", "reason": f"not yet: {one_line(e, 240)}"}
     finally:
         cell["seconds"] = round(time.monotonic() - start, 1)
+    # Reasons name files relative to the scratch folder, so that pages of two runs compare.
+    cell["reason"] = cell.get("reason", "").replace(f"{work}/", "")
     return cell
 
 
