@@ -1,0 +1,48 @@
+"""The compatibility page: rendered from the matrix's JSON (a FIXED cell and a refused one), the
+committed docs/compatibility.md is exactly what docs/compatibility.json says, and a cell's verdict
+follows its parity report both ways."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from matrix.cell import verdict
+from matrix.page import render
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+META = {"command": "python -m matrix --json m.json --markdown m.md", "time_utc": "2026-12-01 22:00", "cpu_count": 2, "seconds": 90,
+        "versions": {"posexport": "0.1.0"}, "exporters": {"genai": "onnxruntime-genai builder", "optimum": "optimum-cli"},
+        "cells_planned": 2}
+FIXED = {"architecture": "llama", "exporter": "genai", "exported": True, "sites": ["rope-cache"], "faults": ["position-limit"],
+         "verdict": "FIXED", "reason": "", "errors": {"32": {"before": 2.8e-6, "after": 2.6e-6, "ok": True},
+                                                      "136": {"before": "fails: cos_cache dimension 0", "after": 4.5e-6, "ok": True}},
+         "time_ratio": 1.01}
+REFUSED = {"architecture": "llama", "exporter": "optimum", "exported": True, "sites": ["trig-unrecognised"], "faults": ["unrecognised"],
+           "verdict": "REFUSED", "reason": "not yet: posexport refuses: Cos node '/model/rotary_emb/Cos'"}
+
+
+def test_page_shows_each_cell_with_its_numbers_and_reason():
+    page = render({"meta": META, "cells": [FIXED, REFUSED]})
+    assert "make matrix    # runs: python -m matrix --json m.json --markdown m.md" in page
+    assert "2 of 2 cells run: FIXED 1, REFUSED 1." in page and "1.5 min" in page
+    assert "| llama | FIXED | REFUSED |" in page
+    assert ("| llama | genai | yes | rope-cache | position-limit | FIXED | 32: 2.8e-06 → 2.6e-06; 136: fails → 4.5e-06 | 1.01× |  |"
+            in page)
+    assert "| REFUSED | — | — | not yet: posexport refuses: Cos node '/model/rotary_emb/Cos' |" in page
+
+
+def test_committed_page_is_what_its_json_says():
+    data = json.loads((DOCS / "compatibility.json").read_text())
+    assert data["cells"] and all(c["verdict"] == "FIXED" or c["reason"] for c in data["cells"])
+    assert (DOCS / "compatibility.md").read_text() == render(data)
+
+
+def test_verdict_is_fixed_only_when_every_prompt_is_within_tolerance():
+    good = {"ok": True, "tolerance": 1e-4, "rows": [{"ok": True, "case": "prompt 32", "model_fails": "", "error": 2e-6}]}
+    cell: dict = {}
+    verdict(cell, good)
+    assert cell == {"verdict": "FIXED", "reason": ""}
+    bad = {"ok": False, "tolerance": 1e-4, "rows": good["rows"] + [{"ok": False, "case": "prompt 136", "model_fails": "", "error": 3e-2}]}
+    verdict(cell, bad)
+    assert cell == {"verdict": "NOT FIXED", "reason": "not yet: patched model at prompt 136: error 3.00e-02 > 0.0001"}
