@@ -39,10 +39,15 @@ def test_committed_page_is_what_its_json_says():
 
 
 def test_verdict_is_fixed_only_when_every_prompt_is_within_tolerance():
-    good = {"ok": True, "tolerance": 1e-4, "rows": [{"ok": True, "case": "prompt 32", "model_fails": "", "error": 2e-6}]}
+    from posexport.verdicts import CaseResult, Comparison, Report
+
+    def result(case: str, error: float) -> CaseResult:
+        cmp = Comparison(error, error, error, 1e-4)
+        return CaseResult("model.onnx", case, "ort-cpu", "pass" if cmp.passed else "fail", cmp,
+                          "" if cmp.passed else f"error {error:.2e} > tolerance 0.0001", output="logits")
+
     cell: dict = {}
-    verdict(cell, good)
+    verdict(cell, Report(results=[result("prompt 32", 2e-6)]))
     assert cell == {"verdict": "FIXED", "reason": ""}
-    bad = {"ok": False, "tolerance": 1e-4, "rows": good["rows"] + [{"ok": False, "case": "prompt 136", "model_fails": "", "error": 3e-2}]}
-    verdict(cell, bad)
-    assert cell == {"verdict": "NOT FIXED", "reason": "not yet: patched model at prompt 136: error 3.00e-02 > 0.0001"}
+    verdict(cell, Report(results=[result("prompt 32", 2e-6), result("prompt 136", 3e-2)]))
+    assert cell == {"verdict": "NOT FIXED", "reason": "not yet: patched model at prompt 136: error 3.00e-02 > tolerance 0.0001"}
