@@ -9,29 +9,25 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx.numpy_helper as onh
-from google.protobuf.message import DecodeError
 
-from ..errors import PosexportError
+from .. import guarded
 
 # Tensors at least this large go to the external data file when the source model used one.
 EXTERNAL_THRESHOLD = 1024
 
 
 def load(path: str | Path) -> onnx.ModelProto:
-    """The model with its external data read in (the tensors' data, not their locations, are kept)."""
-    path = Path(path)
-    if not path.is_file():
-        raise PosexportError(f"{path}: no such model file")
-    try:
-        return onnx.load(str(path), load_external_data=True)
-    except (OSError, ValueError, DecodeError) as e:
-        raise PosexportError(f"{path}: cannot read it as an ONNX model ({e})") from None
+    """The model with its external data read in (the tensors' data, not their locations, are kept), every
+    location checked first by posexport.guarded: inside the model's folder, sizes as declared, in budget."""
+    model = guarded.load_model(path)
+    guarded.read_external_data(model, path)
+    return model
 
 
 def external_names(path: str | Path) -> set[str]:
     """Initializers the model file keeps in external data."""
-    head = onnx.load(str(path), load_external_data=False)
-    return {t.name for t in head.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    head = guarded.load_model(path)
+    return {t.name for t in head.graph.initializer if guarded.is_external(t)}
 
 
 @dataclass
