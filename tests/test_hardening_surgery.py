@@ -129,3 +129,133 @@ def test_json_that_is_not_json_is_one_line(tmp_path, text, needle):
     with pytest.raises(PosexportError, match=needle) as e:
         guarded.read_json(tmp_path / "c.json")
     assert "\n" not in str(e.value)
+
+
+# --- doctor, patch and model-parity on a real genai export, copied and mutated ----------------------
+
+from . import surgery_fixtures as sf  # noqa: E402
+from .test_hardening_io import one_error  # noqa: E402
+from .test_parity_cli import cli  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def hf_folder() -> Path:
+    return sf.tiny_llama("genai-llama3", "llama3", max_positions=2048, base=500000.0)
+
+
+@pytest.fixture(scope="module")
+def genai_model(hf_folder) -> Path:
+    pytest.importorskip("onnxruntime_genai")
+    return sf.genai_export(hf_folder)
+
+
+def copy_folder(model: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    for f in model.parent.iterdir():
+        (dest / f.name).write_bytes(f.read_bytes())
+    return dest / model.name
+
+
+def snapshot(folder: Path) -> dict[str, bytes | str]:
+    """Every entry of a folder: a file's bytes, a symlink's target."""
+    return {p.name: os.readlink(p) if p.is_symlink() else p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_patch_never_writes_over_a_file_the_source_reads(genai_model, tmp_path):
+    model = copy_folder(genai_model, tmp_path / "m")
+    before = snapshot(model.parent)
+    one_error(*cli("patch", str(model), "--out", str(model.parent / "model.onnx.data")), "which is its external data 'model.onnx.data'")
+    one_error(*cli("patch", str(model), "--out", str(model)), "which is the model being patched")
+    one_error(*cli("patch", str(model), "--out", str(model.parent / "patched.onnx")), "which is its folder's genai_config.json")
+    os.replace(model, model.parent / "orig.onnx")  # orig.onnx still reads model.onnx.data
+    one_error(*cli("patch", str(model.parent / "orig.onnx"), "--out", str(model)), "which is its external data 'model.onnx.data'")
+    os.replace(model.parent / "orig.onnx", model)
+    os.symlink(model.parent / "model.onnx.data", tmp_path / "link.data")  # an output that is a symlink to an input
+    (tmp_path / "link").mkdir()
+    os.symlink(model.parent / "model.onnx.data", tmp_path / "link" / "x.onnx.data")
+    one_error(*cli("patch", str(model), "--out", str(tmp_path / "link" / "x.onnx")), "which is its external data")
+    assert snapshot(model.parent) == before
+
+
+def test_patch_refuses_existing_files_it_did_not_write_and_reruns_over_its_own(genai_model, hf_folder, tmp_path):
+    model = copy_folder(genai_model, tmp_path / "m")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tokenizer.json").write_text("a user's own file")
+    one_error(*cli("patch", str(model), "--out", str(out / "model.onnx")), "tokenizer.json exists and is not a file `posexport patch` wrote")
+    (out / "tokenizer.json").unlink()
+    assert cli("patch", str(model), "--out", str(out / "model.onnx"), "--from-model", str(hf_folder))[0] == 0
+    first = snapshot(out)
+    assert cli("patch", str(model), "--out", str(out / "model.onnx"), "--from-model", str(hf_folder))[0] == 0  # its own output
+    assert snapshot(out) == first
+
+
+def test_patch_copies_only_the_files_a_genai_folder_needs_and_never_from_outside(genai_model, hf_folder, tmp_path):
+    (tmp_path / "SECRET").write_text(SECRET)
+    model = copy_folder(genai_model, tmp_path / "m")
+    os.symlink("/etc/passwd", model.parent / "notes.txt")
+    with open(model.parent / "huge.bin", "wb") as f:  # 3 GiB, sparse: never read
+        f.truncate(3 << 30)
+    assert cli("patch", str(model), "--out", str(tmp_path / "a" / "model.onnx"))[0] == 2  # no such folder: one line
+    (tmp_path / "a").mkdir()
+    code, out, err = cli("patch", str(model), "--out", str(tmp_path / "a" / "model.onnx"), "--from-model", str(hf_folder))
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["genai_config.json", "model.onnx", "model.onnx.data", "tokenizer.json", "tokenizer_config.json"]
+    (model.parent / "tokenizer.json").unlink()
+    os.symlink("../SECRET", model.parent / "tokenizer.json")
+    (tmp_path / "b").mkdir()
+    one_error(*cli("patch", str(model), "--out", str(tmp_path / "b" / "model.onnx")), "outside")
+    assert list((tmp_path / "b").iterdir()) == []
+
+
+def test_a_hugging_face_cache_layout_is_doctored_and_patched(genai_model, hf_folder, tmp_path):
+    model = as_hf_cache(copy_folder(genai_model, tmp_path / "m"), tmp_path / "models--tiny--llama")
+    assert all(p.is_symlink() for p in model.parent.iterdir())
+    code, out, err = cli("doctor", str(model), "--json", str(tmp_path / "report.json"))
+    assert code == 0 and "genai_config.json context_length: 2048" in out and "rope-cache" in out, err
+    (tmp_path / "fixed").mkdir()
+    code, out, err = cli("patch", str(model), "--out", str(tmp_path / "fixed" / "model.onnx"), "--position-limit", "4096",
+                         "--from-model", str(hf_folder))
+    assert code == 0, err
+    fixed = onnx.load(str(tmp_path / "fixed" / "model.onnx"))
+    assert [list(t.dims) for t in fixed.graph.initializer if t.name == "cos_cache"] == [[4096, 8]]
+    code, out, err = cli("model-parity", "--model", str(tmp_path / "fixed" / "model.onnx"), "--against", str(model), "--prompt", "8", "--runtimes", "ort")
+    assert code == 0, out + err
+
+
+def mutated(model: Path, folder: Path, change) -> Path:  # noqa: ANN001
+    """A self-contained copy of the model, changed by ``change(model)``, saved in ``folder``."""
+    m = onnx.load(str(model))
+    change(m)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.onnx").write_bytes(m.SerializeToString())
+    return folder / "model.onnx"
+
+
+def head_with(model: Path, folder: Path, **entries: str) -> Path:
+    """The model's own protobuf and data in ``folder``, cos_cache's external-data entries replaced."""
+    copy = copy_folder(model, folder)
+    m = onnx.load(str(copy), load_external_data=False)
+    tensor = next(t for t in m.graph.initializer if t.name == "cos_cache")
+    del tensor.external_data[:]
+    for key, value in entries.items():
+        tensor.external_data.add(key=key, value=value)
+    copy.write_bytes(m.SerializeToString())
+    return copy
+
+
+@pytest.mark.parametrize("entries, needle", [
+    (dict(location="model.onnx", offset="0", length="65536"), "is the model file itself"),
+    (dict(location="model.onnx.data", offset="0", length="4"), "length 4 is not its 65536 bytes"),
+    (dict(location="../SECRET", offset="0", length="8"), "outside"),
+    (dict(location="/etc/passwd"), "relative to the model's folder"),
+    (dict(location="model.onnx.data", offset="478400", length="65536"), "past the end"),
+])
+def test_external_data_that_lies_is_one_line_for_doctor_patch_and_model_parity(genai_model, tmp_path, entries, needle):
+    (tmp_path / "SECRET").write_text(SECRET)
+    model = head_with(genai_model, tmp_path / "m", **entries)
+    before = snapshot(model.parent)
+    one_error(*cli("doctor", str(model)), needle)
+    one_error(*cli("patch", str(model), "--out", str(tmp_path / "out.onnx")), needle)
+    one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort"), needle)
+    assert snapshot(model.parent) == before and not (tmp_path / "out.onnx").exists()

@@ -85,14 +85,13 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     folder, the files the folder needs. Nothing written may be a file the source reads."""
     src, out = Path(src), Path(out)
     check_destination(out, "--out")
-    sources = source_files(src)
+    external, config = external_names(src), genai.read_config(src.parent)
+    check_outputs(planned_outputs(src, out, external, config), source_files(src), src, out)
     done = patch(load(src), values, position_limit)
     done.model.metadata_props.add(key=PATCHED_KEY, value=src.name)
-    files = serialise(done.model, out, external_names(src))
-    config = genai.read_config(src.parent)
+    files = serialise(done.model, out, external)
     if config is not None:
         files |= genai_folder(src, out, done, config)
-    check_outputs(files, sources, src, out)
     # The model, its data and the folder's files are written as one set: all of them, or none.
     done.files = write_files(files, "--out", stem=out.stem)
     return done
@@ -105,13 +104,22 @@ def source_files(src: Path) -> dict[Path, str]:
         files.setdefault(entry.path, f"its external data {entry.location!r}")
     config = genai.read_config(src.parent)
     if config is not None:
-        files.setdefault((src.parent / genai.GENAI_CONFIG).resolve(), f"its folder's {genai.GENAI_CONFIG}")
-        for name in genai.companions(src.parent, config, src.name):
-            files.setdefault((src.parent / name).resolve(), f"its folder's {name}")
+        for name in [genai.GENAI_CONFIG, *genai.companions(src.parent, config, src.name)]:
+            files.setdefault(guarded.regular_file(guarded.inside(src.parent, name)), f"its folder's {name}")
     return files
 
 
-def check_outputs(files: dict[Path, bytes], sources: dict[Path, str], src: Path, out: Path) -> None:
+def planned_outputs(src: Path, out: Path, external: set[str], config: dict[str, Any] | None) -> list[Path]:
+    """The files a patch of ``src`` into ``out`` writes (as patch_file then writes them)."""
+    planned = [out] + ([out.with_name(out.name + ".data")] if external else [])
+    if config is not None:
+        planned.append(out.parent / genai.GENAI_CONFIG)
+        if out.parent.resolve() != src.parent.resolve():
+            planned += [out.parent / name for name in genai.companions(src.parent, config, src.name)]
+    return planned
+
+
+def check_outputs(files: list[Path], sources: dict[Path, str], src: Path, out: Path) -> None:
     """No file written is one the source reads (symlinks followed), and every file already there is
     one a previous patch wrote."""
     ours = previous_outputs(out)
