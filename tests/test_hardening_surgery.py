@@ -259,3 +259,124 @@ def test_external_data_that_lies_is_one_line_for_doctor_patch_and_model_parity(g
     one_error(*cli("patch", str(model), "--out", str(tmp_path / "out.onnx")), needle)
     one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort"), needle)
     assert snapshot(model.parent) == before and not (tmp_path / "out.onnx").exists()
+
+
+def set_cache(name: str, **fields):  # noqa: ANN003, ANN201
+    def change(m: onnx.ModelProto) -> None:
+        tensor = next(t for t in m.graph.initializer if t.name == name)
+        for key, value in fields.items():
+            if key == "dims":
+                del tensor.dims[:]
+                tensor.dims.extend(value)
+            else:
+                setattr(tensor, key, value)
+    return change
+
+
+def set_metadata(value: str):  # noqa: ANN201
+    def change(m: onnx.ModelProto) -> None:
+        m.metadata_props.add(key="posexport.position_limits", value=value)
+    return change
+
+
+def caches_from_an_if(missing: bool):  # noqa: ANN201
+    """cos/sin caches switched by If(Greater(total length, 1024)), one branch short of an output when ``missing``."""
+    def change(m: onnx.ModelProto) -> None:
+        caches = {t.name: t for t in m.graph.initializer if t.name in ("cos_cache", "sin_cache")}
+        outputs = [oh.make_tensor_value_info(n, 1, None) for n in caches]
+
+        def branch(name: str, drop: bool) -> onnx.GraphProto:
+            nodes = [oh.make_node("Constant", [], [f"{name}_{n}"], value=t) for n, t in caches.items()]
+            outs = [oh.make_tensor_value_info(f"{name}_{n}", 1, None) for n in caches]
+            return oh.make_graph(nodes, name, [], outs[:1] if drop else outs)
+        for t in caches.values():
+            m.graph.initializer.remove(t)
+        m.graph.initializer.append(onh.from_array(np.array(1024, dtype=np.int64), "switch_at"))
+        m.graph.node.insert(0, oh.make_node("Greater", ["switch_at", "switch_at"], ["long"]))
+        m.graph.node.insert(1, oh.make_node("If", ["long"], list(caches), then_branch=branch("long", missing), else_branch=branch("short", False)))
+        del outputs
+    return change
+
+
+HOSTILE_MODELS = {
+    "zero-row caches": set_cache("cos_cache", dims=[0, 8], raw_data=b""),
+    "string caches": set_cache("cos_cache", data_type=onnx.TensorProto.STRING),
+    "unknown dtype": set_cache("cos_cache", data_type=999),
+    "declared size past the data": set_cache("cos_cache", dims=[4096, 8]),
+    "an If branch short of an output": caches_from_an_if(missing=True),
+    "limits metadata not JSON": set_metadata("{not json"),
+    "limits metadata nested deep": set_metadata("[" * 100000),
+    "limits metadata of the wrong shape": set_metadata('{"cos_cache": "many"}'),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_MODELS))
+def test_hostile_caches_and_metadata_are_a_report_or_one_line(genai_model, hf_folder, tmp_path, case):
+    model = mutated(genai_model, tmp_path / "m", HOSTILE_MODELS[case])
+    for args in (["doctor", str(model), "--from-model", str(hf_folder)],
+                 ["patch", str(model), "--out", str(tmp_path / "out.onnx"), "--from-model", str(hf_folder)]):
+        code, out, err = cli(*args)
+        assert "Traceback" not in out + err and code in (0, 1, 2), out + err
+        if code == 2:
+            one_error(code, out, err, "")
+        assert not (tmp_path / "out.onnx").exists() or code == 0
+
+
+def test_a_position_limit_past_the_budget_is_refused_naming_it(genai_model, hf_folder, tmp_path):
+    one_error(*cli("patch", str(genai_model), "--out", str(tmp_path / "out.onnx"), "--from-model", str(hf_folder),
+                   "--position-limit", "2147483648"), "--position-limit 2147483648")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_byte_budget_reaches_doctor_and_patch(genai_model, hf_folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("POSEXPORT_MAX_BYTES", "100K")
+    needle = "over the 100 KiB limit"
+    one_error(*cli("doctor", str(genai_model)), needle)
+    one_error(*cli("patch", str(genai_model), "--out", str(tmp_path / "out.onnx"), "--from-model", str(hf_folder)), needle)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("{not json", "not valid JSON"), ("[1, 2]", "expected a JSON object"), ('{"model": {"decoder": {"head_size": "abc"}}}', 'head_size = "abc"'),
+    ('{"model": {"context_length": Infinity}}', "context_length = Infinity"), ("[" * 100000, "nested too deeply"),
+    ('{"model": {"decoder": {"filename": "../model.onnx"}}}', "expected a plain file name"), ('{"model": 3}', "model = 3"),
+])
+def test_a_hostile_genai_config_is_one_line_for_every_command(genai_model, hf_folder, tmp_path, text, needle):
+    model = copy_folder(genai_model, tmp_path / "m")
+    (model.parent / "genai_config.json").write_text(text)
+    before = snapshot(model.parent)
+    (tmp_path / "out").mkdir()
+    one_error(*cli("doctor", str(model)), needle)
+    one_error(*cli("patch", str(model), "--out", str(tmp_path / "out" / "model.onnx"), "--from-model", str(hf_folder)), needle)
+    one_error(*cli("model-parity", "--model", str(model), "--against", str(model), "--runtimes", "ort"), needle)
+    assert snapshot(model.parent) == before and list((tmp_path / "out").iterdir()) == []
+
+
+def not_a_model(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / "bad.onnx"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "random bytes":
+        path.write_bytes(np.random.default_rng(1).bytes(4096))
+    elif kind == "dev-zero":
+        return Path("/dev/zero")
+    return path
+
+
+@pytest.mark.parametrize("kind, needle", [("fifo", "is a FIFO"), ("dev-zero", "character device"), ("folder", "is a folder"),
+                                          ("random bytes", "bad.onnx"), ("absent", "no such file")])
+def test_model_parity_doctor_and_patch_on_what_is_not_a_model(genai_model, tmp_path, kind, needle):
+    path = not_a_model(tmp_path, kind)
+    one_error(*cli("model-parity", "--model", str(path), "--against", str(genai_model), "--runtimes", "ort"), needle)
+    one_error(*cli("model-parity", "--model", str(genai_model), "--against", str(path), "--runtimes", "ort"), needle)
+    one_error(*cli("doctor", str(path)), needle)
+    one_error(*cli("patch", str(path), "--out", str(tmp_path / "out.onnx")), needle)
+
+
+def test_a_model_onnxruntime_cannot_load_is_one_line(genai_model, tmp_path):
+    def unknown_op(m: onnx.ModelProto) -> None:
+        m.graph.node[0].op_type = "NoSuchOp"
+    model = mutated(genai_model, tmp_path / "m", unknown_op)
+    one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort"), "onnxruntime cannot load it")
