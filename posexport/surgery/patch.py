@@ -14,7 +14,7 @@ from .. import guarded, params as params_mod
 from ..errors import PosexportError
 from ..files import check_destination, write_files
 from ..rope.encoding import RopeParams
-from . import genai
+from .genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from .find import KINDS, find_in
 from .graph import Graph, external_names, load, serialise
 from .rope_cache import CacheKind
@@ -85,7 +85,7 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     folder, the files the folder needs. Nothing written may be a file the source reads."""
     src, out = Path(src), Path(out)
     check_destination(out, "--out")
-    external, config = external_names(src), genai.read_config(src.parent)
+    external, config = external_names(src), read_config(src.parent)
     check_outputs(planned_outputs(src, out, external, config), source_files(src), src, out)
     done = patch(load(src), values, position_limit)
     done.model.metadata_props.add(key=PATCHED_KEY, value=src.name)
@@ -102,9 +102,9 @@ def source_files(src: Path) -> dict[Path, str]:
     files = {guarded.regular_file(src).resolve(): "the model being patched"}
     for entry in guarded.external_data(guarded.load_model(src), src):
         files.setdefault(entry.path, f"its external data {entry.location!r}")
-    config = genai.read_config(src.parent)
+    config = read_config(src.parent)
     if config is not None:
-        for name in [genai.GENAI_CONFIG, *genai.companions(src.parent, config, src.name)]:
+        for name in [GENAI_CONFIG, *companions(src.parent, config, src.name)]:
             files.setdefault(guarded.regular_file(guarded.inside(src.parent, name)), f"its folder's {name}")
     return files
 
@@ -113,9 +113,9 @@ def planned_outputs(src: Path, out: Path, external: set[str], config: dict[str, 
     """The files a patch of ``src`` into ``out`` writes (as patch_file then writes them)."""
     planned = [out] + ([out.with_name(out.name + ".data")] if external else [])
     if config is not None:
-        planned.append(out.parent / genai.GENAI_CONFIG)
+        planned.append(out.parent / GENAI_CONFIG)
         if out.parent.resolve() != src.parent.resolve():
-            planned += [out.parent / name for name in genai.companions(src.parent, config, src.name)]
+            planned += [out.parent / name for name in companions(src.parent, config, src.name)]
     return planned
 
 
@@ -141,12 +141,12 @@ def previous_outputs(out: Path) -> set[Path]:
     try:
         if not any(entry.key == PATCHED_KEY for entry in guarded.load_model(out).metadata_props):
             return set()
-        config = genai.read_config(out.parent)
+        config = read_config(out.parent)
     except PosexportError:
         return set()
     found = {out, out.with_name(out.name + ".data")}
-    if config is not None and out.name in genai.named_files(config, out.parent / genai.GENAI_CONFIG):
-        found |= {out.parent / genai.GENAI_CONFIG} | {out.parent / n for n in genai.TOKENIZER_FILES}
+    if config is not None and out.name in named_files(config, out.parent / GENAI_CONFIG):
+        found |= {out.parent / GENAI_CONFIG} | {out.parent / n for n in TOKENIZER_FILES}
     return found
 
 
@@ -162,8 +162,8 @@ def genai_folder(src: Path, out: Path, done: Patched, config: dict[str, Any]) ->
         if search.get("max_length") == old:
             search["max_length"] = min(limits)
     model_cfg.setdefault("decoder", {})["filename"] = out.name
-    files = {out.parent / genai.GENAI_CONFIG: (json.dumps(config, indent=4) + "\n").encode()}
+    files = {out.parent / GENAI_CONFIG: (json.dumps(config, indent=4) + "\n").encode()}
     if out.parent.resolve() != src.parent.resolve():
-        for name in genai.companions(src.parent, config, out.name):
+        for name in companions(src.parent, config, out.name):
             files[out.parent / name] = guarded.read_bytes(name, root=src.parent)
     return files
