@@ -4,6 +4,7 @@ input with one `error:` line (exit 2)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -380,3 +381,103 @@ def test_a_model_onnxruntime_cannot_load_is_one_line(genai_model, tmp_path):
         m.graph.node[0].op_type = "NoSuchOp"
     model = mutated(genai_model, tmp_path / "m", unknown_op)
     one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort"), "onnxruntime cannot load it")
+
+
+# --- --from-model and --against-hf on folders handed over by others ---------------------------------
+
+
+def gpt2_copy(tmp_path: Path) -> Path:
+    """A tiny GPT-2 folder (its learned table is read from the checkpoint), copied to be mutated."""
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    for f in sf.tiny_gpt2().iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    return folder
+
+
+def build_from(folder: Path, tmp_path: Path) -> tuple[int, str, str]:
+    return cli("build", "--from-model", str(folder), "--out", str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("shard", ["../SECRET.safetensors", "/etc/passwd", "symlink"])
+def test_an_index_never_leads_outside_the_folder(tmp_path, shard):
+    folder = gpt2_copy(tmp_path)
+    os.replace(folder / "model.safetensors", tmp_path / "SECRET.safetensors")  # real tensors, outside
+    if shard == "symlink":
+        os.symlink(tmp_path / "SECRET.safetensors", folder / "shard.safetensors")
+        shard = "shard.safetensors"
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"transformer.wpe.weight": shard, "wpe.weight": shard}}))
+    one_error(*build_from(folder, tmp_path), "outside")
+    assert not (tmp_path / "out").exists()
+
+
+def safetensors_file(path: Path, header: dict, data: bytes) -> None:
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+
+
+@pytest.mark.parametrize("header, data, needle", [
+    ({"wpe.weight": {"dtype": "F32", "shape": [128, 64], "data_offsets": [0, 32768]}}, b"\0" * 100, "past the file's end"),
+    ({"wpe.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+      "wte.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [8, 24]}}, b"\0" * 24, "overlap"),
+    ({"wpe.weight": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 1]}}, b"\0", "dtype \"Q4\""),
+    (None, b"", "header length is past the file"),
+])
+def test_a_safetensors_header_that_lies_is_one_line(tmp_path, header, data, needle):
+    folder = gpt2_copy(tmp_path)
+    if header is None:
+        (folder / "model.safetensors").write_bytes((10 ** 12).to_bytes(8, "little") + b"{}")
+    else:
+        safetensors_file(folder / "model.safetensors", header, data)
+    one_error(*build_from(folder, tmp_path), needle)
+
+
+def test_a_pickled_checkpoint_is_refused_in_one_line(tmp_path):
+    import pickle
+
+    folder = gpt2_copy(tmp_path)
+    (folder / "model.safetensors").unlink()
+
+    class Code:
+        def __reduce__(self):  # noqa: ANN204
+            return (os.system, ("echo pwned",))
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"wpe.weight": Code()}))
+    line = one_error(*build_from(folder, tmp_path), "refused")
+    assert "pwned" not in line
+
+
+BAD_CONFIGS = {
+    "rope_theta NaN": ({"rope_theta": float("nan")}, "'rope_theta' = nan: expected a finite number"),
+    "no heads": ({"num_attention_heads": 0}, "'num_attention_heads' = 0: expected a positive integer"),
+    "huge head_dim": ({"head_dim": 10 ** 18}, "--head-dim 1000000000000000000"),
+    "infinite max positions": ({"max_position_embeddings": float("inf")}, "'max_position_embeddings' = inf"),
+    "rope_type a dict": ({"rope_scaling": {"rope_type": {"a": 1}}}, "'rope_type' = {\"a\": 1}: expected the name"),
+    "absurd base": ({"rope_theta": 1e308}, "--base 1e+308: leaves 1 of 8 frequency pairs rotating"),
+    "absurd factor": ({"rope_scaling": {"rope_type": "linear", "factor": 1e308}}, "--factor 1e+308: leaves 0 of 8"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CONFIGS))
+def test_doctor_patch_and_build_refuse_a_config_with_the_same_words(genai_model, hf_folder, tmp_path, case):
+    change, needle = BAD_CONFIGS[case]
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    config = json.loads((hf_folder / "config.json").read_text())
+    config.pop("rope_parameters", None)
+    (folder / "config.json").write_text(json.dumps({**config, "rope_theta": 10000.0, **change}))
+    lines = {one_error(*build_from(folder, tmp_path), needle),
+             one_error(*cli("doctor", str(genai_model), "--from-model", str(folder)), needle),
+             one_error(*cli("patch", str(genai_model), "--out", str(tmp_path / "p.onnx"), "--from-model", str(folder)), needle)}
+    assert len({line.split(": ", 2)[-1] for line in lines}) == 1, lines
+
+
+def test_against_hf_without_weights_is_one_line(genai_model, hf_folder, tmp_path):
+    folder = tmp_path / "noweights"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((hf_folder / "config.json").read_bytes())
+    one_error(*cli("model-parity", "--model", str(genai_model), "--against-hf", str(folder), "--runtimes", "ort"), "no weights")
+
+
+@pytest.mark.parametrize("encoding", ["t5", "learned", "swin", "vit-learned"])
+def test_a_negative_seed_is_one_line(tmp_path, encoding):
+    one_error(*cli("build", "--encoding", encoding, "--seed", "-1", "--out", str(tmp_path)), "--seed -1")
