@@ -23,7 +23,7 @@ import onnx.helper as oh
 import onnx.numpy_helper as onh
 import torch
 
-from . import __version__, params as params_mod
+from . import __version__, guarded, params as params_mod
 from .contract import AUTO, BACKENDS, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSION, MIN_OPSET, PORTABLE, SOURCES, Artifact, BuildOptions, TensorSpec
 from .dtypes import DTYPES, DType, get_dtype
 from .encodings.base import Encoding
@@ -246,7 +246,7 @@ def load(path: str | Path) -> Artifact:
         raise PosexportError(f"{onnx_path}: no such file; pass a .onnx built by `posexport build`")
     if not json_path.is_file():
         raise PosexportError(f"{onnx_path}: no manifest {json_path.name} beside it; rebuild with `posexport build`")
-    data = onnx_path.read_bytes()
+    data = guarded.read_bytes(onnx_path)  # a regular file within the byte budget
     try:
         model = onnx.load_model_from_string(data)
     except Exception:
@@ -273,7 +273,7 @@ def read_manifest(json_path: Path) -> dict[str, Any]:
     if json_path.stat().st_size > MAX_MANIFEST_BYTES:
         raise PosexportError(f"{json_path}: not a posexport manifest (over {MAX_MANIFEST_BYTES:,} bytes)")
     try:
-        manifest = json.loads(json_path.read_bytes())
+        manifest = json.loads(guarded.read_bytes(json_path, max_bytes=MAX_MANIFEST_BYTES))
     except (ValueError, RecursionError) as e:
         why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
         raise PosexportError(f"{json_path}: not a posexport manifest ({why})") from None

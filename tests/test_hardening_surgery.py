@@ -5,6 +5,7 @@ input with one `error:` line (exit 2)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -481,3 +482,19 @@ def test_against_hf_without_weights_is_one_line(genai_model, hf_folder, tmp_path
 @pytest.mark.parametrize("encoding", ["t5", "learned", "swin", "vit-learned"])
 def test_a_negative_seed_is_one_line(tmp_path, encoding):
     one_error(*cli("build", "--encoding", encoding, "--seed", "-1", "--out", str(tmp_path)), "--seed -1")
+
+
+def flat_caches(m: onnx.ModelProto) -> None:
+    for t in m.graph.initializer:
+        if t.name in ("cos_cache", "sin_cache"):
+            t.dims[:] = [math.prod(t.dims)]
+
+
+def test_caches_that_would_abort_onnxruntime_are_refused_before_it_runs(genai_model, tmp_path):
+    """A 1-D cos/sin cache makes onnxruntime's GroupQueryAttention terminate the process; model-parity
+    refuses it first, naming the node (this test's process surviving is half the check)."""
+    model = mutated(genai_model, tmp_path / "m", flat_caches)
+    (tmp_path / "m" / "genai_config.json").write_bytes((genai_model.parent / "genai_config.json").read_bytes())
+    one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort"),
+              "reads cos/sin caches of shapes [16384] and [16384]")
+    one_error(*cli("model-parity", "--model", str(genai_model), "--against", str(model), "--runtimes", "ort"), "[16384]")

@@ -17,6 +17,8 @@ import onnx
 from .. import guarded
 from ..errors import PosexportError, one_line
 from .genai import head_size
+from .graph import node_label
+from .rope_cache import reads_caches
 
 RUNTIMES = {"ort": True, "ort-noopt": False}  # onnxruntime CPU with graph optimisation on / off
 TOLERANCE = 1e-4
@@ -136,7 +138,9 @@ def ort_runner(path: str | Path, optimize: bool = True) -> Runner:
     options = ort.SessionOptions()
     options.log_severity_level = 4
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    guarded.external_data(guarded.load_model(path), path)  # checked here too: the reference and the original
+    head = guarded.load_model(path)
+    guarded.external_data(head, path)  # checked here too: the reference and the original
+    check_caches(head, path)
     try:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime's own errors have no common base class
@@ -147,6 +151,20 @@ def ort_runner(path: str | Path, optimize: bool = True) -> Runner:
         return dict(zip(names, session.run(names, feeds)))
 
     return run
+
+
+def check_caches(model: onnx.ModelProto, path: str | Path) -> None:
+    """Stored cos/sin caches of a fused rotary op are [rows, n] pairs of one shape: onnxruntime aborts the
+    whole process on some other shapes (a 1-D cache), so they are refused before it sees them."""
+    dims = {t.name: list(t.dims) for t in model.graph.initializer}
+    for node in model.graph.node:
+        spec = reads_caches(node)
+        if spec is None or node.input[spec[0]] not in dims or node.input[spec[1]] not in dims:
+            continue
+        cos, sin = dims[node.input[spec[0]]], dims[node.input[spec[1]]]
+        if len(cos) != 2 or cos != sin or 0 in cos:
+            raise PosexportError(f"{path}: {node_label(node)} reads cos/sin caches of shapes {cos} and {sin}; a fused rotary "
+                                 "op needs two [rows, rotary_dim/2] caches of one shape (onnxruntime would abort on these)")
 
 
 def error(out: np.ndarray, ref: np.ndarray) -> float:
