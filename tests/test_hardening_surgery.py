@@ -498,3 +498,16 @@ def test_caches_that_would_abort_onnxruntime_are_refused_before_it_runs(genai_mo
     one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort"),
               "reads cos/sin caches of shapes [16384] and [16384]")
     one_error(*cli("model-parity", "--model", str(genai_model), "--against", str(model), "--runtimes", "ort"), "[16384]")
+
+
+def test_a_library_refusal_reaching_the_cli_is_one_line_and_a_bug_is_not_hidden(monkeypatch):
+    import posexport.surgery as surgery
+
+    def invalid(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        onnx.checker.check_model(onnx.ModelProto())  # onnx's own ValidationError
+
+    monkeypatch.setattr(surgery, "doctor", invalid)
+    one_error(*cli("doctor", "model.onnx"), "the model is not valid ONNX")
+    monkeypatch.setattr(surgery, "doctor", lambda *args, **kwargs: 1 // 0)
+    with pytest.raises(ZeroDivisionError):
+        cli("doctor", "model.onnx")
