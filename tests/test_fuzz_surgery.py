@@ -115,7 +115,7 @@ def command(data: st.DataObject, model: Path, original: Path, hf: Path, out: Pat
         return ["doctor", str(model), *source]
     if which == "patch":
         return ["patch", str(model), "--out", str(out / "model.onnx"), *source]
-    return ["model-parity", "--model", str(model), "--against", str(original), "--prompt", "4", "--runtimes", "ort"]
+    return ["model-parity", "--model", str(model), "--against", str(original), "--prompt", "4", "--runtimes", "ort-cpu"]
 
 
 def check_outcome(code: int, out: str, err: str, opened: list[str], secret: Path) -> None:

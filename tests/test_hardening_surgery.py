@@ -221,7 +221,7 @@ def test_a_hugging_face_cache_layout_is_doctored_and_patched(genai_model, hf_fol
     assert code == 0, err
     fixed = onnx.load(str(tmp_path / "fixed" / "model.onnx"))
     assert [list(t.dims) for t in fixed.graph.initializer if t.name == "cos_cache"] == [[4096, 8]]
-    code, out, err = cli("model-parity", "--model", str(tmp_path / "fixed" / "model.onnx"), "--against", str(model), "--prompt", "8", "--runtimes", "ort")
+    code, out, err = cli("model-parity", "--model", str(tmp_path / "fixed" / "model.onnx"), "--against", str(model), "--prompt", "8", "--runtimes", "ort-cpu")
     assert code == 0, out + err
 
 
@@ -259,7 +259,7 @@ def test_external_data_that_lies_is_one_line_for_doctor_patch_and_model_parity(g
     before = snapshot(model.parent)
     one_error(*cli("doctor", str(model)), needle)
     one_error(*cli("patch", str(model), "--out", str(tmp_path / "out.onnx")), needle)
-    one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort"), needle)
+    one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort-cpu"), needle)
     assert snapshot(model.parent) == before and not (tmp_path / "out.onnx").exists()
 
 
@@ -350,7 +350,7 @@ def test_a_hostile_genai_config_is_one_line_for_every_command(genai_model, hf_fo
     (tmp_path / "out").mkdir()
     one_error(*cli("doctor", str(model)), needle)
     one_error(*cli("patch", str(model), "--out", str(tmp_path / "out" / "model.onnx"), "--from-model", str(hf_folder)), needle)
-    one_error(*cli("model-parity", "--model", str(model), "--against", str(model), "--runtimes", "ort"), needle)
+    one_error(*cli("model-parity", "--model", str(model), "--against", str(model), "--runtimes", "ort-cpu"), needle)
     assert snapshot(model.parent) == before and list((tmp_path / "out").iterdir()) == []
 
 
@@ -371,17 +371,19 @@ def not_a_model(tmp_path: Path, kind: str) -> Path:
                                           ("random bytes", "bad.onnx"), ("absent", "no such file")])
 def test_model_parity_doctor_and_patch_on_what_is_not_a_model(genai_model, tmp_path, kind, needle):
     path = not_a_model(tmp_path, kind)
-    one_error(*cli("model-parity", "--model", str(path), "--against", str(genai_model), "--runtimes", "ort"), needle)
-    one_error(*cli("model-parity", "--model", str(genai_model), "--against", str(path), "--runtimes", "ort"), needle)
+    one_error(*cli("model-parity", "--model", str(path), "--against", str(genai_model), "--runtimes", "ort-cpu"), needle)
+    one_error(*cli("model-parity", "--model", str(genai_model), "--against", str(path), "--runtimes", "ort-cpu"), needle)
     one_error(*cli("doctor", str(path)), needle)
     one_error(*cli("patch", str(path), "--out", str(tmp_path / "out.onnx")), needle)
 
 
-def test_a_model_onnxruntime_cannot_load_is_one_line(genai_model, tmp_path):
+def test_a_model_onnxruntime_cannot_load_is_a_failed_row_naming_the_runtime(genai_model, tmp_path):
     def unknown_op(m: onnx.ModelProto) -> None:
         m.graph.node[0].op_type = "NoSuchOp"
     model = mutated(genai_model, tmp_path / "m", unknown_op)
-    one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort"), "onnxruntime cannot load it")
+    code, out, err = cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort-cpu")
+    assert code == 1 and "ort-cpu unavailable: failed to load model.onnx" in out and "NoSuchOp" in out, out + err
+    assert "Traceback" not in out + err
 
 
 # --- --from-model and --against-hf on folders handed over by others ---------------------------------
@@ -476,7 +478,7 @@ def test_against_hf_without_weights_is_one_line(genai_model, hf_folder, tmp_path
     folder = tmp_path / "noweights"
     folder.mkdir()
     (folder / "config.json").write_bytes((hf_folder / "config.json").read_bytes())
-    one_error(*cli("model-parity", "--model", str(genai_model), "--against-hf", str(folder), "--runtimes", "ort"), "no weights")
+    one_error(*cli("model-parity", "--model", str(genai_model), "--against-hf", str(folder), "--runtimes", "ort-cpu"), "no weights")
 
 
 @pytest.mark.parametrize("encoding", ["t5", "learned", "swin", "vit-learned"])
@@ -495,9 +497,9 @@ def test_caches_that_would_abort_onnxruntime_are_refused_before_it_runs(genai_mo
     refuses it first, naming the node (this test's process surviving is half the check)."""
     model = mutated(genai_model, tmp_path / "m", flat_caches)
     (tmp_path / "m" / "genai_config.json").write_bytes((genai_model.parent / "genai_config.json").read_bytes())
-    one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort"),
+    one_error(*cli("model-parity", "--model", str(model), "--against", str(genai_model), "--runtimes", "ort-cpu"),
               "reads cos/sin caches of shapes [16384] and [16384]")
-    one_error(*cli("model-parity", "--model", str(genai_model), "--against", str(model), "--runtimes", "ort"), "[16384]")
+    one_error(*cli("model-parity", "--model", str(genai_model), "--against", str(model), "--runtimes", "ort-cpu"), "[16384]")
 
 
 def test_a_library_refusal_reaching_the_cli_is_one_line_and_a_bug_is_not_hidden(monkeypatch):
