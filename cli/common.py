@@ -138,3 +138,20 @@ class EncodingHelp(TyperCommand):
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_help(ctx, formatter)
         print_encoding_options(ctx.meta.get("encoding", DEFAULT_ENCODING))
+
+
+# Exceptions a library raises on a malformed input file (not a bug in posexport), by class name so that
+# none of those libraries is imported here: what each means, as the one line an `error:` shows.
+INPUT_ERRORS = {
+    "ValidationError": "the model is not valid ONNX",  # onnx.checker
+    "DecodeError": "the file is not a valid protobuf",  # google.protobuf
+    "RecursionError": "the input is nested too deeply to read",
+}
+
+
+def input_error(error: BaseException) -> str | None:
+    """The one line for a library's refusal of a bad input file, or None for anything else."""
+    from posexport.errors import one_line
+
+    meaning = INPUT_ERRORS.get(type(error).__name__)
+    return None if meaning is None else f"{meaning} ({one_line(error, 300)})"

@@ -22,7 +22,7 @@ from typer.core import TyperGroup
 
 from posexport.errors import PosexportError
 
-from .common import console, err_console, keep_last_line, show_last_line
+from .common import console, err_console, input_error, keep_last_line, show_last_line
 
 # command -> (module of this package that registers it, the line `posexport --help` shows for it)
 COMMANDS = {
@@ -197,6 +197,12 @@ def main() -> None:
         sys.exit(130)
     except Terminated:
         sys.exit(128 + signal.SIGTERM)
+    except Exception as e:  # a library's refusal of a bad input file is one line too; anything else is a bug
+        line = input_error(e)
+        if line is None:
+            raise
+        err_console.print(f"error: {line}", highlight=False, markup=False)
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
 
 

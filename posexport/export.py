@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,14 @@ import onnx.helper as oh
 import onnx.numpy_helper as onh
 import torch
 
-from . import __version__, params as params_mod
+from . import __version__, guarded, params as params_mod
 from .contract import AUTO, BACKENDS, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSION, MIN_OPSET, PORTABLE, SOURCES, Artifact, BuildOptions, TensorSpec
 from .dtypes import DTYPES, DType, get_dtype
 from .encodings.base import Encoding
 from .encodings.guards import guard_graph
 from .errors import PosexportError
 from .files import check_stem, write_files
+from .guarded import is_external, model_tensors
 from .registry import ENCODINGS, get_encoding
 from .rope.backends import resolve_backend
 from .script import callees_first, called_functions, check_opset, newest_opset, standard_opset
@@ -252,7 +253,7 @@ def load(path: str | Path) -> Artifact:
         raise PosexportError(f"{onnx_path}: no such file; pass a .onnx built by `posexport build`")
     if not json_path.is_file():
         raise PosexportError(f"{onnx_path}: no manifest {json_path.name} beside it; rebuild with `posexport build`")
-    data = onnx_path.read_bytes()
+    data = guarded.read_bytes(onnx_path)  # a regular file within the byte budget
     try:
         model = onnx.load_model_from_string(data)
     except Exception:
@@ -279,7 +280,7 @@ def read_manifest(json_path: Path) -> dict[str, Any]:
     if json_path.stat().st_size > MAX_MANIFEST_BYTES:
         raise PosexportError(f"{json_path}: not a posexport manifest (over {MAX_MANIFEST_BYTES:,} bytes)")
     try:
-        manifest = json.loads(json_path.read_bytes())
+        manifest = json.loads(guarded.read_bytes(json_path, max_bytes=MAX_MANIFEST_BYTES))
     except (ValueError, RecursionError) as e:
         why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
         raise PosexportError(f"{json_path}: not a posexport manifest ({why})") from None
@@ -326,41 +327,11 @@ def check_pinned_weights(params: dict[str, Any], json_path: Path) -> None:
                              "of the weights file, as `posexport build` records it (an unpinned file is refused)")
 
 
-def tensors_of(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor a graph holds: initializers, sparse initializers, node attributes, subgraphs."""
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield from (sparse.values, sparse.indices)
-    for node in graph.node:
-        yield from attribute_tensors(node.attribute)
-
-
-def attribute_tensors(attributes: Iterable[onnx.AttributeProto]) -> Iterator[onnx.TensorProto]:
-    for attr in attributes:
-        yield from [attr.t, *attr.tensors]
-        for sparse in [attr.sparse_tensor, *attr.sparse_tensors]:
-            yield from (sparse.values, sparse.indices)
-        for sub in [attr.g, *attr.graphs]:
-            yield from tensors_of(sub)
-
-
-def model_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor of a model: its graph's, its functions' (nodes and attribute defaults), training graphs'."""
-    yield from tensors_of(model.graph)
-    for function in model.functions:
-        yield from attribute_tensors(function.attribute_proto)
-        for node in function.node:
-            yield from attribute_tensors(node.attribute)
-    for info in model.training_info:
-        yield from tensors_of(info.initialization)
-        yield from tensors_of(info.algorithm)
-
-
 def refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
     """posexport never writes external data; a graph that points at other files (which runtimes would
     read from the working directory) is refused before any runtime sees it."""
     for tensor in model_tensors(model):
-        if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+        if is_external(tensor):
             location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
             raise PosexportError(
                 f"{path}: tensor {tensor.name[:80]!r} is stored as external data ({location[:80]!r}); posexport only loads "

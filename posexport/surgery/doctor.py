@@ -4,7 +4,6 @@ report is a dict (JSON-able, schema in docs/surgery.md, ``schema_version`` below
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from ..errors import PosexportError
 from ..rope.encoding import RopeParams
 from .exporter_faults import check_known_faults
 from .exporters import identify
+from .genai import context_length
 from .find import KINDS, find_in
 from .graph import Graph, load
 from .sites import Fault, Site
@@ -25,12 +25,7 @@ SCHEMA_VERSION = 1
 
 def genai_context(model_path: Path | None) -> int | None:
     """context_length of an onnxruntime-genai folder's genai_config.json, if the model sits in one."""
-    if model_path is None or not (model_path.parent / "genai_config.json").is_file():
-        return None
-    try:
-        return int(json.loads((model_path.parent / "genai_config.json").read_text())["model"]["context_length"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    return None if model_path is None else context_length(model_path.parent)
 
 
 def params_or_fault(site: Site, values: Candidates | None, graph: Graph) -> RopeParams | None:

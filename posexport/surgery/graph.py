@@ -9,29 +9,26 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx.numpy_helper as onh
-from google.protobuf.message import DecodeError
 
-from ..errors import PosexportError
+from .. import guarded
+from ..errors import PosexportError, one_line
 
 # Tensors at least this large go to the external data file when the source model used one.
 EXTERNAL_THRESHOLD = 1024
 
 
 def load(path: str | Path) -> onnx.ModelProto:
-    """The model with its external data read in (the tensors' data, not their locations, are kept)."""
-    path = Path(path)
-    if not path.is_file():
-        raise PosexportError(f"{path}: no such model file")
-    try:
-        return onnx.load(str(path), load_external_data=True)
-    except (OSError, ValueError, DecodeError, onnx.checker.ValidationError) as e:  # the last: external data missing
-        raise PosexportError(f"{path}: cannot read it as an ONNX model ({e})") from None
+    """The model with its external data read in (the tensors' data, not their locations, are kept), every
+    location checked first by posexport.guarded: inside the model's folder, sizes as declared, in budget."""
+    model = guarded.load_model(path)
+    guarded.read_external_data(model, path)
+    return model
 
 
 def external_names(path: str | Path) -> set[str]:
     """Initializers the model file keeps in external data."""
-    head = onnx.load(str(path), load_external_data=False)
-    return {t.name for t in head.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+    head = guarded.load_model(path)
+    return {t.name for t in head.graph.initializer if guarded.is_external(t)}
 
 
 @dataclass
@@ -61,12 +58,12 @@ class Graph:
     def array(self, name: str) -> np.ndarray | None:
         """The value of an initializer or a Constant node's output, else None."""
         if name in self.initializers:
-            return onh.to_array(self.initializers[name])
+            return values(self.initializers[name])
         node = self.producer.get(name)
         if node is not None and node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             for a in node.attribute:
                 if a.name == "value":
-                    return onh.to_array(a.t)
+                    return values(a.t)
                 if a.name in ("value_float", "value_int", "value_floats", "value_ints"):
                     return np.array(onnx.helper.get_attribute_value(a))
         return None
@@ -76,6 +73,15 @@ class Graph:
 
     def opset(self) -> int:
         return next(o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def values(tensor: onnx.TensorProto) -> np.ndarray:
+    """A tensor's values; one that cannot be read (a dtype onnx does not know, fewer values than its dims
+    say) is a user error naming it."""
+    try:
+        return onh.to_array(tensor)
+    except (ValueError, TypeError, KeyError) as e:
+        raise PosexportError(f"tensor {tensor.name[:80]!r}: cannot read its values ({one_line(e, 200)})") from None
 
 
 def attribute(node: onnx.NodeProto, name: str, default: object = None) -> object:

@@ -10,10 +10,11 @@ from typing import Any
 
 import onnx
 
-from .. import params as params_mod
+from .. import guarded, params as params_mod
 from ..errors import PosexportError
 from ..files import check_destination, write_files
 from ..rope.encoding import RopeParams
+from .genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from .find import KINDS, find_in
 from .graph import Graph, external_names, load, serialise
 from .learned_table import Extension
@@ -21,10 +22,10 @@ from .rope_cache import CacheKind
 from .sites import Site
 from .source import Candidates, choose
 
-GENAI_CONFIG = "genai_config.json"
 # What a patched site computes from, shown even at their defaults; any other field only where it is not
 # the default (heads, layout or max_positions at their defaults were never read from the graph).
 SHOWN = ("head_dim", "rotary_dim", "base", "scaling", "position_limit")
+PATCHED_KEY = "posexport.patched_from"  # marks a model posexport patch wrote (its source file name)
 
 
 @dataclass
@@ -105,36 +106,89 @@ def passes_checker(model: onnx.ModelProto) -> bool:
 def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candidates | None = None,
                position_limit: int | None = None, extension: Extension | None = None) -> Patched:
     """Patch the model at ``src`` into ``out`` (external data beside it when the source had some); for
-    an onnxruntime-genai folder also write genai_config.json with the new context length."""
+    an onnxruntime-genai folder also write genai_config.json with the new context length, and, in a new
+    folder, the files the folder needs. Nothing written may be a file the source reads."""
     src, out = Path(src), Path(out)
-    if out.resolve() == src.resolve():
-        raise PosexportError(f"--out {out}: choose a path other than the model being patched")
     check_destination(out, "--out", folders=True)
+    external, config = external_names(src), read_config(src.parent)
+    check_outputs(planned_outputs(src, out, external, config), source_files(src), src, out)
     done = patch(load(src), values, position_limit, extension)
-    files = serialise(done.model, out, external_names(src))
-    if (src.parent / GENAI_CONFIG).is_file():
-        files |= genai_folder(src, out, done)
+    done.model.metadata_props.add(key=PATCHED_KEY, value=src.name)
+    files = serialise(done.model, out, external)
+    if config is not None:
+        files |= genai_folder(src, out, done, config)
     # The model, its data and the folder's files are written as one set: all of them, or none.
     done.files = write_files(files, "--out", stem=out.stem)
     return done
 
 
-def genai_folder(src: Path, out: Path, done: Patched) -> dict[Path, bytes]:
+def source_files(src: Path) -> dict[Path, str]:
+    """Every file the source reads, resolved, with what it is to the source."""
+    files = {guarded.regular_file(src).resolve(): "the model being patched"}
+    for entry in guarded.external_data(guarded.load_model(src), src):
+        files.setdefault(entry.path, f"its external data {entry.location!r}")
+    config = read_config(src.parent)
+    if config is not None:
+        for name in [GENAI_CONFIG, *companions(src.parent, config, src.name)]:
+            files.setdefault(guarded.regular_file(guarded.inside(src.parent, name)), f"its folder's {name}")
+    return files
+
+
+def planned_outputs(src: Path, out: Path, external: set[str], config: dict[str, Any] | None) -> list[Path]:
+    """The files a patch of ``src`` into ``out`` writes (as patch_file then writes them)."""
+    planned = [out] + ([out.with_name(out.name + ".data")] if external else [])
+    if config is not None:
+        planned.append(out.parent / GENAI_CONFIG)
+        if out.parent.resolve() != src.parent.resolve():
+            planned += [out.parent / name for name in companions(src.parent, config, src.name)]
+    return planned
+
+
+def check_outputs(files: list[Path], sources: dict[Path, str], src: Path, out: Path) -> None:
+    """No file written is one the source reads (symlinks followed), and every file already there is
+    one a previous patch wrote."""
+    ours = previous_outputs(out)
+    for path in files:
+        target = path.resolve()
+        if target in sources:
+            raise PosexportError(f"--out {out}: would write {path}, which is {sources[target]} ({src}); choose a new "
+                                 "folder or name for --out (the source is never modified)")
+        if (path.exists() or path.is_symlink()) and path not in ours:
+            raise PosexportError(f"--out {out}: {path} exists and is not a file `posexport patch` wrote; remove it or "
+                                 "choose another --out")
+
+
+def previous_outputs(out: Path) -> set[Path]:
+    """Files at ``out`` a previous patch wrote (so a patch may be rerun in place): the model, when it
+    carries posexport's mark, its data, and the genai files of a folder whose config names it."""
+    if not out.is_file() or out.is_symlink():
+        return set()
+    try:
+        if not any(entry.key == PATCHED_KEY for entry in guarded.load_model(out).metadata_props):
+            return set()
+        config = read_config(out.parent)
+    except PosexportError:
+        return set()
+    found = {out, out.with_name(out.name + ".data")}
+    if config is not None and out.name in named_files(config, out.parent / GENAI_CONFIG):
+        found |= {out.parent / GENAI_CONFIG} | {out.parent / n for n in TOKENIZER_FILES}
+    return found
+
+
+def genai_folder(src: Path, out: Path, done: Patched, config: dict[str, Any]) -> dict[Path, bytes]:
     """genai_config.json beside the output (decoder file name and context length updated) and, in a new
-    folder, the folder's other small files (tokenizer, processing config)."""
-    config = json.loads((src.parent / GENAI_CONFIG).read_text())
+    folder, the files the source folder's config names and its tokenizer's (regular files inside it)."""
     limits = [p.position_limit for s, p in done.sites if s.kind == CacheKind.name]
-    model_cfg = config.get("model", {})
+    model_cfg = config.setdefault("model", {})
     old = model_cfg.get("context_length")
     if limits:
         model_cfg["context_length"] = min(limits)
         search = config.get("search", {})
         if search.get("max_length") == old:
             search["max_length"] = min(limits)
-    model_cfg.get("decoder", {})["filename"] = out.name
+    model_cfg.setdefault("decoder", {})["filename"] = out.name
     files = {out.parent / GENAI_CONFIG: (json.dumps(config, indent=4) + "\n").encode()}
     if out.parent.resolve() != src.parent.resolve():
-        for extra in sorted(src.parent.iterdir()):
-            if extra.is_file() and extra.name != GENAI_CONFIG and not extra.name.startswith((src.name, ".")):
-                files[out.parent / extra.name] = extra.read_bytes()
+        for name in companions(src.parent, config, out.name):
+            files[out.parent / name] = guarded.read_bytes(name, root=src.parent)
     return files

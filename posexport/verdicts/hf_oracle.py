@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import params as params_mod
-from ..errors import PosexportError
+from .. import checkpoint, params as params_mod
+from ..errors import PosexportError, one_line
 from ..models import read_model
 from ..rope.encoding import RopeParams, inv_freq_and_factor
 
@@ -103,7 +103,11 @@ class HfOracle:
         ropes = [params_mod.build(RopeParams, dict(role.values)) for role in read_model(self.directory).roles if role.encoding == "rope"]
         if not ropes:
             raise PosexportError(f"--against-hf {self.directory}: the model uses no rope the float64 oracle can make exact")
-        self.model = AutoModelForCausalLM.from_pretrained(str(self.directory), dtype=torch.float64).eval()
+        checkpoint.weight_files(self.directory)  # contained, regular, in budget, before transformers opens any
+        try:
+            self.model = AutoModelForCausalLM.from_pretrained(str(self.directory), dtype=torch.float64).eval()
+        except (OSError, ValueError, KeyError, RuntimeError) as e:  # transformers' refusals, often several lines
+            raise PosexportError(f"--against-hf {self.directory}: transformers cannot load it ({one_line(e, 300)})") from None
         rotary = [m for m in self.model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
         if not rotary:
             raise PosexportError(f"--against-hf {self.directory}: the model has no rotary embedding module posexport can make exact")

@@ -4,7 +4,6 @@ model, its reference and every runner."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +12,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from .. import guarded
 from ..errors import PosexportError
+from ..surgery.genai import head_size
+from ..surgery.graph import node_label
+from ..surgery.rope_cache import reads_caches
 
 
 
@@ -49,17 +52,38 @@ def vocabulary(model: onnx.ModelProto, ids: str) -> int:
     raise PosexportError(f"cannot tell the vocabulary size: no Gather reads {ids!r} from an embedding table")
 
 
+def checked_model(path: str | Path) -> onnx.ModelProto:
+    """The model's protobuf (no external data), read through posexport.guarded with every external-data
+    location checked and its fused rotary caches well formed, before any runtime opens it."""
+    model = guarded.load_model(path)
+    guarded.external_data(model, path)
+    check_caches(model, path)
+    return model
+
+
+def check_caches(model: onnx.ModelProto, path: str | Path) -> None:
+    """Stored cos/sin caches of a fused rotary op are [rows, n] pairs of one shape: onnxruntime aborts the
+    whole process on some other shapes (a 1-D cache), so they are refused before it sees them."""
+    dims = {t.name: list(t.dims) for t in model.graph.initializer}
+    for node in model.graph.node:
+        spec = reads_caches(node)
+        if spec is None or node.input[spec[0]] not in dims or node.input[spec[1]] not in dims:
+            continue
+        cos, sin = dims[node.input[spec[0]]], dims[node.input[spec[1]]]
+        if len(cos) != 2 or cos != sin or 0 in cos:
+            raise PosexportError(f"{path}: {node_label(node)} reads cos/sin caches of shapes {cos} and {sin}; a fused rotary "
+                                 "op needs two [rows, rotary_dim/2] caches of one shape (onnxruntime would abort on these)")
+
+
 def signature(path: str | Path, dims: Mapping[str, int] | None = None) -> Signature:
     path = Path(path)
-    model = onnx.load(str(path), load_external_data=False)
+    model = checked_model(path)
     inputs = [(i.name, i.type.tensor_type.elem_type, [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim])
               for i in model.graph.input]
     known = dict(dims or {})
-    genai = path.parent / "genai_config.json"
-    if genai.is_file():
-        decoder = json.loads(genai.read_text()).get("model", {}).get("decoder", {})
-        if "head_size" in decoder:
-            known.setdefault("kv_cache_dim", int(decoder["head_size"]))
+    head = head_size(path.parent)
+    if head is not None:
+        known.setdefault("kv_cache_dim", head)
     ids = next((name for name, _, _ in inputs if "input_ids" in name), None)
     vocab = vocabulary(model, ids) if ids else 0
     return Signature(inputs, [o.name for o in model.graph.output], vocab, known)

@@ -23,7 +23,7 @@ from ..errors import PosexportError
 from ..runtimes import ModelSession, Runtime, get_runtime
 from .graphs import describe, valid_bound
 from .hf_oracle import HfOracle, cache_slot
-from .model_feeds import FeedCase, Signature, make_feeds, signature
+from .model_feeds import FeedCase, Signature, checked_model, make_feeds, signature
 from .report import CaseResult, NotCompared, Report
 
 DEFAULT_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
@@ -189,6 +189,9 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
     model = Path(model)
     chosen = [get_runtime(name) for name in runtimes]
     sig = signature(model, dims)
+    for other in (against, original):  # checked as the model is, before any runtime opens them
+        if other is not None:
+            checked_model(other)
     unmatched = [p for p in outputs or () if not any(fnmatch.fnmatchcase(name, p) for name in sig.outputs)]
     if unmatched:
         raise PosexportError(f"--outputs {','.join(unmatched)}: matches no output of {model.name} ({', '.join(sig.outputs)})")
