@@ -57,6 +57,7 @@ class RopeParams:
     truncate: bool | None = param(None, "yarn: floor/ceil the correction range (default true)")
     short_factor: tuple[float, ...] = param((), "longrope: rotary_dim/2 factors used while seq_len ≤ L0")
     long_factor: tuple[float, ...] = param((), "longrope: rotary_dim/2 factors used once seq_len > L0")
+    proportion: float | None = param(None, "proportional: the fraction of the rotary_dim/2 frequencies that turn (the model's partial_rotary_factor); the rest are 0")
 
     def __post_init__(self) -> None:
         check_choices(self)
