@@ -14,7 +14,7 @@ import importlib
 from pathlib import Path
 
 from ..errors import PosexportError
-from . import config
+from . import config, decoders
 from .plan import ModelPlan, Role
 
 # config.json's model_type -> the module (in this package) that reads it.
@@ -56,6 +56,7 @@ READERS: dict[str, str] = {
     "vit": "vit",
     "deit": "vit",
     "whisper": "whisper",
+    **dict.fromkeys(decoders.DECODERS, "decoders"),
 }
 
 
@@ -77,7 +78,16 @@ def read_model(folder: str | Path) -> ModelPlan:
     cfg = config.ModelConfig(data, architecture, source, folder)
     roles = importlib.import_module(f"{__name__}.{READERS[architecture]}").read(cfg)
     cfg.check_all_read()
-    return ModelPlan(architecture, folder, tuple(roles))
+    return ModelPlan(architecture, folder, tuple(roles), layer_count(data))
+
+
+def layer_count(data: dict) -> int:
+    """num_hidden_layers of the config or of its text_config (0 when neither says)."""
+    for part in (data, data.get("text_config")):
+        count = part.get("num_hidden_layers") if isinstance(part, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            return count
+    return 0
 
 
 __all__ = ["ModelPlan", "Role", "read_model", "supported_architectures", "READERS"]

@@ -51,6 +51,7 @@ CALLABLES = {
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention"),
     "embeddings": re.compile(r"(ViT|DeiT)Embeddings"),
+    "scale": re.compile(r"get_llama_4_attn_scale"),
 }
 
 
@@ -278,6 +279,25 @@ class WhisperSinusoidSession(Session):
         return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
 
 
+class QueryScaleSession(Session):
+    """x times the model's own get_llama_4_attn_scale(position_ids, β, F) (Ministral-3), broadcast over
+    heads and channels as the graph's layout has them."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        self.scale = import_attr(entry["hf"]["module"], entry["hf"]["scale"])
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            s = self.scale(positions, self.p.beta, self.p.floor_scale)[:, 0, :, 0].float()  # [batch, seq]
+        for axis in {"bshd": (2, 3), "bhsd": (1, 3), "bsh": (2,)}[self.p.layout]:
+            s = s.unsqueeze(axis)
+        return (torch_float(feeds["x"]) * s).numpy()
+
+
 # The recipe's kind (posexport.models' roles) -> the session running the model's code for it.
 SESSIONS = {
     "rope": RopeSession,
@@ -288,6 +308,7 @@ SESSIONS = {
     "swin": SwinSession,
     "beit": BeitSession,
     "whisper-sinusoid": WhisperSinusoidSession,
+    "query-scale": QueryScaleSession,
 }
 
 

@@ -1,0 +1,47 @@
+"""Tiny configs of every model type in transformers' config registry, saved by transformers' own config
+classes (save_pretrained) into a temp folder: hidden 64, 4 heads (2 key/value), head_dim 16, 4 layers,
+vocab 64. A multimodal config gets these sizes in its text_config. Nothing is downloaded."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+SIZES = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4,
+             intermediate_size=32, vocab_size=64, head_dim=16)
+# Per type: what the tiny sizes must also say (keys whose defaults do not fit them).
+EXTRA: dict[str, dict[str, Any]] = {
+    "esmc": {"num_key_value_heads": 4},
+    "mimo_v2_flash": {"head_dim": 48},  # partial_rotary_factor 0.334 of 48 is an even 16
+    "zamba2": {"layer_types": None},
+}
+
+
+def config_class(model_type: str) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    return CONFIG_MAPPING[model_type]
+
+
+def sized(cls: Any, model_type: str) -> dict[str, Any]:
+    """The tiny sizes the class knows (a key it has no attribute for is left out)."""
+    default = cls()
+    known = {k: v for k, v in SIZES.items() if hasattr(default, k) or k in getattr(cls, "__annotations__", {})}
+    return {**known, **EXTRA.get(model_type, {})}
+
+
+def tiny(model_type: str, folder: Path, **overrides: Any) -> Path:
+    """config.json of a tiny model of this type, written by transformers' config class."""
+    cls = config_class(model_type)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        default = cls()
+        text = default.get_text_config()
+        if text is default:
+            config = cls(**{**sized(cls, model_type), **overrides})
+        else:
+            inner = {"model_type": text.model_type, **sized(type(text), model_type), **overrides}
+            config = cls(text_config=inner)
+        config.save_pretrained(folder)
+    return folder
