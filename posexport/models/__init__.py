@@ -17,6 +17,10 @@ from ..errors import PosexportError
 from . import config, decoders
 from .plan import ModelPlan, Role
 
+# Multimodal wrappers read through their text_config's own model_type (wrapper.py).
+WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "aya_vision",
+            "paligemma", "shieldgemma2", "lfm2_vl", "mistral3", "cohere2_vision", "perception_lm", "fast_vlm",
+            "lighton_ocr", "deepseek_vl", "deepseek_vl_hybrid")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",
@@ -57,6 +61,7 @@ READERS: dict[str, str] = {
     "deit": "vit",
     "whisper": "whisper",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
+    **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 
 

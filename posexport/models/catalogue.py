@@ -1,0 +1,101 @@
+"""The catalogue as a user sees it: every model type posexport reads with the encodings it builds, the
+types that have no positional encoding (and why), and the types not read yet (and why), so that
+`posexport list --models` and docs/models.md say the same thing. ``survey`` sorts every model type of
+transformers' own config registry into the three (docs/models.md is generated from it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from . import READERS, decoders
+
+READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
+
+# reader module -> the encodings it builds
+READER_ENCODINGS = {
+    "llama": "rope", "gemma": "rope (Gemma-3: one per layer type)", "phi3": "rope (longrope)", "neox": "rope (partial)",
+    "glm": "rope (partial, interleaved pairs)", "deepseek": "rope (qk_rope_head_dim, yarn mscale)", "falcon": "rope",
+    "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "qwen_vl": "mrope", "swin": "swin bias",
+    "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
+    "wrapper": "its text model's (text_config)",
+}
+
+_SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
+_HYBRID = "Mamba layers carry order; its attention layers use no position encoding"
+_CONV = "convolutional: positions are implicit in the convolutions, no position encoding"
+_CODEC = "convolutional audio codec or vocoder: no position encoding"
+_WRAPPER = "a wrapper: its positions are those of the sub-models it composes (read each sub-model's type)"
+_NO_POSITIONS_GROUPS = {
+    _SSM: ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"),
+    _HYBRID: ("jamba", "nemotron_h", "zamba"),
+    _CONV: ("bit", "convnext", "convnextv2", "cvt", "dinov3_convnext", "efficientnet", "focalnet", "glpn", "hgnet_v2",
+            "mobilenet_v1", "mobilenet_v2", "mobilevit", "mobilevitv2", "poolformer", "pvt_v2", "regnet", "resnet",
+            "segformer", "swiftformer", "textnet", "pp_lcnet", "pp_lcnet_v3", "pp_lcnet_v4", "pp_ocrv5_mobile_det",
+            "pp_ocrv5_mobile_rec", "pp_ocrv5_server_det", "pp_ocrv5_server_rec", "pp_ocrv6_medium_det",
+            "pp_ocrv6_small_det", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec", "superpoint", "uvdoc", "uvdoc_backbone"),
+    _CODEC: ("dac", "encodec", "xcodec", "univnet", "wavtokenizer", "wavtokenizer_encoder",
+             "vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_decoder",
+             "vibevoice_acoustic_tokenizer_encoder"),
+    _WRAPPER: ("encoder-decoder", "speech-encoder-decoder", "vision-encoder-decoder", "vision-text-dual-encoder",
+               "rag", "timm_backbone", "upernet", "vitmatte", "vitpose", "depth_anything", "prompt_depth_anything",
+               "zoedepth", "dpr", "colpali", "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt"),
+}
+NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
+
+# Types named by users as wanted and not read yet, each with why.
+NOT_YET_TYPES: dict[str, str] = {
+    "gptj": "GPT-J / CodeGen keep rope's rotary_dim and n_head in their own keys; no reader yet",
+    "codegen": "GPT-J's rope in CodeGen's keys (rotary_dim, n_head); no reader yet",
+    "llama4": "Llama-4: complex-multiply rope and NoPE layers with temperature tuning; no reader yet",
+    "llama4_text": "Llama-4: complex-multiply rope and NoPE layers with temperature tuning; no reader yet",
+    "gemma3n": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
+    "gemma3n_text": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
+    "gemma4": "Gemma-4's per-layer head sizes (per_layer_config) with proportional rope; no reader yet",
+    "gemma4_text": "Gemma-4's per-layer head sizes (per_layer_config) with proportional rope; no reader yet",
+    "qwen3_vl": "Qwen3-VL's interleaved M-RoPE sections; no reader yet",
+    "qwen3_vl_text": "Qwen3-VL's interleaved M-RoPE sections; no reader yet",
+    "moonshine": "Moonshine's encoder and decoder heads in their own keys; no reader yet",
+    "mllama": "Mllama's cross-attention layers (no rope) among its rope layers; no reader yet",
+    "zamba2": "Zamba2's use_mem_rope switch; no reader yet",
+    "minicpm3": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",
+    "deepseek_v32": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",
+    "glm4_moe_lite": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    model_type: str
+    status: str  # READ, NO_POSITIONS or NOT_YET
+    text: str  # the encodings it builds, or why
+
+
+def encodings_of(model_type: str) -> str:
+    """What posexport builds for a model type it reads."""
+    reader = READERS[model_type]
+    if reader != "decoders":
+        return READER_ENCODINGS[reader]
+    spec = decoders.DECODERS[model_type]
+    kinds = ["rope" + (" per layer type" if isinstance(spec.theta, dict) else ""),
+             *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
+             *(["NoPE layers"] if spec.nope else [])]
+    return ", ".join(kinds)
+
+
+def entry(model_type: str, unknown: str = "no reader yet") -> Entry:
+    if model_type in READERS:
+        return Entry(model_type, READ, encodings_of(model_type))
+    if model_type in NO_POSITION_TYPES:
+        return Entry(model_type, NO_POSITIONS, NO_POSITION_TYPES[model_type])
+    return Entry(model_type, NOT_YET, NOT_YET_TYPES.get(model_type, unknown))
+
+
+def catalogue() -> list[Entry]:
+    """Every model type posexport reads, with its encodings (`posexport list --models`)."""
+    return [entry(t) for t in sorted(READERS)]
+
+
+def survey(model_types: Iterable[str]) -> list[Entry]:
+    """Each model type sorted into read, no positional encoding, or not yet."""
+    return [entry(t) for t in sorted(model_types)]
