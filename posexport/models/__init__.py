@@ -83,16 +83,17 @@ def read_model(folder: str | Path) -> ModelPlan:
     cfg = config.ModelConfig(data, architecture, source, folder)
     roles = importlib.import_module(f"{__name__}.{READERS[architecture]}").read(cfg)
     cfg.check_all_read()
-    return ModelPlan(architecture, folder, tuple(roles), layer_count(data))
+    count, without = layer_info(data)
+    return ModelPlan(architecture, folder, tuple(roles), count, without)
 
 
-def layer_count(data: dict) -> int:
-    """num_hidden_layers of the config or of its text_config (0 when neither says)."""
+def layer_info(data: dict) -> tuple[int, tuple[int, ...]]:
+    """num_hidden_layers of the config or of its text_config (0 when neither says), and the layers its
+    layer_types names as something other than attention (LFM2's conv layers, Mamba layers)."""
     for part in (data, data.get("text_config")):
         count = part.get("num_hidden_layers") if isinstance(part, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            return count
-    return 0
-
-
-__all__ = ["ModelPlan", "Role", "read_model", "supported_architectures", "READERS"]
+            types = part.get("layer_types")
+            types = types if isinstance(types, list) and len(types) == count else []
+            return count, tuple(i for i, t in enumerate(types) if isinstance(t, str) and "attention" not in t)
+    return 0, ()

@@ -41,8 +41,11 @@ class LayerPlan:
     layer: int
     rope: str | None
     scales: tuple[str, ...] = ()
+    attention: bool = True  # False: a layer without attention (a conv or Mamba layer)
 
     def describe(self) -> str:
+        if not self.attention:
+            return "no attention"
         return " + ".join([self.rope or "NoPE", *self.scales])
 
 
@@ -53,6 +56,7 @@ class ModelPlan:
     roles: tuple[Role, ...]
     # Attention layers of the model (0: the config does not say); a layer no rope role names is NoPE.
     layer_count: int = 0
+    without_attention: tuple[int, ...] = ()
 
     def layer_plan(self) -> list[LayerPlan]:
         """Per layer, which rope (or none) and which query scalings, for models whose roles are per layer
@@ -63,7 +67,7 @@ class ModelPlan:
         for i in range(self.layer_count):
             ropes = [r.role for r in self.roles if r.encoding in ROTATIONS and covers(r, i)]
             scales = tuple(r.role for r in self.roles if r.encoding in SCALES and covers(r, i))
-            out.append(LayerPlan(i, ropes[0] if ropes else None, scales))
+            out.append(LayerPlan(i, ropes[0] if ropes else None, scales, i not in self.without_attention))
         return out
 
     def layer_rope(self, layer: int) -> Role | None:
@@ -88,7 +92,8 @@ class ModelPlan:
             "layers": list(role.layers),
             "notes": list(role.notes),
             "hf": role.hf,
-            "plan": [[lp.layer, lp.rope, list(lp.scales)] for lp in self.layer_plan()],
+            "plan": [{"layer": lp.layer, "uses": lp.describe(), "rope": lp.rope, "scales": list(lp.scales)}
+                     for lp in self.layer_plan()],
         }
 
     def role(self, name: str) -> Role:
