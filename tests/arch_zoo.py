@@ -13,6 +13,7 @@ SIZES = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_h
 # Per type: what the tiny sizes must also say (keys whose defaults do not fit them).
 EXTRA: dict[str, dict[str, Any]] = {
     "esmc": {"num_key_value_heads": 4},
+    "smollm3": {"pad_token_id": 0},  # its default pad id is past the tiny vocabulary
     "mimo_v2_flash": {"head_dim": 48},  # partial_rotary_factor 0.334 of 48 is an even 16
     "zamba2": {"layer_types": None},
 }

@@ -166,7 +166,7 @@ DECODERS: dict[str, D] = {
     "ultrabert": D("ultrabert", "Ultrabert", 32768, {"full_attention": 2560000.0, SLIDING: 10000.0}),
     "laguna": D("laguna", "Laguna", 131072, {"full_attention": 500000.0, SLIDING: 10000.0}, 128),
     "mimo_v2_flash": D("mimo_v2_flash", "MiMoV2Flash", 131072, {"full_attention": 5000000.0, SLIDING: 10000.0}, 192),
-    "ministral3": D("ministral3", "Ministral3", 262144, 1000000.0, 128),
+    "ministral3": D("ministral3", "Ministral3", 262144, 10000.0, 128),
     "lfm3": D("lfm3", "Lfm3", 128000, {"full_attention": 1000000.0, SLIDING: 10000.0}, 128),
 }
 
