@@ -227,3 +227,15 @@ def test_models_page_lists_the_generated_catalogue():
     page = (Path(__file__).parent.parent / "docs" / "models.md").read_text()
     section = catalogue.render(catalogue.registry_survey(), importlib.metadata.version("transformers"))
     assert section in page, "docs/models.md is stale: run python -m posexport.models.catalogue docs/models.md"
+
+
+def test_list_models_prints_the_catalogue_with_encodings():
+    from typer.testing import CliRunner
+
+    from posexport_cli import main as posexport_cli
+
+    result = CliRunner().invoke(posexport_cli.app, ["list", "--models"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in result.output.splitlines() if line.count("│") == 3}
+    assert rows["cohere"] == "rope, interleaved pairs" and rows["smollm3"] == "rope, NoPE layers"
+    assert rows["modernbert"] == "rope per layer type" and set(rows) == set(READERS)
