@@ -15,8 +15,12 @@ EXTRA: dict[str, dict[str, Any]] = {
     "esmc": {"num_key_value_heads": 4},
     "smollm3": {"pad_token_id": 0},  # its default pad id is past the tiny vocabulary
     "mimo_v2_flash": {"head_dim": 48},  # partial_rotary_factor 0.334 of 48 is an even 16
-    "zamba2": {"layer_types": None},
 }
+QWEN2_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1000000.0}}
+QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True,
+                                "rope_theta": 500000.0}}
+EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl"), QWEN2_VL))
+EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"), QWEN3_VL))
 
 
 def config_class(model_type: str) -> Any:

@@ -51,3 +51,32 @@ def test_three_equal_rows_are_plain_rope(rng):
 def test_sections_must_cover_half_the_head():
     with pytest.raises(ParamError, match="mrope-section"):
         MRopeParams(head_dim=16, heads=1, mrope_section=(2, 3, 4))
+
+
+INTERLEAVED = {"head_dim": 16, "heads": 2, "mrope_section": "4,2,2", "interleaved": True}
+
+
+@pytest.mark.parametrize("source, backend, opset, dtype", [
+    ("script", "portable", 18, "float32"),
+    ("torch", "portable", 18, "float16"),
+    ("script", "onnx23", 23, "bfloat16"),
+    ("script", "ort", 18, "float32"),
+])
+def test_interleaved_sections_parity_on_every_runtime(source, backend, opset, dtype):
+    art = export.build("mrope", INTERLEAVED, dtype=dtype, source=source, backend=backend, opset=opset)
+    report = parity.run_parity(art, None, seqs=(1, 17), batches=(2,), properties=(backend == "portable"))
+    assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
+
+
+def test_interleaved_frequencies_turn_with_rows_by_residue(rng):
+    """Qwen3-VL: frequency j turns with height when j ≡ 1 (mod 3), j < 3·h; width when j ≡ 2, j < 3·w."""
+    p = MRopeParams(head_dim=16, heads=1, mrope_section=(4, 2, 2), interleaved=True)
+    x = rng.standard_normal((1, 5, 1, 16))
+    rows = np.stack([np.arange(5), np.arange(5) + 7, np.arange(5) + 100])[:, None, :]
+    y = reference(p, {"x": x, "position_ids": rows})
+    inv = rope.inv_freq_and_factor(rope.RopeParams(head_dim=16, heads=1, base=p.base))[0]
+    for j, row in enumerate((0, 1, 2, 0, 1, 2, 0, 0)):
+        theta = rows[row, 0] * inv[j]
+        np.testing.assert_allclose(y[0, :, 0, j], x[0, :, 0, j] * np.cos(theta) - x[0, :, 0, 8 + j] * np.sin(theta), atol=1e-12)
+    chunked = reference(MRopeParams(head_dim=16, heads=1, mrope_section=(4, 2, 2)), {"x": x, "position_ids": rows})
+    assert np.max(np.abs(chunked - y)) > 0.1  # the two layouts differ

@@ -53,8 +53,6 @@ NOT_YET_TYPES: dict[str, str] = {
     "gemma3n_text": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
     "gemma4": "Gemma-4's per-layer head sizes (per_layer_config) with proportional rope; no reader yet",
     "gemma4_text": "Gemma-4's per-layer head sizes (per_layer_config) with proportional rope; no reader yet",
-    "qwen3_vl": "Qwen3-VL's interleaved M-RoPE sections; no reader yet",
-    "qwen3_vl_text": "Qwen3-VL's interleaved M-RoPE sections; no reader yet",
     "moonshine": "Moonshine's encoder and decoder heads in their own keys; no reader yet",
     "mllama": "Mllama's cross-attention layers (no rope) among its rope layers; no reader yet",
     "zamba2": "Zamba2's use_mem_rope switch; no reader yet",

@@ -1,7 +1,9 @@
-"""Qwen2-VL / Qwen2.5-VL: the language model's M-RoPE (`mrope_section`, position_ids [3, batch, seq] for
+"""Qwen2-VL / Qwen2.5-VL / Qwen3-VL (and its MoE): the language model's M-RoPE (`mrope_section`, position_ids [3, batch, seq] for
 temporal, height and width), read from `text_config` (transformers 5) or the top level (published
-configs), where `rope_scaling` says {"type": "mrope", "mrope_section": [...]}. The vision tower's own 2-D
-rotary is not built."""
+configs), where `rope_scaling` says {"type": "mrope", "mrope_section": [...]}. Qwen2-VL's sections are
+chunks of consecutive frequencies; Qwen3-VL's rotary interleaves them (frequency j ≡ 1 mod 3 turns with
+height, ≡ 2 with width, within 3·h and 3·w), whatever `mrope_interleaved` says, default sections
+[24, 20, 20]. The vision tower's own 2-D rotary is not built."""
 
 from __future__ import annotations
 
@@ -10,6 +12,11 @@ from .plan import Role
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
 
 MROPE_KINDS = ("mrope", "default")
+# model_type -> (transformers module, rotary class prefix)
+FAMILIES = {"qwen2_vl": ("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": ("qwen2_5_vl", "Qwen2_5_VL"),
+            "qwen3_vl": ("qwen3_vl", "Qwen3VLText"), "qwen3_vl_text": ("qwen3_vl", "Qwen3VLText"),
+            "qwen3_vl_moe": ("qwen3_vl_moe", "Qwen3VLMoeText"), "qwen3_vl_moe_text": ("qwen3_vl_moe", "Qwen3VLMoeText")}
+INTERLEAVED = ("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text")
 NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
          "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
 
@@ -25,15 +32,19 @@ def read(cfg: ModelConfig) -> list[Role]:
     kind = block.pop("rope_type", block.pop("type", "default"))
     if kind not in MROPE_KINDS:
         text.fail(present[0], kind, "Qwen2-VL's rope is M-RoPE without scaling")
-    section = block.pop("mrope_section", [16, 24, 24])
+    interleaved = cfg.architecture in INTERLEAVED
+    if block.pop("mrope_interleaved", interleaved) is not interleaved:
+        text.fail(f"{present[0]}.mrope_interleaved", not interleaved, f"transformers' {cfg.architecture} "
+                  f"{'always' if interleaved else 'never'} interleaves its sections")
+    section = block.pop("mrope_section", [24, 20, 20] if interleaved else [16, 24, 24])
     theta = block.pop("rope_theta", text.number("rope_theta", 1000000.0))
     if block:
         key = next(iter(block))
         text.fail(f"{present[0]}.{key}", block[key], "not a key of Qwen2-VL's M-RoPE")
     values = {"head_dim": head_dim, "heads": heads, "base": float(theta), "mrope_section": tuple(section),
-              "max_positions": text.number("max_position_embeddings", 32768, integer=True)}
-    module = cfg.architecture
-    prefix = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL"}[module]
+              "max_positions": text.number("max_position_embeddings", 128000 if interleaved else 32768, integer=True),
+              "interleaved": interleaved}
+    module, prefix = FAMILIES[cfg.architecture]
     hf = {"kind": "rope", "module": f"transformers.models.{module}.modeling_{module}", "rotary": f"{prefix}RotaryEmbedding",
           "apply": "apply_rotary_pos_emb", "text_config": True}
     text.ignore("use_sliding_window", "sliding_window", "max_window_layers")

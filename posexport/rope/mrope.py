@@ -48,6 +48,7 @@ class MRopeParams:
     layout: str = param("bshd", "axis order of x: [batch, seq, heads, dim], [batch, heads, seq, dim] or packed [batch, seq, heads·dim]", LAYOUTS)
     max_positions: int = param(32768, "positions the model was trained for (max_position_embeddings)")
     position_limit: int | None = param(None, "positions the graph covers exactly; beyond it the runtime raises; default max(131072, 2·max_positions)")
+    interleaved: bool = param(False, "Qwen3-VL's interleaved sections: frequency j turns with the height row when j ≡ 1 (mod 3) and j < 3·h, the width row when j ≡ 2 (mod 3) and j < 3·w, else the temporal row")
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -69,6 +70,54 @@ class MRopeParams:
     @property
     def pair_layout(self) -> str:
         return "half"
+
+
+def frequency_rows(p: MRopeParams) -> np.ndarray:
+    """The position row (0 temporal, 1 height, 2 width) that turns each of the head_dim/2 frequencies."""
+    n = p.head_dim // 2
+    if not p.interleaved:
+        return np.repeat(np.arange(3), p.mrope_section)
+    j = np.arange(n)
+    _, h, w = p.mrope_section
+    return np.where((j % 3 == 1) & (j < 3 * h), 1, np.where((j % 3 == 2) & (j < 3 * w), 2, 0))
+
+
+def frequency_columns(p: MRopeParams) -> np.ndarray:
+    """Column row·n + j of the three rows' cos (or sin) concatenated: frequency j of its own row."""
+    n = p.head_dim // 2
+    return (frequency_rows(p) * n + np.arange(n)).astype(np.int64)
+
+
+class InterleavedCosSin(torch.nn.Module):
+    """cos, sin [b, s, n] from position_ids [3, b, s]: every row looked up over all frequencies, then
+    each frequency's own row picked (a Gather: values unchanged)."""
+
+    def __init__(self, p: MRopeParams):
+        super().__init__()
+        self.lookup = TwoLevelCosSin(build_tables(p))
+        self.register_buffer("columns", torch.from_numpy(frequency_columns(p)))
+
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pairs = [self.lookup(position_ids[k]) for k in range(3)]
+        cos, sin = torch.cat([c for c, _ in pairs], dim=-1), torch.cat([s for _, s in pairs], dim=-1)
+        return cos.index_select(-1, self.columns), sin.index_select(-1, self.columns)
+
+
+def interleaved_cos_sin_function(p: MRopeParams, op: Any) -> Any:
+    """posexport.MRopeInterleavedCosSin(position_ids [3, b, s], tables) -> cos, sin: each row looked up
+    over every frequency, concatenated, and one Gather picking frequency j from its own row."""
+    lookup = cos_sin_function(build_tables(p), op)
+    columns = [int(c) for c in frequency_columns(p)]
+
+    @script(POSEXPORT, default_opset=op)
+    def MRopeInterleavedCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        c0, s0 = lookup(op.Gather(position_ids, op.Constant(value_int=0), axis=0), fine_cos, fine_sin, coarse_cos, coarse_sin)
+        c1, s1 = lookup(op.Gather(position_ids, op.Constant(value_int=1), axis=0), fine_cos, fine_sin, coarse_cos, coarse_sin)
+        c2, s2 = lookup(op.Gather(position_ids, op.Constant(value_int=2), axis=0), fine_cos, fine_sin, coarse_cos, coarse_sin)
+        picked = op.Constant(value_ints=columns)
+        return op.Gather(op.Concat(c0, c1, c2, axis=-1), picked, axis=-1), op.Gather(op.Concat(s0, s1, s2, axis=-1), picked, axis=-1)
+
+    return MRopeInterleavedCosSin
 
 
 def section_slices(p: MRopeParams) -> list[slice]:
@@ -155,18 +204,19 @@ class MRopeEncoding(Rotation):
     def reference_cos_sin(self, p: MRopeParams, position_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """float64 cos, sin [b, s, n]: frequency i turned by row s(i) of position_ids."""
         inv_freq = tables.plain_inv_freq(p.head_dim, p.base)
-        parts = [tables.angles(position_ids[k], inv_freq[part]) for k, part in enumerate(section_slices(p))]
-        theta = np.concatenate(parts, axis=-1)
+        rows = frequency_rows(p)
+        theta = np.stack([tables.angles(position_ids[k], inv_freq) for k in range(3)])  # [3, b, s, n]
+        theta = np.take_along_axis(theta, rows.reshape(1, 1, 1, -1), axis=0)[0]
         return np.cos(theta), np.sin(theta)
 
     def cos_sin_module(self, p: MRopeParams) -> torch.nn.Module:
-        return SectionCosSin(p)
+        return InterleavedCosSin(p) if p.interleaved else SectionCosSin(p)
 
     def tables(self, p: MRopeParams, opts: BuildOptions) -> Tables:
         return Tables(build_tables(p).as_dict(COMPUTE.numpy))
 
     def cos_sin_function(self, p: MRopeParams, op: Any) -> Any:
-        return section_cos_sin_function(p, op)
+        return interleaved_cos_sin_function(p, op) if p.interleaved else section_cos_sin_function(p, op)
 
     def rotate_functions(self, p: MRopeParams, opts: BuildOptions, op: Any) -> list[Any]:
         return backends.get_backend(opts.backend).rotation(p, opts.dtype.onnx, op)
