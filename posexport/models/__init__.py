@@ -35,6 +35,8 @@ READERS: dict[str, str] = {
     "gemma3": "gemma",
     "gemma3_text": "gemma",
     "phi3": "phi3",
+    "llama4": "llama4",
+    "llama4_text": "llama4",
     "gpt_neox": "neox",
     "stablelm": "neox",
     "glm": "glm",

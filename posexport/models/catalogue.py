@@ -19,6 +19,7 @@ READER_ENCODINGS = {
     "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "qwen_vl": "mrope", "swin": "swin bias",
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)",
+    "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -47,8 +48,6 @@ NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROU
 NOT_YET_TYPES: dict[str, str] = {
     "gptj": "GPT-J / CodeGen keep rope's rotary_dim and n_head in their own keys; no reader yet",
     "codegen": "GPT-J's rope in CodeGen's keys (rotary_dim, n_head); no reader yet",
-    "llama4": "Llama-4: complex-multiply rope and NoPE layers with temperature tuning; no reader yet",
-    "llama4_text": "Llama-4: complex-multiply rope and NoPE layers with temperature tuning; no reader yet",
     "gemma3n": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
     "gemma3n_text": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
     "gemma4": "Gemma-4's per-layer head sizes (per_layer_config) with proportional rope; no reader yet",

@@ -49,7 +49,7 @@ MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
 CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave)?|apply_rotary_emb"),
-    "attention": re.compile(r"(UM)?T5Attention"),
+    "attention": re.compile(r"(UM)?T5Attention|Llama4TextAttention"),
     "embeddings": re.compile(r"(ViT|DeiT)Embeddings"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
 }
@@ -101,6 +101,8 @@ class RopeSession(Session):
         self.split = bool(recipe.get("split"))
         # DeepSeek-V3 with rope_interleave de-interleaves channels (2i, 2i+1) -> (i, i + n) before rotating.
         self.deinterleaved = bool(recipe.get("deinterleaved"))
+        # Llama-4's apply_rotary_emb takes q as [batch, seq, heads, dim].
+        self.bshd_apply = bool(recipe.get("bshd_apply"))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -110,6 +112,9 @@ class RopeSession(Session):
         positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
         with torch.no_grad():
             emb = self.rotary(q, positions, *self.extra)
+            if self.bshd_apply:
+                out = self.apply(q.transpose(1, 2), q.transpose(1, 2), emb)[0]
+                return (out if self.bshd else out.transpose(1, 2)).numpy()
             if self.split:  # the model's own rotary width: cos has one entry per rotated channel
                 rotated, rest = q[..., : emb[0].shape[-1]], q[..., emb[0].shape[-1] :]
                 out = torch.cat([self.apply(rotated, rotated, *emb)[0], rest], dim=-1)
@@ -298,6 +303,73 @@ class QueryScaleSession(Session):
         return (torch_float(feeds["x"]) * s).numpy()
 
 
+CAPTURE = "posexport_capture_query"
+
+
+def capture_query(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> tuple[Any, None]:
+    """An attention function that keeps the query it is handed (what the layer made of q) and attends to
+    nothing: the Llama-4 session reads the layer's own temperature-tuned q from it."""
+    module.captured_query = query
+    return query.new_zeros(query.shape).transpose(1, 2), None
+
+
+class PastLength:
+    """The cache Llama4TextAttention asks for the past length (its positions start there); it stores nothing."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
+
+    def update(self, key: Any, value: Any, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        return key, value
+
+
+class Llama4TemperatureSession(Session):
+    """Llama4TextAttention of a NoPE layer, q_proj the identity, run on x: its own temperature tuning scales
+    q at the cache positions; runs of consecutive positions go in one call (past length = the run's first
+    position), any other position on its own."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import copy
+
+        import torch
+        from transformers import AttentionInterface
+
+        p, recipe = artifact.params, entry["hf"]
+        AttentionInterface.register(CAPTURE, capture_query)
+        cfg = copy.deepcopy(auto_config(entry))
+        cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = p.heads * p.head_dim, p.heads, p.heads, p.head_dim
+        cfg._attn_implementation = CAPTURE
+        self.attention = import_attr(recipe["module"], recipe["attention"])(cfg, recipe["layer"]).eval()
+        with torch.no_grad():
+            self.attention.q_proj.weight.copy_(torch.eye(p.heads * p.head_dim))
+        self.p = p
+
+    def scaled(self, rows: Any, start: int) -> Any:
+        """[1, heads, seq, dim] of the layer for tokens at start, start + 1, …"""
+        import torch
+
+        with torch.no_grad():
+            self.attention(rows, position_embeddings=None, attention_mask=None, cache=PastLength(start))
+        return self.attention.captured_query
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        p, x = self.p, torch_float(feeds["x"])
+        bshd = x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
+        out = torch.empty_like(bshd)
+        for b, row in enumerate(np.asarray(feeds["position_ids"])):
+            runs = np.split(np.arange(len(row)), np.flatnonzero(np.diff(row) != 1) + 1)
+            for run in runs:
+                tokens = bshd[b : b + 1, run[0] : run[-1] + 1].flatten(-2)
+                out[b, run[0] : run[-1] + 1] = self.scaled(tokens, int(row[run[0]]))[0].transpose(0, 1)
+        y = out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)
+        return y.numpy()
+
+
 # The recipe's kind (posexport.models' roles) -> the session running the model's code for it.
 SESSIONS = {
     "rope": RopeSession,
@@ -309,6 +381,7 @@ SESSIONS = {
     "beit": BeitSession,
     "whisper-sinusoid": WhisperSinusoidSession,
     "query-scale": QueryScaleSession,
+    "llama4-temperature": Llama4TemperatureSession,
 }
 
 
