@@ -236,6 +236,12 @@ def test_list_models_prints_the_catalogue_with_encodings():
 
     result = CliRunner().invoke(posexport_cli.app, ["list", "--models"], terminal_width=200)
     assert result.exit_code == 0, result.output
-    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in result.output.splitlines() if line.count("│") == 3}
+    rows: dict[str, str] = {}
+    for line in (line for line in result.output.splitlines() if line.count("│") == 3):
+        name, text = (cell.strip() for cell in line.split("│")[1:3])
+        if name:
+            rows[name], last = text, name
+        else:  # a wrapped cell continues the row above
+            rows[last] += " " + text
     assert rows["cohere"] == "rope, interleaved pairs" and rows["smollm3"] == "rope, NoPE layers"
     assert rows["modernbert"] == "rope per layer type" and set(rows) == set(READERS)
