@@ -13,7 +13,11 @@ SIZES = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_h
 # Per type: what the tiny sizes must also say (keys whose defaults do not fit them).
 EXTRA: dict[str, dict[str, Any]] = {
     "esmc": {"num_key_value_heads": 4},
-    "smollm3": {"pad_token_id": 0},  # its default pad id is past the tiny vocabulary
+    "smollm3": {"pad_token_id": 0},
+    "gptj": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
+    "codegen": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
+    "moonshine": {"hidden_size": 64, "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4,
+                  "encoder_num_key_value_heads": 4, "decoder_num_key_value_heads": 4},  # its default pad id is past the tiny vocabulary
     "mimo_v2_flash": {"head_dim": 48},  # partial_rotary_factor 0.334 of 48 is an even 16
 }
 QWEN2_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1000000.0}}

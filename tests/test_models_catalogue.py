@@ -28,14 +28,14 @@ from posexport.runtimes.hf import SESSIONS, model_bound  # noqa: E402
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
-CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4")
+CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine")
 ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS)
 # Named as wanted and read (docs/models.md): the issue's list of 2025–26 architectures.
-NAMED = ("qwen3_vl", "llama4", "cohere", "cohere2", "granite", "olmo2", "olmo3", "smollm3", "ministral3", "mistral3", "deepseek_v3",
+NAMED = ("qwen3_vl", "llama4", "gptj", "moonshine", "cohere", "cohere2", "granite", "olmo2", "olmo3", "smollm3", "ministral3", "mistral3", "deepseek_v3",
          "gpt_oss", "gemma3", "modernbert", "falcon_h1", "qwen3_next", "ernie4_5", "exaone4", "hunyuan_v1_dense",
          "seed_oss", "apertus", "lfm2", "helium")
 # Named and not read yet, each with its reason in catalogue.NOT_YET_TYPES.
-NAMED_PENDING = ("gptj", "gemma3n", "gemma4", "moonshine")
+NAMED_PENDING = ("gemma3n", "gemma4")
 
 
 @pytest.fixture(scope="session")
@@ -121,6 +121,17 @@ def feeds_for(encoding, p, rng):
     return [encoding.feeds(p, Case(f"at{s}", {"batch": 2, "seq": 17}, start=s), DTYPES["float32"], rng) for s in starts]
 
 
+def model_frequencies(session, role) -> tuple[np.ndarray, float]:
+    """The model's inverse frequencies and attention factor: its rotary module's buffers, or (GPT-J,
+    CodeGen) the angles of create_sinusoidal_positions' row for position 1."""
+    if role.hf["kind"] == "gptj":
+        row = session.create(2, session.p.rotary_dim)[1].double().numpy()
+        half = session.p.rotary_dim // 2
+        return np.arctan2(row[:half], row[half:]), 1.0
+    prefix = f"{role.hf['layer_type']}_" if role.hf.get("layer_type") else ""
+    return getattr(session.rotary, f"{prefix}inv_freq").double().numpy(), getattr(session.rotary, f"{prefix}attention_scaling")
+
+
 @pytest.mark.parametrize("model_type", ROPE_TYPES)
 def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
     plan = read_model(tiny_models[model_type])
@@ -131,11 +142,10 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
         p = encoding.params(**role.values)
         session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         if role.encoding == "rope":  # float64 frequencies against the model's own rope init
-            prefix = f"{role.hf['layer_type']}_" if role.hf.get("layer_type") else ""
-            theirs = getattr(session.rotary, f"{prefix}inv_freq").double().numpy()
+            theirs, their_factor = model_frequencies(session, role)
             ours, factor = scaling.frequencies(p)
             assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs), role.role
-            assert abs(factor - getattr(session.rotary, f"{prefix}attention_scaling")) < 1e-6
+            assert abs(factor - their_factor) < 1e-6
         for feeds in feeds_for(encoding, p, rng):
             exact = encoding.reference(p, feeds)
             error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
@@ -198,7 +208,7 @@ def test_query_scale_plan_is_every_layer_of_ministral3(tiny_models):
 
 # One built graph per rope form: interleaved pairs, NoPE layers, per-layer-type ropes, query scaling,
 # YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE.
-FORMS = ["llama4", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "lfm3", "mistral3", "qwen3_vl"]
+FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "lfm3", "mistral3", "qwen3_vl"]
 
 
 @pytest.mark.parametrize("model_type", FORMS)

@@ -36,6 +36,9 @@ READERS: dict[str, str] = {
     "gemma3_text": "gemma",
     "phi3": "phi3",
     "llama4": "llama4",
+    "gptj": "gptj",
+    "codegen": "gptj",
+    "moonshine": "moonshine",
     "llama4_text": "llama4",
     "gpt_neox": "neox",
     "stablelm": "neox",
@@ -94,10 +97,10 @@ def read_model(folder: str | Path) -> ModelPlan:
 
 
 def layer_info(data: dict) -> tuple[int, tuple[int, ...]]:
-    """num_hidden_layers of the config or of its text_config (0 when neither says), and the layers its
+    """num_hidden_layers (GPT-J: n_layer) of the config or of its text_config (0 when neither says), and the layers its
     layer_types names as something other than attention (LFM2's conv layers, Mamba layers)."""
     for part in (data, data.get("text_config")):
-        count = part.get("num_hidden_layers") if isinstance(part, dict) else None
+        count = (part.get("num_hidden_layers") or part.get("n_layer")) if isinstance(part, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
             types = part.get("layer_types")
             types = types if isinstance(types, list) and len(types) == count else []

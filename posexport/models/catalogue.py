@@ -20,6 +20,7 @@ READER_ENCODINGS = {
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
+    "gptj": "rope (partial, interleaved pairs)", "moonshine": "rope (partial, interleaved pairs)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -46,13 +47,10 @@ NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROU
 
 # Types named by users as wanted and not read yet, each with why.
 NOT_YET_TYPES: dict[str, str] = {
-    "gptj": "GPT-J / CodeGen keep rope's rotary_dim and n_head in their own keys; no reader yet",
-    "codegen": "GPT-J's rope in CodeGen's keys (rotary_dim, n_head); no reader yet",
     "gemma3n": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
     "gemma3n_text": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
     "gemma4": "Gemma-4's per-layer head sizes (per_layer_config) with proportional rope; no reader yet",
     "gemma4_text": "Gemma-4's per-layer head sizes (per_layer_config) with proportional rope; no reader yet",
-    "moonshine": "Moonshine's encoder and decoder heads in their own keys; no reader yet",
     "mllama": "Mllama's cross-attention layers (no rope) among its rope layers; no reader yet",
     "zamba2": "Zamba2's use_mem_rope switch; no reader yet",
     "minicpm3": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",

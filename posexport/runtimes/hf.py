@@ -52,6 +52,7 @@ CALLABLES = {
     "attention": re.compile(r"(UM)?T5Attention|Llama4TextAttention"),
     "embeddings": re.compile(r"(ViT|DeiT)Embeddings"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
+    "create": re.compile(r"create_sinusoidal_positions"),
 }
 
 
@@ -303,6 +304,28 @@ class QueryScaleSession(Session):
         return (torch_float(feeds["x"]) * s).numpy()
 
 
+class GptjSession(Session):
+    """GPT-J's (CodeGen's) own create_sinusoidal_positions rows at position_ids and its apply_rotary_pos_emb
+    on the first rotary_dim channels of x [batch, seq, heads, dim], as its attention does."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.create, self.apply = import_attr(recipe["module"], recipe["create"]), import_attr(recipe["module"], recipe["apply"])
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        p, x = self.p, torch_float(feeds["x"])
+        bshd = x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            sincos = self.create(int(positions.max()) + 1, p.rotary_dim)[positions]
+            sin, cos = torch.split(sincos, p.rotary_dim // 2, dim=-1)
+            out = torch.cat([self.apply(bshd[..., : p.rotary_dim], sin, cos), bshd[..., p.rotary_dim :]], dim=-1)
+        return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
+
+
 CAPTURE = "posexport_capture_query"
 
 
@@ -382,6 +405,7 @@ SESSIONS = {
     "whisper-sinusoid": WhisperSinusoidSession,
     "query-scale": QueryScaleSession,
     "llama4-temperature": Llama4TemperatureSession,
+    "gptj": GptjSession,
 }
 
 
