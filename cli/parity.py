@@ -47,7 +47,7 @@ def parity_command(
     from posexport.files import write_output
     from posexport.options import parity_from_options
     from posexport.params import parse_ints, parse_options
-    from posexport.parity import check_settings, parse_tolerance
+    from posexport.verdicts import check_settings, parse_tolerance
     from posexport.reports import parity as reports
 
     # GRAPH is read from the free arguments: a declared positional would swallow the value of an
@@ -71,7 +71,7 @@ def parity_command(
         else:
             report = parity_from_options(graph, parse_options(options), encoding=encoding, preset=preset or None,
                                          from_config=from_config, save_outputs=save_outputs, load_outputs=load_outputs, **run)
-    reports.render_terminal(report, console, details=details)
+    reports.render_terminal(report, console, details=details, strict=strict)
     for path, render, option in written:
         write_output(path, render(report), option)
     raise typer.Exit(0 if (report.strictly_passed() if strict else report.passed) else 1)
@@ -80,7 +80,7 @@ def parity_command(
 def report_files(json_out: Path | None, junit_out: Path | None, markdown_out: Path | None) -> list[tuple[Path, Any, str]]:
     """The reports asked for as (path, renderer, option), each destination checked before the sweep runs."""
     from posexport.files import check_destination
-    from posexport.parity import to_json
+    from posexport.verdicts import to_json
     from posexport.reports import parity as reports
 
     chosen = [(path, render, option) for path, render, option in (

@@ -15,7 +15,8 @@ from rich.table import Table
 from posexport.errors import PosexportError
 from posexport.files import write_output
 from posexport.params import parse_options
-from posexport.reports.surgery import doctor_markdown, parity_markdown
+from posexport.reports.surgery import doctor_markdown
+from posexport.verdicts.models import DEFAULT_RUNTIMES, TOLERANCE
 
 from .common import EXTRA_OPTIONS, console
 
@@ -106,70 +107,46 @@ def patch_command(
     console.print("wrote " + ", ".join(str(f) for f in done.files))
 
 
-def parity_rows(report: dict[str, Any]) -> tuple[Table, list[str]]:
-    """The per-output error table, and the runtimes' own messages where a model failed to run."""
-    table = Table(title=f"{report['model']} against {report['reference']} (error: max|out − ref| / max(1, max|ref|))", title_justify="left")
-    shows_original = any("original_fails" in row for row in report["rows"])
-    for column in ("runtime", "case", "output", "error", *(["original"] if shows_original else []), "result"):
-        table.add_column(column)
-    messages = []
-    for row in report["rows"]:
-        error = f"{row['error']:.2e}" if "error" in row else "—"
-        extra = []
-        if shows_original:
-            extra = ["fails" if row["original_fails"] else f"{row['original_error']:.2e}" if "original_error" in row else "—"]
-            if row["original_fails"]:
-                messages.append(f"{row['runtime']}, {row['case']}: the original fails: {row['original_fails']}")
-        if row["model_fails"]:
-            result = "FAIL: model fails"
-            messages.append(f"{row['runtime']}, {row['case']}: the model fails: {row['model_fails']}")
-        elif row["reference_fails"]:
-            result = "ok, reference fails"
-            messages.append(f"{row['runtime']}, {row['case']}: the reference fails: {row['reference_fails']}")
-        else:
-            result = "ok" if row["ok"] else f"FAIL (> {report['tolerance']:g})"
-        table.add_row(row["runtime"], row["case"], escape(row["output"]), error, *extra, escape(result))
-    return table, messages
-
-
 def model_parity_command(
     model: Path = typer.Option(..., "--model", help="the model under test (e.g. the patched one)"),
-    against: Path = typer.Option(None, "--against", help="the reference ONNX model (e.g. the original)"),
-    against_hf: Path = typer.Option(None, "--against-hf", help="a transformers model folder, run in float64 as the reference"),
+    against: Path = typer.Option(None, "--against", help="the reference ONNX model (e.g. the original), run on the same runtime"),
+    against_hf: Path = typer.Option(None, "--against-hf", help="a transformers model folder, run in float64 as the oracle"),
     original: Path = typer.Option(None, "--original", help="the model before the patch: its error and failures are shown beside the model's"),
     prompt: list[int] = typer.Option([16], "--prompt", help="prompt lengths to run from position 0 (repeatable)"),
     past: list[int] = typer.Option([], "--past", help="decode one token after this many cached positions (repeatable)"),
-    runtimes: str = typer.Option("ort,ort-noopt", help="comma-separated: ort, ort-noopt"),
-    tolerance: float = typer.Option(1e-4, help="largest normalised error max|out − ref| / max(1, max|ref|) that passes"),
+    runtimes: str = typer.Option(",".join(DEFAULT_RUNTIMES), help="comma-separated runtimes (ort-cpu, ort-cpu-noopt, ort-cuda, openvino, reference)"),
+    outputs: str = typer.Option("", "--outputs", help="comma-separated outputs or glob patterns to compare (default: every output; e.g. logits,present.*)"),
+    tolerance: float = typer.Option(TOLERANCE, help="largest normalised error max|out − ref| / max(1, max|ref|) that passes"),
     dim: list[str] = typer.Option([], "--dim", help="size of a symbolic input dimension, NAME=N (repeatable)"),
     seed: int = typer.Option(0, help="seed of the generated feeds"),
-    json_out: Path = typer.Option(None, "--json", help="also write the rows as JSON to this file"),
-    markdown: Path = typer.Option(None, "--markdown", help="also write the rows as Markdown to this file"),
+    details: bool = typer.Option(False, "--details", help="list every case and output, not only the failing ones"),
+    json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file"),
+    junit_out: Path = typer.Option(None, "--junit", help="also write the report as JUnit XML to this file"),
+    markdown: Path = typer.Option(None, "--markdown", help="also write the report as Markdown to this file"),
 ) -> None:
-    """Whole-model parity: seeded feeds from MODEL's signature, the same on every runtime, every output
-    compared with the reference. Exits 1 when the model fails or drifts past --tolerance."""
-    from posexport.surgery import FeedCase, model_parity
-    from posexport.surgery.hfref import hf_reference
+    """Whole-model parity: seeded feeds from MODEL's signature, the same on every runtime, every output the
+    reference can produce compared with it (logits, and each layer's key/value cache against transformers).
+    Exits 1 when the model fails or drifts past --tolerance."""
+    from posexport.reports import parity as reports
+    from posexport.verdicts import FeedCase, model_parity
 
-    if (against is None) == (against_hf is None):
-        raise PosexportError("give exactly one of --against ORIGINAL.onnx and --against-hf DIR")
+    from .parity import report_files
+
     sizes = {}
     for item in dim:
         name, _, value = item.partition("=")
         if not value.isdigit():
             raise PosexportError(f"--dim {item}: expected NAME=N")
         sizes[name.lower()] = int(value)
+    written = report_files(json_out, junit_out, markdown)
     cases = [FeedCase(n) for n in prompt] + [FeedCase(1, n) for n in past]
-    reference = against if against is not None else hf_reference(against_hf)
-    report = model_parity(model, reference, cases, runtimes=tuple(r for r in runtimes.split(",") if r),
-                          tolerance=tolerance, seed=seed, dims=sizes, original=original)
-    table, messages = parity_rows(report)
-    console.print(table)
-    for message in messages:
-        console.print(escape(message))
-    write_reports(report, json_out, markdown, parity_markdown)
-    if not report["ok"]:
-        raise typer.Exit(1)
+    report = model_parity(model, against, against_hf=against_hf, cases=cases, runtimes=[r for r in runtimes.split(",") if r],
+                          tolerance=tolerance, seed=seed, dims=sizes, outputs=[o for o in outputs.split(",") if o] or None,
+                          original=original)
+    reports.render_terminal(report, console, details=details)
+    for path, render, option in written:
+        write_output(path, render(report), option)
+    raise typer.Exit(0 if report.passed else 1)
 
 
 def write_reports(report: dict[str, Any], json_out: Path | None, markdown: Path | None,

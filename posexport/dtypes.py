@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,3 +91,9 @@ def from_torch(tensor: Any) -> np.ndarray:
     if tensor.dtype == torch.bfloat16:
         return tensor.detach().to(torch.float32).cpu().numpy().astype(numpy_dtype("bfloat16"))
     return tensor.detach().cpu().numpy()
+
+
+def dtypes_of(dtype: str | Sequence[str]) -> list[str]:
+    """`float16,bfloat16` or ["float16", "bfloat16"] -> ["float16", "bfloat16"]."""
+    names = dtype.split(",") if isinstance(dtype, str) else list(dtype)
+    return [d.strip() for d in names if d.strip()] or ["float32"]

@@ -18,11 +18,12 @@ from typing import Any
 
 from . import export
 from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, Artifact
+from .dtypes import dtypes_of
 from .errors import PosexportError
 from .files import check_destination, check_stem
-from .parity import Outputs, Report, check_settings, run_parity
+from .verdicts import Outputs, Report, check_settings, run_parity
 from .rope import config
-from .rope.indexshare import Block, build_block, save as save_block
+from .indexshare import Block, build_block, save as save_block
 
 Graph = Artifact | Block
 
@@ -47,12 +48,6 @@ class Built:
         if isinstance(graph, Artifact):
             return export.save(graph, out_dir, stem)
         return save_block(graph, out_dir, stem)
-
-
-def dtypes_of(dtype: str | Sequence[str]) -> list[str]:
-    """`float16,bfloat16` or ["float16", "bfloat16"] -> ["float16", "bfloat16"]."""
-    names = dtype.split(",") if isinstance(dtype, str) else list(dtype)
-    return [d.strip() for d in names if d.strip()] or ["float32"]
 
 
 def encoding_values(encoding: str, values: Mapping[str, Any], preset: str | None,
@@ -135,7 +130,7 @@ def parity_from_options(
 ) -> Report:
     """`posexport parity`: the graphs of :func:`parity_graphs` on every runtime, judging outputs saved by
     another run too (``load_outputs``) and saving this run's (``save_outputs``). ``run`` takes
-    posexport.parity.run_parity's options: runtimes, seqs, batches, seed, tolerance, pairwise, properties,
+    posexport.verdicts.run_parity's options: runtimes, seqs, batches, seed, tolerance, pairwise, properties,
     progress. Settings and the --save-outputs destination are checked before anything is built or run."""
     check_settings(run.get("tolerance"), run.get("seed", 0))
     if save_outputs is not None:

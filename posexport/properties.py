@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .comparison import scale_of
 from .contract import Property, PropertyResult, Runner
 from .dtypes import DType
 from .encodings.inputs import random_normal
@@ -41,8 +42,8 @@ Expected = Callable[[DType, np.random.Generator], tuple[dict[str, np.ndarray], n
 
 
 def normalised(diff: np.ndarray, ref: np.ndarray) -> float:
-    finite = ref[np.isfinite(ref)]
-    return float(np.max(np.abs(diff), initial=0.0)) / max(1.0, float(np.max(np.abs(finite), initial=0.0)))
+    """A difference already formed, scaled as every posexport error is (posexport.comparison)."""
+    return float(np.max(np.abs(diff), initial=0.0)) / scale_of(ref)
 
 
 def verdict(error: float, bound: float, what: str) -> PropertyResult:
@@ -264,7 +265,7 @@ def monotone_buckets(bias: Bias, length: int, table: np.ndarray | None = None, c
     def check(runner: Runner, p: Any, dtype: DType, rng: np.random.Generator) -> PropertyResult:
         b = bias(runner, length, length, dtype, rng)
         worst = max(float(np.max(np.ptp(np.stack([np.diagonal(b[h], offset=rp) for h in range(b.shape[0])]), axis=1)))
-                    for rp in range(-(length - 1), length)) / max(1.0, float(np.max(np.abs(b))))
+                    for rp in range(-(length - 1), length)) / scale_of(b)
         problems = [f"bias differs along a diagonal by {worst:.2e}"] if worst > dtype.bound() else []
         same = 4 * dtype.bound() * max(1.0, float(np.max(np.abs(b))))
         sides = {"keys after the query": b[:, 0, :].T, "keys before the query": b[:, length - 1, ::-1].T}  # [n, heads]

@@ -209,3 +209,52 @@ def t5_encoder_export() -> Path:
                           input_names=["input_ids", "attention_mask"], output_names=["hidden"],
                           dynamic_axes={"input_ids": axes, "attention_mask": axes}, opset_version=18)
     return out
+
+
+def default_init_llama(name: str, base: float = 10000.0, scaling: str = "default", max_positions: int = 64,
+                       weights_of: Path | None = None) -> Path:
+    """A tiny Llama with transformers' default initialisation (std 0.02: logits hardly move with the rope);
+    ``weights_of`` copies another folder's weights under this config (the same model, its rope misread)."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(max_position_embeddings=max_positions, rope_theta=base, rope_scaling=SCALINGS[scaling],
+                         **{**TINY, "initializer_range": 0.02})
+    folder = save(name, config)
+    if weights_of is not None:
+        (folder / "model.safetensors").write_bytes((weights_of / "model.safetensors").read_bytes())
+    return folder
+
+
+@functools.lru_cache(maxsize=None)
+def torch_export_with_cache(folder: Path, attention_factor_times: int = 1) -> Path:
+    """The TorchScript export of a prompt step returning logits and every layer's present key and value
+    (present.L.key / present.L.value, [batch, kv_heads, seq, head_dim]). ``attention_factor_times`` 2
+    applies the rotary attention factor twice, as a faulty exporter would."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out = folder.with_name(f"{folder.name}-cache-x{attention_factor_times}.onnx")
+    model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    rotary = model.model.rotary_emb
+    rotary.attention_scaling = rotary.attention_scaling ** attention_factor_times
+    layers = model.config.num_hidden_layers
+
+    class WithCache(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, input_ids, attention_mask, position_ids):  # noqa: ANN001
+            result = self.m(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=True)
+            cache = [t for layer in result.past_key_values.layers for t in (layer.keys, layer.values)]
+            return (result.logits, *cache)
+
+    names = ["input_ids", "attention_mask", "position_ids"]
+    outputs = ["logits", *(f"present.{n}.{kind}" for n in range(layers) for kind in ("key", "value"))]
+    axes = {n: {0: "batch", 1: "seq"} for n in names} | {n: {0: "batch", 2: "seq"} for n in outputs[1:]}
+    example = (torch.randint(0, VOCAB, (1, 8)), torch.ones(1, 8, dtype=torch.int64), torch.arange(8)[None])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(WithCache(), example, str(out), dynamo=False, input_names=names, output_names=outputs,
+                          dynamic_axes=axes, opset_version=18)
+    return out

@@ -87,14 +87,44 @@ def test_no_import_circle():
     assert cycles(import_graph()) == []
 
 
+# The layer order of docs/architecture.md, bottom first: a module imports only from its own layer or below.
+LAYERS = [
+    ["contract", "dtypes", "errors"],
+    ["params", "files", "limits", "comparison"],
+    ["tables", "script", "checkpoint", "weights"],
+    ["encodings", "rope", "properties", "registry"],
+    ["export", "extend", "indexshare"],
+    ["runtimes"],
+    ["models", "verdicts", "bench", "surgery"],
+    ["options", "reports", "api"],
+]
+LEVEL = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def layer_of(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else ""
+
+
 def test_layers():
     graph = import_graph()
+    placed = {layer_of(m) for m in graph} - {""}
+    assert placed <= set(LEVEL), f"modules in no layer of docs/architecture.md: {placed - set(LEVEL)}"
+    upward = [f"{m} -> {i}" for m, imports in graph.items() for i in imports
+              if layer_of(m) and layer_of(i) and LEVEL[layer_of(i)] > LEVEL[layer_of(m)]]
+    assert upward == []
     for module, imports in graph.items():
         assert not any(i.startswith("posexport_cli") for i in imports), module
         if module.startswith("posexport.runtimes"):
             assert "posexport.export" not in imports, f"{module} imports the builder"
     # The contract sits below everything but the light dtypes module its annotations name.
     assert graph["posexport.contract"] <= {"posexport.dtypes"}
+
+
+def test_the_documented_layer_order_is_the_tested_one():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    documented = text.split("    contract", 1)[1].split("\n\n", 1)[0]
+    rows = [[name.strip() for name in row.split(",")] for row in ("contract" + documented).replace("\n", " ").split("<")]
+    assert [sorted(r) for r in rows] == [sorted(r) for r in LAYERS] + [["cli"]]
 
 
 def test_contract_registry_and_cli_start_light():

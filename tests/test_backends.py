@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 
-from posexport import export, parity
+from posexport import export, verdicts
 from posexport.rope import backends, scaling
 from posexport.contract import Case
 from posexport.rope.encoding import reference
@@ -62,7 +62,7 @@ def test_backend_low_precision(backend, dtype, runtime, config):
 @pytest.mark.parametrize("backend", list(OPSET))
 def test_every_backend_passes_the_parity_engine(backend):
     art = artifact("rope", backend=backend, opset=OPSET[backend], **CONFIGS["partial-half-bhsd"])
-    report = parity.run_parity(art, ["torch", "reference", "ort-cpu", "ort-cpu-noopt"], seqs=(1, 17), batches=(1, 3))
+    report = verdicts.run_parity(art, ["torch", "reference", "ort-cpu", "ort-cpu-noopt"], seqs=(1, 17), batches=(1, 3))
     assert report.passed, [(r.case, r.runtime, r.status) for r in report.results if r.status != "pass"]
     assert set(report.unavailable) == ({"reference"} if backend == "ort" else set())
 

@@ -23,7 +23,7 @@ import pytest
 import torch
 from onnxscript import script
 
-from posexport import export, parity, properties, registry
+from posexport import export, properties, registry, verdicts
 from posexport.contract import BuildOptions, Case, Property, Tables
 from posexport.dtypes import COMPUTE
 from posexport.errors import PosexportError
@@ -63,9 +63,9 @@ def matrix() -> list[tuple[str, str, str]]:
     return out
 
 
-def conforms(art: export.Artifact) -> parity.Report:
+def conforms(art: export.Artifact) -> verdicts.Report:
     """The small sweep and every declared property on both runtimes; the report must pass."""
-    report = parity.run_parity(art, list(RUNTIMES), **SWEEP)
+    report = verdicts.run_parity(art, list(RUNTIMES), **SWEEP)
     assert not report.unavailable, report.unavailable
     assert report.passed, verdict_line(report) + "".join(
         f"\n  {r.runtime} {r.case}: {r.status} {r.message}" for r in report.failures()

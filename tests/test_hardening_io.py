@@ -133,7 +133,7 @@ def test_parity_refuses_a_tolerance_that_passes_everything(small, tmp_path, tole
 
 
 def test_python_users_get_the_same_tolerance_and_seed_checks(small):
-    from posexport.parity import run_parity
+    from posexport.verdicts import run_parity
 
     for settings, needle in [(dict(tolerance=float("inf")), "--tolerance inf"), (dict(tolerance={"float32": float("nan")}), "float32=nan"),
                              (dict(tolerance=0.0), "--tolerance 0.0"), (dict(seed=-1), "--seed -1")]:

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from posexport.rope import indexshare
+from posexport import indexshare
 from posexport.errors import ParamError
 
 from .conftest import normalised_error, posexport_cli

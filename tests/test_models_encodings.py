@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from posexport import export, parity
+from posexport import export, verdicts
 from posexport.encodings.vit_learned import resample_grid
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
@@ -27,7 +27,7 @@ def test_distillation_token_graph_on_every_runtime():
               "antialias": False, "cubic_coefficient": -0.75}
     art = export.build("vit-learned", values)
     assert [s.dims for s in art.encoding.inputs(art.params)][1] == ("batch", 2, 8)
-    report = parity.run_parity(art, ["ort-cpu", "reference", "torch"], properties=True)
+    report = verdicts.run_parity(art, ["ort-cpu", "reference", "torch"], properties=True)
     assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
 
 

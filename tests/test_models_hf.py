@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from posexport import export, parity  # noqa: E402
+from posexport import export, verdicts  # noqa: E402
 from posexport.models import read_model  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.models import cli as model_cli  # noqa: E402
@@ -43,7 +43,7 @@ ALL = [*model_zoo.ROPE, *model_zoo.TRAINED]
 @pytest.mark.parametrize("name", ALL)
 def test_every_graph_agrees_with_the_model_on_the_sweep(built, name):
     for b in built[name]:
-        report = parity.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(2,), properties=False)
+        report = verdicts.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(2,), properties=False)
         hf = [r for r in report.results if r.runtime == "hf"]
         assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
         assert hf and all(r.status == "pass" for r in hf)
@@ -179,14 +179,14 @@ def test_hf_says_why_it_cannot_judge_a_graph_without_a_model():
     assert hf.available() == (True, "")
     ok, why = hf.supports(art)
     assert not ok and "--from-model" in why
-    report = parity.run_parity(art, ["ort-cpu", "hf"], seqs=(1,), batches=(1,), properties=False)
+    report = verdicts.run_parity(art, ["ort-cpu", "hf"], seqs=(1,), batches=(1,), properties=False)
     assert report.passed and "--from-model" in report.unavailable["hf"]
 
 
 def test_a_graph_built_from_a_model_carries_it_for_runtimes_hf(built):
     art = built["llama31"][0].artifact
-    assert "hf" not in [r.name for r in parity.resolve_runtimes(None)]  # it runs no graph
-    report = parity.run_parity(art, ["ort-cpu", "hf"], seqs=(17,), batches=(1,), properties=False, pairwise=True)
+    assert "hf" not in [r.name for r in verdicts.resolve_runtimes(None)]  # it runs no graph
+    report = verdicts.run_parity(art, ["ort-cpu", "hf"], seqs=(17,), batches=(1,), properties=False, pairwise=True)
     assert report.passed and "hf" in report.runtimes
     assert any(r.runtime == "hf vs ort-cpu" and r.status == "pass" for r in report.pairwise)
 
@@ -203,7 +203,7 @@ def test_published_configs_agree_with_transformers(tmp_path, name):
     from .test_models_read import preset_folder
 
     (b,) = build_model(preset_folder(tmp_path, name), None, {"heads": 2}, backend="portable")
-    report = parity.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(1,), properties=False)
+    report = verdicts.run_parity(b.artifact, ["ort-cpu", Hf()], seqs=(17,), batches=(1,), properties=False)
     assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
 
 
@@ -225,3 +225,22 @@ def test_swin_class_token_index_is_beits():
     for window in ((4, 4), (3, 5)):
         theirs = BeitRelativePositionBias.generate_relative_position_index(window).numpy()
         assert np.array_equal(relative_index(*window, class_token=True), theirs)
+
+
+def test_the_documented_parity_from_model_passes_a_correct_graph_and_fails_a_wrong_base(zoo, tmp_path):
+    """`posexport build --from-model DIR` then `posexport parity --from-model DIR GRAPH`, as the README
+    writes them: every runtime, the graph's properties on the graph runtimes, the model's own code on hf."""
+    folder = zoo["llama31"]
+    assert cli("build", "--from-model", str(folder), "-o", str(tmp_path)) == 0
+    (graph,) = tmp_path.glob("*.onnx")
+    assert cli("parity", "--from-model", str(folder), str(graph), "--json", str(tmp_path / "report.json")) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "hf" in report["runtimes"] and report["properties"]
+    assert "hf" not in {p["runtime"] for p in report["properties"]}
+    base = json.loads(graph.with_suffix(".json").read_text())["params"]["base"]
+    wrong = tmp_path / "wrong"
+    assert cli("build", "--from-model", str(folder), "--base", str(base * 1.01), "-o", str(wrong)) == 0
+    (wrong_graph,) = wrong.glob("*.onnx")
+    assert cli("parity", "--from-model", str(folder), str(wrong_graph), "--json", str(wrong / "report.json")) == 1
+    failing = {r["runtime"] for r in json.loads((wrong / "report.json").read_text())["results"] if r["status"] != "pass"}
+    assert failing == {"hf"}  # the graph is what its manifest says, but not what the model does

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posexport import export, parity
+from posexport import export, verdicts
 from posexport.errors import ParamError
 from posexport.rope import encoding as rope
 from posexport.rope.mrope import MRopeParams, reference
@@ -23,7 +23,7 @@ PARAMS = {"head_dim": 16, "heads": 2, "mrope_section": "2,3,3"}
 ])
 def test_parity_on_every_runtime(source, backend, opset, dtype):
     art = export.build("mrope", PARAMS, dtype=dtype, source=source, backend=backend, opset=opset)
-    report = parity.run_parity(art, None, seqs=(1, 17), batches=(2,), properties=(backend == "portable"))
+    report = verdicts.run_parity(art, None, seqs=(1, 17), batches=(2,), properties=(backend == "portable"))
     assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
     assert {"ort-cpu", "torch"} <= set(report.runtimes)
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from posexport import export, parity, properties
+from posexport import export, properties, verdicts
 from posexport.reports import parity as reports
 from posexport.dtypes import DTYPES
 from posexport.errors import PosexportError
@@ -21,9 +21,9 @@ F32 = DTYPES["float32"]
 
 
 @pytest.fixture(scope="module")
-def full_sweep() -> parity.Report:
+def full_sweep() -> verdicts.Report:
     art = artifact("rope", head_dim=16, heads=2, max_positions=512)
-    return parity.run_parity(art, pairwise=True)
+    return verdicts.run_parity(art, pairwise=True)
 
 
 def test_default_sweep_covers_the_lengths_that_break_deployments(full_sweep):
@@ -59,9 +59,9 @@ def test_report_json_round_trips_with_errors_and_infinities():
 
     report = run("frozen", ("reference", "ort-cpu", "openvino"))
     assert any(r.status == "error" for r in report.results) and any(p.error == math.inf for p in report.properties)
-    text = parity.to_json(report)
-    again = parity.from_json(text)
-    assert again == report and parity.to_json(again) == text
+    text = verdicts.to_json(report)
+    again = verdicts.from_json(text)
+    assert again == report and verdicts.to_json(again) == text
     assert '"Infinity"' not in text and "NaN" not in text  # strict JSON
 
 
@@ -70,50 +70,50 @@ def test_inputs_are_seeded_and_shared():
     enc, p = art.encoding, art.params
     digests = []
     for seed in (0, 0, 1):
-        report = parity.run_parity(art, ["ort-cpu"], seqs=(17,), batches=(3,), seed=seed, keep_outputs=True, properties=False)
+        report = verdicts.run_parity(art, ["ort-cpu"], seqs=(17,), batches=(3,), seed=seed, keep_outputs=True, properties=False)
         digests.append(dict(report.outputs.digests))
     assert digests[0] == digests[1] and digests[0] != digests[2]
     # The engine's feeds are those the encoding makes from the case's generator: any runtime gets these bytes.
     case = enc.cases(p, (17,), (3,))[0]
     feeds = enc.feeds(p, case, art.options.dtype, np.random.default_rng([0, 0]))
-    assert digests[0][("rope-float32", case.label)] == parity.feeds_digest(feeds)
+    assert digests[0][("rope-float32", case.label)] == verdicts.feeds_digest(feeds)
     assert np.all(feeds["x"] != 0)
 
 
 def test_tolerances_follow_the_dtype_bounds_and_can_be_overridden():
     art16 = artifact("rope", dtype="float16", head_dim=8, heads=1)
     feeds = {"position_ids": np.array([[5000]])}
-    assert parity.bound_for(art16, feeds, None) == 4e-3
-    assert parity.bound_for(artifact("rope", head_dim=8, heads=1), feeds, None) == pytest.approx(1e-6 * (math.log2(5000) + 1))
-    assert parity.bound_for(art16, feeds, {"float16": 1e-2}) == 1e-2
-    assert parity.bound_for(art16, feeds, {"bfloat16": 1e-2}) == 4e-3
-    assert parity.parse_tolerance("float16=5e-3,bfloat16=4e-2") == {"float16": 5e-3, "bfloat16": 4e-2}
-    report = parity.run_parity(art16, ["ort-cpu"], seqs=(17,), batches=(1,), tolerance=1e-7, properties=False)
+    assert verdicts.bound_for(art16, feeds, None) == 4e-3
+    assert verdicts.bound_for(artifact("rope", head_dim=8, heads=1), feeds, None) == pytest.approx(1e-6 * (math.log2(5000) + 1))
+    assert verdicts.bound_for(art16, feeds, {"float16": 1e-2}) == 1e-2
+    assert verdicts.bound_for(art16, feeds, {"bfloat16": 1e-2}) == 4e-3
+    assert verdicts.parse_tolerance("float16=5e-3,bfloat16=4e-2") == {"float16": 5e-3, "bfloat16": 4e-2}
+    report = verdicts.run_parity(art16, ["ort-cpu"], seqs=(17,), batches=(1,), tolerance=1e-7, properties=False)
     assert not report.passed
     # The report still says how far off it was: the smallest tolerance that would have passed.
     worst = max(r.comparison.normalised for r in report.results)
     assert 1e-7 < worst <= 4e-3
-    again = parity.run_parity(art16, ["ort-cpu"], seqs=(17,), batches=(1,), tolerance=worst, properties=False)
+    again = verdicts.run_parity(art16, ["ort-cpu"], seqs=(17,), batches=(1,), tolerance=worst, properties=False)
     assert again.passed
 
 
 def test_progress_reaches_its_total():
     calls = []
-    parity.run_parity(artifact("rope", head_dim=8, heads=1), ["ort-cpu", "reference"], seqs=(1,), batches=(1,),
+    verdicts.run_parity(artifact("rope", head_dim=8, heads=1), ["ort-cpu", "reference"], seqs=(1,), batches=(1,),
                       progress=lambda done, total, what: calls.append((done, total)))
     assert calls[-1][0] == calls[-1][1] and [d for d, _ in calls] == list(range(1, len(calls) + 1))
 
 
 def test_unknown_runtime_is_one_clear_error():
     with pytest.raises(PosexportError, match="--runtimes 'tensorrt': unknown runtime; choose from torch"):
-        parity.run_parity(artifact("rope", head_dim=8, heads=1), ["tensorrt"])
+        verdicts.run_parity(artifact("rope", head_dim=8, heads=1), ["tensorrt"])
 
 
 @pytest.mark.parametrize("name", list(ENCODINGS))
 def test_every_registered_encoding_goes_through_the_engine(name):
     """Encodings plug in without touching the engine: each one's own sweep and properties, on onnxruntime."""
     art = export.build(name)
-    report = parity.run_parity(art, ["ort-cpu"], seqs=(1, 17), batches=(1, 3))
+    report = verdicts.run_parity(art, ["ort-cpu"], seqs=(1, 17), batches=(1, 3))
     assert report.results and report.passed, reports.verdict_line(report)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from posexport import export
-from posexport.parity import Outputs, read_json, to_json
+from posexport.verdicts import Outputs, read_json, to_json
 
 from .conftest import artifact
 

@@ -13,7 +13,7 @@ import onnx.helper as oh
 import onnx.numpy_helper as onh
 import pytest
 
-from posexport import export, parity
+from posexport import export, verdicts
 from posexport.reports import parity as reports
 from posexport.rope.encoding import inv_freq_and_factor
 from posexport.runtimes import RUNTIMES
@@ -142,16 +142,16 @@ def partial_contrib_graph() -> export.Artifact:
 
 
 @functools.lru_cache(maxsize=None)
-def run(which: str, runtimes: tuple) -> parity.Report:
+def run(which: str, runtimes: tuple) -> verdicts.Report:
     art = {"frozen": frozen_table_graph, "fp16": float16_angles_graph, "control": correct_single_table_graph,
            "contrib": partial_contrib_graph, "fp64": float64_angles_graph}[which]()
-    return parity.run_parity(art, list(runtimes), seqs=SEQS, batches=(1, 3), properties=which != "contrib")
+    return verdicts.run_parity(art, list(runtimes), seqs=SEQS, batches=(1, 3), properties=which != "contrib")
 
 
 GRAPH_RUNTIMES = ("reference", "ort-cpu", "openvino")
 
 
-def failing(report: parity.Report, runtime: str) -> dict[str, parity.CaseResult]:
+def failing(report: verdicts.Report, runtime: str) -> dict[str, verdicts.CaseResult]:
     return {r.case: r for r in report.results if r.runtime == runtime and r.status != "pass"}
 
 
@@ -225,7 +225,7 @@ def test_openvino_refuses_the_partial_rotary_contrib_op_by_default():
 
 
 def test_partial_rotary_contrib_op_forced_onto_openvino_fails_and_names_it():
-    report = parity.run_parity(partial_contrib_graph(), ["ort-cpu", OpenVino(run_partial_contrib_rotary=True)],
+    report = verdicts.run_parity(partial_contrib_graph(), ["ort-cpu", OpenVino(run_partial_contrib_rotary=True)],
                                seqs=(1, 17), batches=(1, 3), properties=False)
     assert not report.passed
     assert all(r.status == "pass" for r in report.results if r.runtime == "ort-cpu")

@@ -1,4 +1,4 @@
-"""The README's Python examples run as written."""
+"""The Python examples of README.md and of the docs that are complete programs run as written."""
 
 from __future__ import annotations
 
@@ -7,15 +7,18 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+ROOT = Path(__file__).resolve().parents[1]
+# Pages whose python blocks are whole programs (docs/surgery.md's sketch names files the reader has).
+PAGES = [ROOT / "README.md", ROOT / "docs" / "api.md"]
+BLOCKS = [(page.relative_to(ROOT), i, block) for page in PAGES
+          for i, block in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), re.S))]
 
 
-def test_readme_has_python_examples():
-    assert BLOCKS
+def test_every_page_has_python_examples():
+    assert {page for page, _, _ in BLOCKS} == {page.relative_to(ROOT) for page in PAGES}
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_example_runs(index, tmp_path, monkeypatch):
+@pytest.mark.parametrize("page, index, block", BLOCKS, ids=[f"{p}-{i}" for p, i, _ in BLOCKS])
+def test_example_runs(page, index, block, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    exec(compile(BLOCKS[index], f"README.md python block {index}", "exec"), {"__name__": "readme"})
+    exec(compile(block, f"{page} python block {index}", "exec"), {"__name__": "example"})

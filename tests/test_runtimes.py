@@ -133,7 +133,7 @@ def test_reference_evaluator_declines_contrib_ops():
 
 
 def test_a_runtime_that_cannot_load_a_graph_is_unavailable_not_a_crash():
-    from posexport import parity
+    from posexport import verdicts
 
     from .test_parity_faults import as_artifact, contract_graph
 
@@ -142,6 +142,6 @@ def test_a_runtime_that_cannot_load_a_graph_is_unavailable_not_a_crash():
     model = contract_graph(p, [onnx.helper.make_node("NoSuchOp", ["x", "position_ids"], ["y"], domain="example.nowhere")], [],
                            (onnx.helper.make_opsetid("example.nowhere", 1),))
     art = as_artifact(model, head_dim=16, heads=2)
-    report = parity.run_parity(art, ["ort-cpu", "openvino", "reference"], seqs=(1,), batches=(1,), properties=False)
+    report = verdicts.run_parity(art, ["ort-cpu", "openvino", "reference"], seqs=(1,), batches=(1,), properties=False)
     assert set(report.unavailable) >= {"ort-cpu", "openvino"}
     assert all(why.startswith("failed to load the graph") for name, why in report.unavailable.items() if name != "reference")

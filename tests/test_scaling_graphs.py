@@ -12,7 +12,7 @@ from posexport import export
 from posexport.rope.backends import BACKENDS
 from posexport.contract import Case
 from posexport.rope.encoding import reference
-from posexport.parity import run_parity
+from posexport.verdicts import run_parity
 from posexport.runtimes import get_runtime
 
 from .conftest import artifact, normalised_error, session

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
-from posexport import parity
+from posexport import verdicts
 from posexport.contract import Case
 
 from .conftest import artifact, session
@@ -40,7 +40,7 @@ def test_bias_graph_contract(name, source):
 @pytest.mark.parametrize("name", ["alibi", "t5-causal"])
 def test_bias_passes_the_parity_engine(name, source, dtype):
     art = artifact(encoding_of(name), dtype=dtype, source=source, output="bias", **BIASES[name])
-    report = parity.run_parity(art, RUNTIMES, seqs=(1, 17))
+    report = verdicts.run_parity(art, RUNTIMES, seqs=(1, 17))
     assert report.passed, [(r.case, r.runtime, r.status) for r in report.results if r.status != "pass"]
 
 
@@ -48,7 +48,7 @@ def test_bias_passes_the_parity_engine(name, source, dtype):
 def test_swin_bias_has_no_input_and_passes_parity(source):
     art = artifact("swin", source=source, output="bias", window_h=3, window_w=4, heads=2)
     assert not art.model.graph.input and [d.dim_value for d in art.model.graph.output[0].type.tensor_type.shape.dim] == [1, 2, 12, 12]
-    report = parity.run_parity(art, RUNTIMES)
+    report = verdicts.run_parity(art, RUNTIMES)
     assert report.passed, [(r.case, r.runtime, r.status) for r in report.results if r.status != "pass"]
 
 

@@ -9,7 +9,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from posexport import parity
+from posexport import verdicts
 from posexport.contract import Case
 
 from .conftest import artifact, normalised_error, session
@@ -36,7 +36,7 @@ def test_bsh_graph_contract(source):
 def test_bsh_passes_the_parity_engine(backend):
     art = artifact("rope", backend=backend, opset=OPSET[backend], rotary_dim=8, pair_layout="interleaved", **SMALL)
     runtimes = ["ort-cpu", "ort-cpu-noopt"] + (["reference", "torch"] if backend != "ort" else ["torch"])
-    report = parity.run_parity(art, runtimes, seqs=(1, 17), batches=(1, 3))
+    report = verdicts.run_parity(art, runtimes, seqs=(1, 17), batches=(1, 3))
     assert report.passed, [(r.case, r.runtime, r.status) for r in report.results if r.status != "pass"]
 
 
@@ -59,7 +59,7 @@ def test_bsh_every_cos_sin_source(scaling, source):
 def test_mrope_takes_the_packed_layout_too():
     """M-RoPE is a rotation of the same kind: bsh reaches it through the kind and the backends."""
     art = artifact("mrope", backend="ort", head_dim=16, heads=2, mrope_section="2,3,3", layout="bsh")
-    report = parity.run_parity(art, ["ort-cpu", "torch"], seqs=(1, 17))
+    report = verdicts.run_parity(art, ["ort-cpu", "torch"], seqs=(1, 17))
     assert report.passed, [(r.case, r.runtime, r.status) for r in report.results if r.status != "pass"]
 
 

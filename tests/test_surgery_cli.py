@@ -47,13 +47,15 @@ def test_doctor_patch_and_model_parity_from_the_command_line(genai, tmp_path):
     assert code == 0, (out, error)
     assert '"scaling": "llama3"' in out and '"position_limit": 8192' in out
     assert cli("doctor", fixed, "--from-model", folder, "--fail-on")[0] == 0
-    code, out, _ = cli("model-parity", "--model", fixed, "--against", model, "--past", "3000", "--runtimes", "ort",
-                       "--markdown", tmp_path / "parity.md")
-    assert "| ort | 1 token(s) at position 3000 | (all) | — |  | ok (reference fails: cos_cache dimension 0" in (tmp_path / "parity.md").read_text()
-    assert code == 0 and "the reference fails: cos_cache dimension 0 shall not be less than total_sequence_length" in out
-    assert cli("model-parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort")[0] == 1
+    code, out, _ = cli("model-parity", "--model", fixed, "--against", model, "--prompt", "16", "--past", "3000",
+                       "--runtimes", "ort-cpu", "--markdown", tmp_path / "parity.md")
+    markdown = (tmp_path / "parity.md").read_text()
+    assert "| model.onnx | 1 token(s) at position 3000 | logits | ort-cpu | the reference fails: " in markdown
+    assert "cos_cache dimension 0 shall not be less than total_sequence_length" in markdown
+    assert code == 0 and "5 outputs not compared" in out.splitlines()[-1]
+    assert cli("model-parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort-cpu")[0] == 1
     # The same check spelled as `parity --model`.
-    assert cli("parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort")[0] == 1
+    assert cli("parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort-cpu")[0] == 1
 
 
 def test_patch_errors_name_the_node_and_leave_nothing(genai, tmp_path):
@@ -96,12 +98,12 @@ def test_model_parity_shows_where_the_original_drifts():
     model = sf.torch_export(sf.as_plain(folder))
     fixed = model.with_name("dyn-cli-fixed.onnx")
     assert cli("patch", model, "--out", fixed, "--from-model", folder)[0] == 0
-    code, out, error = cli("model-parity", "--model", fixed, "--against-hf", folder, "--original", model,
-                           "--prompt", "100", "--runtimes", "ort", "--tolerance", "2e-5")
-    assert code == 0, (out, error)
-    row = [line for line in out.splitlines() if "prompt 100" in line][0]
-    mine, original = [float(cell) for cell in row.replace("│", " ").split() if "e-" in cell or "e+" in cell]
-    assert mine <= 2e-5 < 1e-2 < original
+    report = model.with_name("dyn-cli-report.json")
+    code, out, error = cli("model-parity", "--model", fixed, "--against-hf", folder, "--original", model, "--prompt", "100",
+                           "--runtimes", "ort-cpu", "--tolerance", "2e-5", "--outputs", "logits", "--json", report)
+    assert code == 0 and out.strip().splitlines()[-1].startswith("PASS"), (out, error)
+    (row,) = json.loads(report.read_text())["results"]
+    assert row["output"] == "logits" and row["comparison"]["normalised"] <= 2e-5 < 1e-2 < float(row["original"])
 
 
 @pytest.mark.parametrize("encoding", ["alibi", "t5"])

@@ -17,7 +17,7 @@ import pytest
 
 from posexport import surgery
 from posexport.errors import PosexportError
-from posexport.surgery.modelparity import FeedCase
+from posexport.verdicts import FeedCase, model_parity
 
 from . import surgery_fixtures as sf
 
@@ -90,10 +90,10 @@ def test_patched_model_runs_past_the_old_limit_and_matches_exact_caches(llama3, 
     assert tables["cos_cache"].shape == (LIMIT, 8)
     assert max(np.abs(tables["cos_cache"] - cos).max(), np.abs(tables["sin_cache"] - sin).max()) <= 2e-7
     cases = [FeedCase(3000), FeedCase(1, 5000)]  # the decode step reads 5000 seeded past key/values
-    report = surgery.model_parity(patched, exact, cases, tolerance=2e-5, outputs=["logits"])
-    assert report["ok"] and all("error" in row for row in report["rows"]), report["rows"]
-    original = surgery.model_parity(model, exact, [FeedCase(1, 5000)], outputs=["logits"])
-    assert "cos_cache" in original["rows"][0]["model_fails"]
+    report = model_parity(patched, exact, cases=cases, runtimes=["ort-cpu"], tolerance=2e-5)
+    assert report.passed and not report.not_compared, report  # logits and every present key and value
+    original = model_parity(model, exact, cases=[FeedCase(1, 5000)], runtimes=["ort-cpu"])
+    assert not original.passed and "cos_cache" in original.results[0].message
     config = json.loads((patched.parent / "genai_config.json").read_text())
     assert config["model"]["context_length"] == LIMIT and config["model"]["decoder"]["filename"] == "model.onnx"
     assert (patched.parent / "tokenizer.json").is_file()
@@ -193,8 +193,8 @@ def test_phi3_longrope_caches_switched_by_an_if_are_both_rebuilt(tmp_path):
         assert np.abs(caches[f"cos_cache_{regime}"] - np.cos(angles) * factor).max() <= 2e-7
         assert np.abs(caches[f"sin_cache_{regime}"] - np.sin(angles) * factor).max() <= 2e-7
     assert surgery.doctor(out, values)["faults"] == 0
-    report = surgery.model_parity(out, model, [FeedCase(64), FeedCase(100), FeedCase(1, 600)], outputs=["logits"])
-    assert report["ok"] and "cos_cache dimension 0" in report["rows"][-1]["reference_fails"]
+    report = model_parity(out, model, cases=[FeedCase(64), FeedCase(100), FeedCase(1, 600)], runtimes=["ort-cpu"], outputs=["logits"])
+    assert report.passed and "cos_cache dimension 0" in report.not_compared[-1].reason
 
 
 def generate(folder: Path, prompt: int) -> list[int]:

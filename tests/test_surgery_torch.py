@@ -11,8 +11,7 @@ import pytest
 
 from posexport import surgery
 from posexport.errors import PosexportError
-from posexport.surgery.hfref import hf_reference
-from posexport.surgery.modelparity import FeedCase
+from posexport.verdicts import FeedCase, model_parity
 
 from . import surgery_fixtures as sf
 
@@ -34,10 +33,11 @@ def patched(model: Path, folder: Path | None, name: str) -> Path:
     return out
 
 
-def worst(model: Path, reference, cases=FAR) -> float:
-    rows = surgery.model_parity(model, reference, cases, tolerance=1.0)["rows"]
-    assert not any(r["model_fails"] or r["reference_fails"] for r in rows), rows
-    return max(r["error"] for r in rows)
+def worst(model: Path, folder: Path, cases=FAR) -> float:
+    """The largest error of any output (logits, every layer's key and value cache) against float64 transformers."""
+    report = model_parity(model, against_hf=folder, cases=cases, runtimes=["ort-cpu"], tolerance=1.0)
+    assert report.results and not report.not_compared and all(r.comparison for r in report.results), report
+    return max(r.comparison.normalised for r in report.results)
 
 
 def test_default_rope_is_found_recognised_and_patched_without_parameters():
@@ -50,7 +50,7 @@ def test_default_rope_is_found_recognised_and_patched_without_parameters():
     fixed = patched(model, None, "default")
     after = surgery.doctor(fixed)
     assert after["faults"] == 0 and [s["kind"] for s in after["sites"]] == ["posexport"]
-    assert worst(fixed, hf_reference(folder)) <= 2e-5
+    assert worst(fixed, folder) <= 2e-5
     with pytest.raises(PosexportError, match=r"found only TwoLevelCosSin node 'posexport.rope' \(posexport\)"):
         surgery.patch(onnx.load(str(fixed)))
     again = patched(model, None, "default-again")  # same file name, another folder
@@ -69,7 +69,7 @@ def test_positions_from_range_and_onnxscript_fusions_are_patched_too():
     kinds = {n.domain for n in onnx.load(str(fixed), load_external_data=False).graph.node}
     assert {"com.microsoft", "posexport"} <= kinds
     long_prompts = [FeedCase(16), FeedCase(2000)]
-    assert worst(fixed, hf_reference(folder), long_prompts) <= 2e-5
+    assert worst(fixed, folder, long_prompts) <= 2e-5
 
 
 def test_torchscript_export_is_patched_too():
@@ -77,7 +77,7 @@ def test_torchscript_export_is_patched_too():
     model = sf.torch_export(folder, dynamo=False)  # symbolic axes named b and s
     (site,) = surgery.find(model)
     assert site.anchor == "Cos node '/m/model/rotary_emb/Cos'"
-    assert worst(patched(model, None, "torchscript"), hf_reference(folder)) <= 2e-5
+    assert worst(patched(model, None, "torchscript"), folder) <= 2e-5
 
 
 def test_dynamic_ntk_exported_as_plain_matches_float64_transformers_once_patched():
@@ -85,10 +85,9 @@ def test_dynamic_ntk_exported_as_plain_matches_float64_transformers_once_patched
     report = surgery.doctor(model, surgery.requested_values(from_model=folder))
     faults = {f["fault"]: f for f in report["sites"][0]["faults"]}
     assert faults["dynamic-exported-static"]["value"] > 0.1 and "position 127" in faults["dynamic-exported-static"]["detail"]
-    reference = hf_reference(folder)
-    assert worst(model, reference) > 1e-2  # plain rope past max_position_embeddings: wrong
+    assert worst(model, folder) > 1e-2  # plain rope past max_position_embeddings: wrong
     fixed = patched(model, folder, "dynamic")
-    assert worst(fixed, reference) <= 2e-5
+    assert worst(fixed, folder) <= 2e-5
     functions = {f.name for f in onnx.load(str(fixed), load_external_data=False).functions}
     assert "RopeCosSinDynamic" in functions
 
@@ -105,7 +104,7 @@ def test_longrope_regimes_and_attention_factor_applied_exactly_once():
     nodes = onnx.load(str(fixed), load_external_data=False).graph.node
     assert not [n for n in nodes if n.op_type in ("Cos", "Sin", "Where") and "rotary" in str(n.input) + n.name]
     # Both regimes (prompts up to L0 = 64, then past it); a factor applied twice would be off by ~15%.
-    assert worst(fixed, hf_reference(folder), [FeedCase(16), FeedCase(64), FeedCase(100), FeedCase(16, 200)]) <= 2e-5
+    assert worst(fixed, folder, [FeedCase(16), FeedCase(64), FeedCase(100), FeedCase(16, 200)]) <= 2e-5
 
 
 def test_two_ropes_get_distinct_functions_and_tables():
@@ -123,8 +122,8 @@ def test_two_ropes_get_distinct_functions_and_tables():
     assert {"posexport.rope.fine_cos", "posexport.rope_1.fine_cos"} <= {t.name for t in saved.graph.initializer}
     assert surgery.doctor(fixed)["faults"] == 0
     # Within the trained length, float32 angles are still fine: the patched model agrees with the export.
-    report = surgery.model_parity(fixed, model, [FeedCase(16), FeedCase(40)], tolerance=2e-5)
-    assert report["ok"], report["rows"]
+    report = model_parity(fixed, model, cases=[FeedCase(16), FeedCase(40)], runtimes=["ort-cpu"], tolerance=2e-5)
+    assert report.passed and not report.not_compared, report
 
 
 def test_parameters_that_disagree_with_the_graph_are_refused(tmp_path):

@@ -33,7 +33,7 @@ from ..contract import DEFAULT_OPSET, Artifact, BuildOptions, Case
 from ..dtypes import DType, get_dtype
 from ..errors import PosexportError
 from ..registry import get_encoding
-from ..rope import indexshare
+from .. import indexshare
 from ..rope.encoding import reference_cos_sin
 from ..runtimes import Bound, Runtime, get_runtime
 from .timing import BenchConfig, Group, Row, params_for

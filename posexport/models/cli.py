@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PosexportError
-from ..options import dtypes_of
+from ..dtypes import dtypes_of
 from . import read_model
 from .build import build_model, compress, describe, save_model
 from .plan import ModelPlan

@@ -1,5 +1,5 @@
-"""Parity reports: a terminal view (rich), JUnit XML for CI systems, and Markdown for pull requests (JSON
-is the report's own codec, posexport.parity.to_json). Every view states, per runtime, the observed error
+"""Verdict reports, for graph parity and whole-model parity alike: a terminal view (rich), JUnit XML for
+CI systems, and Markdown for pull requests (JSON is the report's own codec, posexport.verdicts.to_json). Every view states, per runtime, the observed error
 and the smallest tolerance that would have passed, and names the failing cases with their lengths and
 positions.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from rich.markup import escape
 from rich.table import Table
 
-from ..parity import CaseResult, PropertyOutcome, Report
+from ..verdicts import CaseResult, NotCompared, PropertyOutcome, Report
 from .markdown import md_cell, md_table
 
 
@@ -62,6 +62,11 @@ def where(r: CaseResult) -> str:
     return axes + (f", positions ≤ {r.largest_position}" if r.largest_position is not None else "")
 
 
+def subject(r: CaseResult) -> str:
+    """The case, and for a whole model the output it judges."""
+    return f"{r.case}: {r.output}" if r.output else r.case
+
+
 def outcome(r: CaseResult) -> str:
     if r.comparison is None or r.status == "error":
         return r.message
@@ -74,13 +79,31 @@ def verdict_line(report: Report) -> str:
     props = report.properties
     bad_props = sum(p.status in ("fail", "error") for p in props)
     limited = sum(p.status == "limitation" for p in props)
+    skipped = f"{len(report.not_compared)} outputs not compared; " if report.not_compared else ""
     if not report.results:
-        return f"FAIL: no runtime ran ({len(report.unavailable)} unavailable)"
+        return f"FAIL: nothing was compared ({skipped}{len(report.unavailable)} runtimes unavailable)"
     held = f"properties {len(props) - bad_props - limited}/{len(props)} hold ({limited} known limitations); " if props else ""
     return (
         f"{'PASS' if report.passed else 'FAIL'}: {n['pass']} passed, {n['fail']} failed, {n['error']} errors; "
-        f"{held}{len(report.unavailable)} runtimes unavailable"
+        f"{held}{skipped}{len(report.unavailable)} runtimes unavailable"
     )
+
+
+def strict_line(report: Report) -> str:
+    """The verdict under --strict: a pass with an unavailable runtime or a known limitation is a failure."""
+    line = verdict_line(report)
+    if report.passed and not report.strictly_passed():
+        limited = sum(p.status == "limitation" for p in report.properties)
+        return "FAIL (--strict)" + line[len("PASS"):] + f" — --strict fails on {len(report.unavailable)} unavailable runtimes and {limited} known limitations"
+    return line
+
+
+def header(label: str, m: dict) -> str:
+    if m.get("kind") == "model":
+        original = f"; original {m['original']}" if m.get("original") else ""
+        return f"[bold]{escape(label)}[/]: whole model {escape(str(m.get('model')))} against {escape(str(m.get('reference')))}{escape(original)}"
+    return (f"[bold]{label}[/]: {m.get('source')}, {m.get('backend')}, opset {m.get('opset')}, "
+            f"params {escape(json.dumps(m.get('params', {}), sort_keys=True))}")
 
 
 def fmt(value: float) -> str:
@@ -90,13 +113,12 @@ def fmt(value: float) -> str:
 # --- terminal ---------------------------------------------------------------------------------------
 
 
-def render_terminal(report: Report, console, details: bool = False) -> None:
-    """Per graph: a line naming it, a table per runtime (and per pair), failing cases with their lengths,
-    properties as a runtime grid; then unavailable runtimes and the verdict."""
+def render_terminal(report: Report, console, details: bool = False, strict: bool = False) -> None:
+    """Per subject: a line naming it, a table per runtime (and per pair), failing cases with their lengths,
+    properties as a runtime grid, outputs not compared; then unavailable runtimes and the verdict."""
     summaries = summarise(report)
     for label, m in report.graphs.items():
-        console.print(f"[bold]{label}[/]: {m.get('source')}, {m.get('backend')}, opset {m.get('opset')}, "
-                      f"params {escape(json.dumps(m.get('params', {}), sort_keys=True))}", highlight=False)
+        console.print(header(label, m), highlight=False)
         for pairs in (False, True):
             rows = [s for s in summaries if s.graph == label and (" vs " in s.runtime) == pairs]
             if rows:
@@ -110,12 +132,15 @@ def render_terminal(report: Report, console, details: bool = False) -> None:
             for p in outcomes:
                 if p.status != "pass":
                     console.print(f"  {p.property} on {p.runtime}: {escape(p.detail)}", highlight=False)
+        skipped = [n for n in report.not_compared if n.graph == label]
+        if skipped:
+            console.print(not_compared_table(skipped))
     for name, note in report.notes.items():
         console.print(f"[yellow]note on {name}[/]: {escape(note)}", highlight=False)
     for name, why in report.unavailable.items():
         console.print(f"[yellow]{name} unavailable[/]: {escape(why)}", highlight=False)
-    colour = "green" if report.passed else "red"
-    console.print(f"[{colour}]{verdict_line(report)}[/]", highlight=False)
+    passed = report.strictly_passed() if strict else report.passed
+    console.print(f"[{'green' if passed else 'red'}]{escape(strict_line(report) if strict else verdict_line(report))}[/]", highlight=False)
 
 
 def runtime_table(rows: list[RuntimeSummary], pairs: bool) -> Table:
@@ -133,12 +158,27 @@ def runtime_table(rows: list[RuntimeSummary], pairs: bool) -> Table:
 
 
 def cases_table(shown: list[CaseResult], details: bool) -> Table:
+    outputs, originals = any(r.output for r in shown), any(r.original for r in shown)
     table = Table(title="cases" if details else "failing cases", title_justify="left")
-    for col in ("case", "runtime", "status", "lengths", "outcome"):
+    for col in ("case", *(["output"] if outputs else []), "runtime", "status", "lengths", "outcome", *(["original"] if originals else [])):
         table.add_column(col)
     for r in shown:
         style = "green" if r.status == "pass" else "red"
-        table.add_row(r.case, r.runtime, f"[{style}]{r.status}[/]", where(r), escape(outcome(r)))
+        table.add_row(r.case, *([escape(r.output)] if outputs else []), r.runtime, f"[{style}]{r.status}[/]", where(r),
+                      escape(outcome(r)), *([escape(r.original)] if originals else []))
+    return table
+
+
+def not_compared_table(skipped: list[NotCompared]) -> Table:
+    """Outputs no oracle value exists for: one row per output and reason (cases and runtimes counted)."""
+    groups: dict[tuple[str, str], int] = {}
+    for n in skipped:
+        groups[(n.output, n.reason)] = groups.get((n.output, n.reason), 0) + 1
+    table = Table(title="not compared (neither a pass nor a failure)", title_justify="left")
+    for col in ("output", "times", "why"):
+        table.add_column(col)
+    for (output, reason), times in groups.items():
+        table.add_row(escape(output), str(times), escape(reason))
     return table
 
 
@@ -185,8 +225,11 @@ def to_junit(report: Report) -> str:
         for r in [*report.results, *report.pairwise]:
             if r.graph == graph:
                 note = report.notes.get(r.runtime, "")
-                message = f"{r.runtime} {r.case} [{where(r)}]: {outcome(r)}" + (f" (note: {note})" if note else "")
-                case(f"parity.{graph}.{r.runtime}", r.case, r.status, message)
+                message = f"{r.runtime} {subject(r)} [{where(r)}]: {outcome(r)}" + (f" (note: {note})" if note else "")
+                case(f"parity.{graph}.{r.runtime}", subject(r), r.status, message)
+        for n in report.not_compared:
+            if n.graph == graph:
+                case(f"parity.{graph}.{n.runtime}", f"{n.case}: {n.output}", "skipped", f"not compared: {n.reason}")
         for p in report.properties:
             if p.graph == graph:
                 status = "pass" if p.status == "limitation" else p.status
@@ -206,6 +249,9 @@ def to_junit(report: Report) -> str:
 def to_markdown(report: Report) -> str:
     lines = [f"# posexport parity: {'PASS' if report.passed else 'FAIL'}", "", verdict_line(report), ""]
     for label, m in report.graphs.items():
+        if m.get("kind") == "model":
+            lines.append(f"- **{label}**: whole model `{m.get('model')}` against {m.get('reference')}")
+            continue
         lines.append(f"- **{label}**: {m.get('encoding')} {m.get('dtype')}, {m.get('source')}, {m.get('backend')}, opset {m.get('opset')}, "
                      f"sha256 `{str(m.get('sha256', ''))[:12]}`")
     lines += ["", "## Runtimes", ""]
@@ -216,8 +262,12 @@ def to_markdown(report: Report) -> str:
     )
     if report.failures():
         lines += ["## Failing cases", ""]
-        lines += md_table(("graph", "case", "runtime", "status", "lengths", "outcome"),
-                          ((r.graph, r.case, r.runtime, r.status, where(r), outcome(r)) for r in report.failures()))
+        lines += md_table(("subject", "case", "runtime", "status", "lengths", "outcome"),
+                          ((r.graph, subject(r), r.runtime, r.status, where(r), outcome(r)) for r in report.failures()))
+    if report.not_compared:
+        lines += ["## Not compared", ""]
+        lines += md_table(("subject", "case", "output", "runtime", "why"),
+                          ((n.graph, n.case, n.output, n.runtime, n.reason) for n in report.not_compared))
     if report.properties:
         lines += ["## Properties", ""]
         lines += md_table(("graph", "property", "runtime", "status", "detail"),

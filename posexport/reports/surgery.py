@@ -1,4 +1,5 @@
-"""Markdown of the surgery reports: the doctor's sites and faults, and whole-model parity rows."""
+"""Markdown of the doctor's report: sites and faults (whole-model parity renders as every verdict does,
+posexport.reports.parity)."""
 
 from __future__ import annotations
 
@@ -17,17 +18,3 @@ def doctor_markdown(report: dict[str, Any]) -> str:
     faults = [(str(i), f["fault"], f["detail"]) for i, s in enumerate(report["sites"], 1) for f in s["faults"]]
     lines += [f"{report['faults']} fault(s)", ""] + (md_table(("#", "fault", "detail"), faults) if faults else [])
     return "\n".join(lines + [f"- {note}" for note in report.get("notes", [])]) + "\n"
-
-
-def parity_markdown(report: dict[str, Any]) -> str:
-    """One row per runtime, case and output: the error (max|out − ref| / max(1, max|ref|)) and verdict."""
-    lines = [f"# `{report['model']}` against {report['reference']}", "",
-             f"Error: max|out − ref| / max(1, max|ref|), tolerance {report['tolerance']:g}.", ""]
-    rows = []
-    for row in report["rows"]:
-        error = f"{row['error']:.2e}" if "error" in row else "—"
-        original = row.get("original_fails") or (f"{row['original_error']:.2e}" if "original_error" in row else "")
-        failure = row["model_fails"] and f"model fails: {row['model_fails']}" or row["reference_fails"] and f"reference fails: {row['reference_fails']}"
-        rows.append((row["runtime"], row["case"], row["output"], error, original, ("ok" if row["ok"] else "FAIL") + (f" ({failure})" if failure else "")))
-    lines += md_table(("runtime", "case", "output", "error", "original", "result"), rows)
-    return "\n".join(lines)

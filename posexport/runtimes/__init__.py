@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import PosexportError
-from .base import Bound, Runtime, Session, SessionOptions
+from .base import Bound, ModelSession, Runtime, Session, SessionOptions
 from .hf import Hf
 from .openvino import OpenVino
 from .ort import OrtCpu
@@ -34,4 +34,4 @@ def get_runtime(name: str) -> Runtime:
         raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {known}") from None
 
 
-__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "Bound", "Runtime", "Session", "SessionOptions", "get_runtime"]
+__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "Bound", "ModelSession", "Runtime", "Session", "SessionOptions", "get_runtime"]

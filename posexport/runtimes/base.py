@@ -1,7 +1,10 @@
 """The runtime base: a runtime says whether it can run, loads a built artifact into a session, and a
-session runs feeds (once, or many times with its inputs and outputs bound for timing).
+session runs feeds (once, or many times with its inputs and outputs bound for timing). A runtime that
+can also run whole exported models loads one from its path (external data beside it) into a
+ModelSession, whose run returns every output by name: graph parity and whole-model parity use the same
+runners under the same names.
 
-Running is kept apart from comparing (posexport.parity) and from timing (posexport.bench): a session
+Running is kept apart from comparing (posexport.verdicts) and from timing (posexport.bench): a session
 returns the graph's output and knows nothing of references, tolerances or clocks. A runtime file holds
 only what is its own: the defaults below say "available, supports everything, no caveat, no known
 limitation, runs once per call"; see docs/runtimes.md for each runtime's traps.
@@ -12,6 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -67,6 +71,14 @@ class Session(ABC):
         return []
 
 
+class ModelSession(ABC):
+    """A whole exported model, loaded once from its path."""
+
+    @abstractmethod
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every output of the model for these feeds, by name."""
+
+
 class Runtime(ABC):
     name: str
     description: str
@@ -78,6 +90,9 @@ class Runtime(ABC):
     # Property name -> why this runtime is known to break it: known traps are reported, never hidden.
     # A broken property listed here is reported as a known limitation instead of a failure.
     limitations: Mapping[str, str] = {}
+    # False for a runner of the model's own code (hf): its cases are judged by the model-agreement
+    # bound, and a graph's properties (position limits, invariances) are not its to hold.
+    runs_graph_properties: ClassVar[bool] = True
 
     def available(self) -> tuple[bool, str]:
         """(True, '') when installed and usable here, else (False, why)."""
@@ -94,6 +109,13 @@ class Runtime(ABC):
 
     @abstractmethod
     def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> Session: ...
+
+    def supports_model(self, path: Path) -> tuple[bool, str]:
+        """(True, '') when this runtime can run the whole exported model at ``path``, else (False, why)."""
+        return False, f"{self.name} runs posexport's built graphs, not whole exported models"
+
+    def load_model(self, path: Path, options: SessionOptions = SessionOptions()) -> ModelSession:
+        raise NotImplementedError(self.supports_model(path)[1])
 
 
 def bfloat16_bits(array: np.ndarray) -> np.ndarray:

@@ -412,8 +412,9 @@ SESSIONS = {
 class Hf(Runtime):
     name = "hf"
     description = "transformers: the model's own position code (judged with the model-agreement bound)"
-    # It runs the model's code, never the ONNX graph.
+    # It runs the model's code, never the ONNX graph: graph properties are not its to hold.
     runs_graphs = False
+    runs_graph_properties = False
 
     def __init__(self, model: Mapping[str, Any] | None = None):
         self.model = model

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -23,7 +24,7 @@ import onnx.inliner
 from ..contract import Artifact
 from ..dtypes import is_bfloat16
 from ..properties import RAISES_PAST_LIMIT
-from .base import Bound, Runtime, Session, SessionOptions, all_nodes, bfloat16_bits
+from .base import Bound, ModelSession, Runtime, Session, SessionOptions, all_nodes, bfloat16_bits
 
 GATHER_OUT_OF_RANGE = (
     "OpenVINO's Gather returns zeros for an out-of-range index instead of raising, so positions past the "
@@ -68,11 +69,8 @@ class OpenVinoSession(Session):
         self.dtype = artifact.options.dtype
         # OpenVINO's ONNX frontend does not take model-local functions reliably: inline them first.
         model = onnx.inliner.inline_local_functions(artifact.model)
-        config = {"INFERENCE_PRECISION_HINT": "f32"}
-        if options.threads:
-            config["INFERENCE_NUM_THREADS"] = options.threads
         core = ov.Core()
-        self.compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", config)
+        self.compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", float32_config(options))
         precision = self.compiled.get_property("INFERENCE_PRECISION_HINT")
         if str(precision) not in ("<Type: 'float32'>", "f32", "float32"):
             raise RuntimeError(f"OpenVINO compiled in {precision}, not float32, despite INFERENCE_PRECISION_HINT=f32")
@@ -100,6 +98,30 @@ class OpenVinoSession(Session):
         for name, array in feeds.items():
             self.request.set_tensor(name, self.tensor(array))
         return Bound(self.request.infer, lambda: [self.output()])
+
+
+class OpenVinoModelSession(ModelSession):
+    """A whole model from its path (OpenVINO reads external data by path), compiled in float32."""
+
+    def __init__(self, path: Path, options: SessionOptions):
+        import openvino as ov
+
+        core = ov.Core()
+        self.compiled = core.compile_model(core.read_model(str(path)), "CPU", float32_config(options))
+        self.request = self.compiled.create_infer_request()
+        self.names = [next(iter(o.get_names()), f"output{i}") for i, o in enumerate(self.compiled.outputs)]
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        result = self.request.infer({name: np.ascontiguousarray(a) for name, a in feeds.items()})
+        return {name: np.array(result[out], copy=True) for name, out in zip(self.names, self.compiled.outputs)}
+
+
+def float32_config(options: SessionOptions) -> dict[str, object]:
+    """f32 inference precision (the CPU plugin defaults to bf16 where the CPU has it), and the threads."""
+    config: dict[str, object] = {"INFERENCE_PRECISION_HINT": "f32"}
+    if options.threads:
+        config["INFERENCE_NUM_THREADS"] = options.threads
+    return config
 
 
 class OpenVino(Runtime):
@@ -147,3 +169,9 @@ class OpenVino(Runtime):
 
     def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> OpenVinoSession:
         return OpenVinoSession(artifact, options)
+
+    def supports_model(self, path: Path) -> tuple[bool, str]:
+        return True, ""
+
+    def load_model(self, path: Path, options: SessionOptions = SessionOptions()) -> OpenVinoModelSession:
+        return OpenVinoModelSession(path, options)

@@ -16,7 +16,30 @@ import onnx
 
 from ..contract import Artifact
 from ..dtypes import is_bfloat16, numpy_dtype
-from .base import Bound, Runtime, Session, SessionOptions, bfloat16_bits, output_shape
+from .base import Bound, ModelSession, Runtime, Session, SessionOptions, bfloat16_bits, output_shape
+
+
+def session_options(optimize: bool, options: SessionOptions, config: Mapping[str, str] | None = None):
+    """onnxruntime's session options for a posexport session (graph optimisation on or off, threads,
+    spinning, profiling, extra config entries); onnxruntime's own log silenced: failures reach the caller
+    as exceptions, and its log would print them twice."""
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(4)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 4
+    if options.threads:
+        so.intra_op_num_threads = options.threads
+        so.inter_op_num_threads = 1
+    if not options.spinning:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if options.profile:
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tempfile.gettempdir(), "posexport_profile")
+    for key, value in (config or {}).items():
+        so.add_session_config_entry(key, value)
+    return so
 
 
 class OrtSession(Session):
@@ -25,28 +48,9 @@ class OrtSession(Session):
         import onnxruntime as ort
 
         self.ort = ort
-        # Failures reach the caller as exceptions; onnxruntime's own log would print them twice.
-        ort.set_default_logger_severity(4)
         self.artifact = artifact
-        self.session = ort.InferenceSession(artifact.model_bytes, self.session_options(optimize, options, config), providers=providers)
+        self.session = ort.InferenceSession(artifact.model_bytes, session_options(optimize, options, config), providers=providers)
         self.device = "cuda" if providers[0].startswith("CUDA") else "cpu"
-
-    def session_options(self, optimize: bool, options: SessionOptions, config: Mapping[str, str] | None):
-        ort = self.ort
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.log_severity_level = 4
-        if options.threads:
-            so.intra_op_num_threads = options.threads
-            so.inter_op_num_threads = 1
-        if not options.spinning:
-            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if options.profile:
-            so.enable_profiling = True
-            so.profile_file_prefix = os.path.join(tempfile.gettempdir(), "posexport_profile")
-        for key, value in (config or {}).items():
-            so.add_session_config_entry(key, value)
-        return so
 
     def ort_value(self, array: np.ndarray, device: str = "cpu"):
         """numpy has no bfloat16 that onnxruntime reads directly: pass its bits with the ONNX type
@@ -106,6 +110,20 @@ class OrtSession(Session):
         return sorted(((op, t / total) for op, t in by_op.items()), key=lambda kv: -kv[1])[:5]
 
 
+class OrtModelSession(ModelSession):
+    """A whole model from its path: onnxruntime reads its external data from beside it, by path."""
+
+    def __init__(self, path: Path, providers: list[str], optimize: bool, options: SessionOptions = SessionOptions(),
+                 config: Mapping[str, str] | None = None):
+        import onnxruntime as ort
+
+        self.session = ort.InferenceSession(str(path), session_options(optimize, options, config), providers=providers)
+        self.names = [o.name for o in self.session.get_outputs()]
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(self.names, self.session.run(self.names, dict(feeds))))
+
+
 def numpy_type(ort_type: str) -> np.dtype:
     """'tensor(float16)' -> numpy's dtype (bfloat16 through posexport.dtypes, which knows where it lives)."""
     name = ort_type.removeprefix("tensor(").removesuffix(")")
@@ -132,3 +150,9 @@ class OrtCpu(Runtime):
 
     def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> OrtSession:
         return OrtSession(artifact, ["CPUExecutionProvider"], self.optimize, options)
+
+    def supports_model(self, path: Path) -> tuple[bool, str]:
+        return True, ""
+
+    def load_model(self, path: Path, options: SessionOptions = SessionOptions()) -> OrtModelSession:
+        return OrtModelSession(path, ["CPUExecutionProvider"], self.optimize, options)

@@ -8,10 +8,11 @@ node that the CUDA provider cannot run is a load error naming the node instead o
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 from ..contract import Artifact
 from .base import Runtime, SessionOptions
-from .ort import OrtSession
+from .ort import OrtModelSession, OrtSession
 
 STRICT = {"session.disable_cpu_ep_fallback": "1"}
 
@@ -36,6 +37,16 @@ class OrtCuda(Runtime):
 
     def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> OrtSession:
         session = OrtSession(artifact, ["CUDAExecutionProvider"], optimize=True, options=options, config=STRICT)
+        used = session.session.get_providers()
+        if used[:1] != ["CUDAExecutionProvider"]:
+            raise RuntimeError(f"onnxruntime did not create a CUDA session (providers in use: {', '.join(used)})")
+        return session
+
+    def supports_model(self, path: Path) -> tuple[bool, str]:
+        return True, ""
+
+    def load_model(self, path: Path, options: SessionOptions = SessionOptions()) -> OrtModelSession:
+        session = OrtModelSession(path, ["CUDAExecutionProvider"], optimize=True, options=options, config=STRICT)
         used = session.session.get_providers()
         if used[:1] != ["CUDAExecutionProvider"]:
             raise RuntimeError(f"onnxruntime did not create a CUDA session (providers in use: {', '.join(used)})")

@@ -1,6 +1,6 @@
 """Model surgery: find the positional-encoding sites of any exported model, diagnose their faults with
-numbers, patch them with posexport's exact maths, splice posexport encodings into your own graph, and
-check a whole model's parity against its original or a transformers model in float64.
+numbers, patch them with posexport's exact maths, and splice posexport encodings into your own graph
+(whole-model parity, patched against original or transformers in float64, is posexport.verdicts').
 
     from posexport import surgery
     sites = surgery.find("model.onnx")
@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from .doctor import diagnose, doctor
 from .find import KINDS, find
-from .modelparity import FeedCase, model_parity
 from .patch import Patched, patch, patch_file
 from .source import requested_values
 from .splice import splice
 
-__all__ = ["KINDS", "FeedCase", "Patched", "diagnose", "doctor", "find", "model_parity", "patch", "patch_file",
-           "requested_values", "splice"]
+__all__ = ["KINDS", "Patched", "diagnose", "doctor", "find", "patch", "patch_file", "requested_values", "splice"]

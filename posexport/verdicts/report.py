@@ -1,8 +1,10 @@
-"""The parity report model (what a run found) and its JSON codec, which round-trips byte for byte.
+"""The one report model of every verdict (graph parity and whole-model parity) and its JSON codec,
+which round-trips byte for byte.
 
-Every error is normalised the same way: max|out − ref| / max(1, max|ref|), ref the float64 oracle. A case
-passes when that error is at most its bound (docs/numerics.md), so the error is also the smallest
-tolerance that would have passed the case.
+Every error is normalised the same way (posexport.comparison): max|out − ref| / max(1, max|ref|), ref the
+oracle. A case passes when that error is at most its bound (docs/numerics.md), so the error is also the
+smallest tolerance that would have passed the case. An output the oracle cannot produce is recorded as
+not compared, with the reason: it is never counted as a pass or a failure.
 """
 
 from __future__ import annotations
@@ -16,32 +18,33 @@ from typing import Any
 import numpy as np
 
 from ..errors import PosexportError
+from ..comparison import Comparison
 from .outputs import Outputs
 
 
 @dataclass(frozen=True)
-class Comparison:
-    max_abs: float
-    # max|out − ref| / max(1, max|ref|): the bounded error, and so the smallest tolerance that passes.
-    normalised: float
-    p99: float
-    bound: float
-
-    @property
-    def passed(self) -> bool:
-        return bool(np.isfinite(self.normalised)) and self.normalised <= self.bound
-
-
-@dataclass(frozen=True)
 class CaseResult:
-    graph: str  # which built graph (encoding and dtype)
+    graph: str  # the subject: a built graph (encoding and dtype) or a whole model
     case: str
-    runtime: str  # a runtime, or "A vs B" for a pairwise comparison
+    runtime: str  # a runner, or "A vs B" for a pairwise comparison
     status: str  # pass | fail | error
     comparison: Comparison | None = None
     message: str = ""
     axes: Mapping[str, int] = field(default_factory=dict)
     largest_position: int | None = None
+    output: str = ""  # a whole model's output (logits, a layer's key cache); "" for a graph's one output
+    original: str = ""  # whole models: how the model before a patch did on the same case and output
+
+
+@dataclass(frozen=True)
+class NotCompared:
+    """An output of a subject that no oracle value exists for (or that could not be aligned with it)."""
+
+    graph: str
+    case: str
+    runtime: str
+    output: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class Report:
     results: list[CaseResult] = field(default_factory=list)
     pairwise: list[CaseResult] = field(default_factory=list)
     properties: list[PropertyOutcome] = field(default_factory=list)
+    not_compared: list[NotCompared] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     # Runtime outputs, when the run kept them (--save-outputs); never part of the JSON report.
     outputs: Outputs | None = field(default=None, compare=False, repr=False)
@@ -92,7 +96,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         data = {f: getattr(self, f) for f in ("graphs", "runtimes", "unavailable", "notes", "settings")}
-        data |= {f: [asdict(r) for r in getattr(self, f)] for f in ("results", "pairwise", "properties")}
+        data |= {f: [asdict(r) for r in getattr(self, f)] for f in ("results", "pairwise", "properties", "not_compared")}
         return finite_json(data | {"passed": self.passed})
 
     @classmethod
@@ -111,6 +115,7 @@ class Report:
             results=[case(r) for r in data["results"]],
             pairwise=[case(r) for r in data["pairwise"]],
             properties=[PropertyOutcome(**p) for p in data["properties"]],
+            not_compared=[NotCompared(**n) for n in data.get("not_compared", [])],
             settings=dict(data["settings"]),
         )
 

@@ -1,4 +1,4 @@
-"""The parity engine: run built graphs on runtimes and judge every output against the float64 oracle.
+"""Graph parity: run built graphs on the runners and judge every output against the float64 oracle.
 
 For each graph: the encoding's seeded sweep of cases (lengths past the trained length and the cached
 rows, decode steps, random offsets), each case's feeds made once and handed byte-identical to every
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..comparison import PAIRWISE_FACTOR, compare
 from ..contract import Artifact, Case, Property
 from ..dtypes import DTYPES
 from ..errors import PosexportError, one_line
@@ -25,8 +26,6 @@ from ..runtimes import RUNTIMES, Runtime, get_runtime
 from .outputs import SAVED, Outputs, feeds_digest
 from .report import CaseResult, Comparison, PropertyOutcome, Report
 
-# Two runtimes each within the bound of the truth can differ by twice the bound from each other.
-PAIRWISE_FACTOR = 2.0
 # Property checks draw their inputs from generators seeded apart from the sweep's.
 PROPERTY_STREAM = 1_000_003
 
@@ -35,21 +34,6 @@ Tolerance = float | Mapping[str, float] | None
 
 
 # --- judging one output -----------------------------------------------------------------------------
-
-
-def compare(out: np.ndarray, ref: np.ndarray, bound: float) -> Comparison:
-    """``out`` against ``ref`` (float64). Entries where ref is ±inf (an ALiBi mask) must match exactly."""
-    if out.shape != ref.shape:
-        return Comparison(float("inf"), float("inf"), float("inf"), bound)
-    got = out.astype(np.float64)
-    finite = np.isfinite(ref)
-    with np.errstate(invalid="ignore"):
-        diff = np.where(finite, np.abs(got - ref), np.where(got == ref, 0.0, np.inf))
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    scale = max(1.0, float(np.max(np.abs(ref[finite]), initial=0.0)))
-    worst = float(diff.max(initial=0.0))
-    p99 = float(np.percentile(diff, 99)) / scale if diff.size else 0.0
-    return Comparison(worst, worst / scale, p99, bound)
 
 
 def judge(run: Callable[[Mapping[str, np.ndarray]], np.ndarray], feeds: Mapping[str, np.ndarray], ref: np.ndarray,
@@ -207,7 +191,8 @@ class Plan:
 
     @property
     def steps(self) -> int:
-        return len(self.cases) * max(1, len(self.sessions)) + len(self.props) * len(self.sessions)
+        graph_runners = sum(runtime.runs_graph_properties for runtime, _ in self.sessions.values())
+        return len(self.cases) * max(1, len(self.sessions)) + len(self.props) * graph_runners
 
 
 @dataclass
@@ -279,8 +264,11 @@ class Sweep:
             self.report.pairwise.append(CaseResult(label, case.label, f"{a} vs {b}", status, cmp, **info))
 
     def check_properties(self, plan: Plan) -> None:
+        """Properties are checks of a graph: a runner of the model's own code (hf) is judged by the
+        model-agreement bound of its cases, never by them."""
+        graph_runners = {n: s for n, s in plan.sessions.items() if s[0].runs_graph_properties}
         for k, prop in enumerate(plan.props):
-            for name, (runtime, session) in plan.sessions.items():
+            for name, (runtime, session) in graph_runners.items():
                 rng = np.random.default_rng([self.seed, PROPERTY_STREAM, k])
                 self.report.properties.append(check_property(plan.label, prop, name, runtime, session, plan.art, rng))
                 self.step(f"{plan.label} {prop.name} on {name}")

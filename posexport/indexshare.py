@@ -44,13 +44,13 @@ import onnx
 import onnx.helper as oh
 import onnx.numpy_helper as onh
 
-from .. import export, params as params_mod
-from ..contract import DEFAULT_OPSET, BuildOptions
-from ..dtypes import DType, get_dtype
-from ..encodings.inputs import random_normal
-from ..errors import ParamError
-from ..script import POSEXPORT, callees_first, called_functions, check_opset, standard_opset
-from .encoding import ENCODING as ROPE, RopeParams, reference as rope_reference
+from . import export, params as params_mod
+from .contract import DEFAULT_OPSET, BuildOptions
+from .dtypes import DType, get_dtype
+from .encodings.inputs import random_normal
+from .errors import ParamError
+from .script import POSEXPORT, callees_first, called_functions, check_opset, standard_opset
+from .rope.encoding import ENCODING as ROPE, RopeParams, reference as rope_reference
 
 MSFT = "com.microsoft"
 INT64, INT32, FLOAT = onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.FLOAT

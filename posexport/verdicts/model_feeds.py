@@ -1,0 +1,122 @@
+"""The feeds of whole-model parity: seeded, generated from a model's signature (token ids within the
+vocabulary, attention masks, position ids, past key/values of a chosen length), the same arrays for the
+model, its reference and every runner."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ..errors import PosexportError
+
+
+
+@dataclass(frozen=True)
+class FeedCase:
+    """One call: ``seq`` new tokens after ``past`` cached ones (positions past … past+seq−1)."""
+
+    seq: int
+    past: int = 0
+    batch: int = 1
+
+    @property
+    def label(self) -> str:
+        return f"prompt {self.seq}" if not self.past else f"{self.seq} token(s) at position {self.past}"
+
+
+@dataclass
+class Signature:
+    """What a model takes: inputs (name, ONNX type, dims) and the sizes its symbolic dims need."""
+
+    inputs: list[tuple[str, int, list[int | str]]]
+    outputs: list[str]
+    vocab: int
+    dims: dict[str, int] = field(default_factory=dict)
+
+
+def vocabulary(model: onnx.ModelProto, ids: str) -> int:
+    """Rows of the embedding table that input_ids index (the first Gather reading them)."""
+    sizes = {t.name: list(t.dims) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == ids and node.input[0] in sizes:
+            return int(sizes[node.input[0]][0])
+    raise PosexportError(f"cannot tell the vocabulary size: no Gather reads {ids!r} from an embedding table")
+
+
+def signature(path: str | Path, dims: Mapping[str, int] | None = None) -> Signature:
+    path = Path(path)
+    model = onnx.load(str(path), load_external_data=False)
+    inputs = [(i.name, i.type.tensor_type.elem_type, [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim])
+              for i in model.graph.input]
+    known = dict(dims or {})
+    genai = path.parent / "genai_config.json"
+    if genai.is_file():
+        decoder = json.loads(genai.read_text()).get("model", {}).get("decoder", {})
+        if "head_size" in decoder:
+            known.setdefault("kv_cache_dim", int(decoder["head_size"]))
+    ids = next((name for name, _, _ in inputs if "input_ids" in name), None)
+    vocab = vocabulary(model, ids) if ids else 0
+    return Signature(inputs, [o.name for o in model.graph.output], vocab, known)
+
+
+# [batch, seq] inputs whose axes mean the same whatever an exporter names them.
+ROLES: dict[str, Callable[[FeedCase], list[int]]] = {
+    "input_ids": lambda c: [c.batch, c.seq],
+    "position_ids": lambda c: [c.batch, c.seq],
+    "attention_mask": lambda c: [c.batch, c.past + c.seq],
+}
+
+
+def named_sizes(sig: Signature, case: FeedCase) -> dict[str, int]:
+    """Sizes of the symbolic dims that the [batch, seq] inputs fix (e.g. 'b' and 's' of a TorchScript export)."""
+    sizes: dict[str, int] = {}
+    for name, _, dims in sig.inputs:
+        role = next((ROLES[r] for r in ROLES if r in name), None)
+        if role is not None and len(dims) == 2:
+            sizes |= {str(d).lower(): n for d, n in zip(dims, role(case)) if isinstance(d, str) and d}
+    return sizes | sig.dims
+
+
+def size_of(dim: int | str, case: FeedCase, known: Mapping[str, int], name: str) -> int:
+    if isinstance(dim, int) and dim > 0:
+        return dim
+    lowered = str(dim).lower()
+    if lowered in known:
+        return known[lowered]
+    if "total" in lowered or "all" in lowered:
+        return case.past + case.seq
+    if "past" in lowered:
+        return case.past
+    if "batch" in lowered:
+        return case.batch
+    if "seq" in lowered:
+        return case.seq
+    raise PosexportError(f"input {name!r}: cannot size its dimension {dim!r}; give it with --dim {dim}=N")
+
+
+def make_feeds(sig: Signature, case: FeedCase, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded feeds for one case; the same seed and case give the same arrays for every model."""
+    rng = np.random.default_rng(seed)
+    known = named_sizes(sig, case)
+    feeds = {}
+    for name, elem, dims in sig.inputs:
+        shape = [size_of(d, case, known, name) for d in dims]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+        if "input_ids" in name:
+            value = rng.integers(0, sig.vocab, size=shape)
+        elif "attention_mask" in name:
+            value = np.ones(shape)
+        elif "position_ids" in name:
+            value = np.broadcast_to(np.arange(case.past, case.past + case.seq), shape)
+        elif np.issubdtype(dtype, np.floating):
+            value = rng.standard_normal(shape)
+        else:
+            value = np.zeros(shape)
+        feeds[name] = np.ascontiguousarray(value.astype(dtype))
+    return feeds

@@ -1,0 +1,199 @@
+"""Whole-model parity: a model against its oracle, on the same runners as graph parity.
+
+The oracle is a second ONNX model run on the same runner (the original, or the model before a patch), or
+the transformers model in float64 (hf_oracle). Each case's seeded feeds (model_feeds) are made once and
+handed to every side; every output the oracle can produce is compared (logits, and each layer's key and
+value cache, mapped by layer whatever the exporter calls them), and an output it cannot produce is
+reported as not compared, with the reason, never as a pass or a failure. Sessions load from the model's
+path (external data read by the runtime, never held here) and each output is judged as it comes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..comparison import compare
+from ..errors import PosexportError
+from ..runtimes import ModelSession, Runtime, get_runtime
+from .graphs import describe, valid_bound
+from .hf_oracle import HfOracle, cache_slot
+from .model_feeds import FeedCase, Signature, make_feeds, signature
+from .report import CaseResult, NotCompared, Report
+
+DEFAULT_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
+TOLERANCE = 1e-4
+Progress = Callable[[int, int, str], None]
+# A run's outputs, or None and the runner's message.
+Attempt = tuple["dict[str, np.ndarray] | None", str]
+
+
+def attempt(run: Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]], feeds: Mapping[str, np.ndarray]) -> Attempt:
+    try:
+        return run(feeds), ""
+    except Exception as e:  # a runtime's own error is the result we report (e.g. a cache too short)
+        return None, describe(e).split("Status Message: ")[-1]
+
+
+@dataclass
+class Oracle:
+    """What the model is judged against: ``per_runner`` references load on each runner; otherwise one
+    runner-independent oracle (the transformers model), whose outputs are made once per case."""
+
+    label: str
+    reference: Path | None = None
+    hf: HfOracle | None = None
+
+    def slot(self, output: str) -> tuple[str | None, str]:
+        """The oracle's name for a model output, or None and why it cannot produce it."""
+        if self.hf is None:
+            return output, ""
+        if output == "logits" or output.endswith("logits"):
+            return "logits", ""
+        slot = cache_slot(output)
+        if slot is None:
+            return None, f"{self.label} gives logits and key/value caches; {output!r} is neither"
+        return slot, ""
+
+
+def aligned(out: np.ndarray, ref: np.ndarray, output: str) -> tuple[np.ndarray | None, str]:
+    """The model's output in the oracle's layout ([batch, heads, seq, head_dim] caches may come as
+    [batch, seq, heads, head_dim]), or None and why they cannot be aligned (logits are never aligned: a
+    wrong shape of logits is a failure)."""
+    if out.shape == ref.shape or output.endswith("logits"):
+        return out, ""
+    if out.ndim == 4 and out.transpose(0, 2, 1, 3).shape == ref.shape:
+        return out.transpose(0, 2, 1, 3), ""
+    return None, f"shape {list(out.shape)} cannot be aligned with the oracle's {list(ref.shape)}"
+
+
+@dataclass
+class ModelRun:
+    """One run's settings and the report it fills."""
+
+    label: str
+    oracle: Oracle
+    sig: Signature
+    cases: list[FeedCase]
+    tolerance: float
+    seed: int
+    outputs: list[str] | None
+    report: Report
+    progress: Progress | None = None
+    done: int = 0
+
+    def chosen(self, names: Sequence[str]) -> list[str]:
+        if not self.outputs:
+            return list(names)
+        return [n for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in self.outputs)]
+
+    def judge(self, runtime: str, case: FeedCase, got: Attempt, ref: Attempt, original: Attempt | None) -> None:
+        (out, model_fails), (expected, ref_fails) = got, ref
+        info = dict(axes={"batch": case.batch, "seq": case.seq, "past": case.past}, largest_position=case.past + case.seq - 1)
+        if out is None:
+            self.report.results.append(CaseResult(self.label, case.label, runtime, "error", message=f"the model fails: {model_fails}", **info))
+            return
+        for output in self.chosen(sorted(out)):
+            slot, why = self.oracle.slot(output)
+            if slot is not None and expected is None:
+                why = f"the reference fails: {ref_fails}"
+            elif slot is not None and slot not in expected:
+                why = f"{self.oracle.label} has no output {slot!r}"
+            value = None
+            if not why:
+                value, why = aligned(np.asarray(out[output]), expected[slot], output)
+            if why:
+                self.report.not_compared.append(NotCompared(self.label, case.label, runtime, output, why))
+                continue
+            cmp = compare(value, expected[slot], self.tolerance)
+            message = "" if cmp.passed else f"error {cmp.normalised:.2e} > tolerance {self.tolerance:g} (max abs {cmp.max_abs:.2e})"
+            before = self.original_outcome(original, output, slot, expected) if original is not None else ""
+            self.report.results.append(CaseResult(self.label, case.label, runtime, "pass" if cmp.passed else "fail", cmp, message,
+                                                  output=output, original=before, **info))
+
+    def original_outcome(self, original: Attempt, output: str, slot: str, expected: Mapping[str, np.ndarray]) -> str:
+        """The original model's error on the same output, or how it failed."""
+        out, fails = original
+        if out is None:
+            return f"fails: {fails}"
+        if output not in out:
+            return "no such output"
+        value, why = aligned(np.asarray(out[output]), expected[slot], output)
+        return why or f"{compare(value, expected[slot], self.tolerance).normalised:.2e}"
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        if self.progress:
+            self.progress(self.done, len(self.cases) * max(1, len(self.report.runtimes)), what)
+
+
+def load(runtime: Runtime, path: Path) -> tuple[ModelSession | None, str]:
+    ok, why = runtime.available()
+    if ok:
+        ok, why = runtime.supports_model(path)
+    if not ok:
+        return None, why
+    try:
+        return runtime.load_model(path), ""
+    except Exception as e:  # a runtime that cannot load the model says so; the run goes on
+        return None, f"failed to load {path.name}: {describe(e)}"
+
+
+def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, hf_outputs: dict[int, Attempt]) -> None:
+    """Every case on one runner: the model, its per-runner reference and original, loaded once each."""
+    sessions: dict[str, ModelSession] = {}
+    for role, path in (("model", model), ("reference", run.oracle.reference), ("original", original)):
+        if path is None:
+            continue
+        session, why = load(runtime, path)
+        if session is None:
+            run.report.unavailable[runtime.name] = why if role == "model" else f"the {role} cannot run: {why}"
+            return
+        sessions[role] = session
+    run.report.runtimes[runtime.name] = runtime.description
+    for index, case in enumerate(run.cases):
+        feeds = make_feeds(run.sig, case, run.seed + index)
+        if run.oracle.hf is not None:
+            ref = hf_outputs.get(index) or hf_outputs.setdefault(index, attempt(run.oracle.hf.run, feeds))
+        else:
+            ref = attempt(sessions["reference"].run, feeds)
+        before = attempt(sessions["original"].run, feeds) if "original" in sessions else None
+        run.judge(runtime.name, case, attempt(sessions["model"].run, feeds), ref, before)
+        run.step(f"{case.label} on {runtime.name}")
+
+
+def model_parity(model: str | Path, against: str | Path | None = None, *, against_hf: str | Path | None = None,
+                 cases: Sequence[FeedCase] = (FeedCase(16),), runtimes: Sequence[str] = DEFAULT_RUNTIMES,
+                 tolerance: float = TOLERANCE, seed: int = 0, dims: Mapping[str, int] | None = None,
+                 outputs: Sequence[str] | None = None, original: str | Path | None = None,
+                 progress: Progress | None = None) -> Report:
+    """``model`` against ``against`` (an ONNX model run on the same runner) or ``against_hf`` (a
+    transformers model folder, run in float64), every case on every runner. An output passes when the
+    model runs and its error is within ``tolerance``; with ``original`` (the model before a patch) each
+    result also says how the original did. ``outputs`` are names or glob patterns (default: all)."""
+    if (against is None) == (against_hf is None):
+        raise PosexportError("give exactly one of --against ORIGINAL.onnx and --against-hf DIR")
+    if not valid_bound(tolerance):
+        raise PosexportError(f"--tolerance {tolerance!r}: expected a positive finite number")
+    model = Path(model)
+    chosen = [get_runtime(name) for name in runtimes]
+    sig = signature(model, dims)
+    unmatched = [p for p in outputs or () if not any(fnmatch.fnmatchcase(name, p) for name in sig.outputs)]
+    if unmatched:
+        raise PosexportError(f"--outputs {','.join(unmatched)}: matches no output of {model.name} ({', '.join(sig.outputs)})")
+    oracle = (Oracle(str(against), reference=Path(against)) if against is not None else
+              Oracle(f"transformers {Path(against_hf).name} (float64)", hf=HfOracle(against_hf)))
+    report = Report(settings={"seed": seed, "tolerance": tolerance, "cases": [c.label for c in cases],
+                              "outputs": list(outputs or [])})
+    report.graphs[model.name] = {"kind": "model", "model": str(model), "reference": oracle.label,
+                                 "original": str(original) if original else None}
+    run = ModelRun(model.name, oracle, sig, list(cases), tolerance, seed, list(outputs or []) or None, report, progress)
+    hf_outputs: dict[int, Attempt] = {}
+    for runtime in chosen:
+        run_on(run, runtime, model, Path(original) if original is not None else None, hf_outputs)
+    return report

@@ -1,0 +1,59 @@
+"""Whole-model verdicts, both ways, on tiny models with transformers' default initialisation (std 0.02),
+where the logits hardly move with the rope: a correct export passes against float64 transformers, and
+three wrong ones fail — a rope base 1% off, an attention factor applied twice, and a cache read past the
+max_position_embeddings rows it was frozen at. The rotated keys of the KV cache are what catch them."""
+
+from __future__ import annotations
+
+import pytest
+
+from posexport.verdicts import FeedCase, model_parity
+
+from . import surgery_fixtures as sf
+
+pytest.importorskip("transformers")
+CASES = [FeedCase(16), FeedCase(60)]
+
+
+def judged(model, folder, cases=CASES, outputs=None):
+    return model_parity(model, against_hf=folder, cases=cases, runtimes=["ort-cpu"], outputs=outputs)
+
+
+def worst(report, output):
+    return max(r.comparison.normalised for r in report.results if r.comparison and output in r.output)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return sf.default_init_llama("verdict-llama")
+
+
+def test_a_correct_export_passes_with_every_cache_compared(llama):
+    report = judged(sf.torch_export_with_cache(llama), llama)
+    assert report.passed and not report.not_compared, report
+    assert {r.output for r in report.results} == {"logits", *(f"present.{n}.{k}" for n in range(2) for k in ("key", "value"))}
+
+
+def test_a_base_one_percent_off_fails_on_the_key_cache_not_on_the_logits(llama):
+    wrong = sf.default_init_llama("verdict-llama-base-off", base=10100.0, weights_of=llama)
+    report = judged(sf.torch_export_with_cache(wrong), llama)
+    assert not report.passed
+    assert worst(report, "logits") < 1e-4 < worst(report, "key")  # the logits alone would have passed it
+    assert {r.output for r in report.results if r.status == "fail"} == {"present.0.key", "present.1.key"}
+
+
+def test_an_attention_factor_applied_twice_fails():
+    yarn = sf.default_init_llama("verdict-yarn", scaling="yarn")
+    assert judged(sf.torch_export_with_cache(yarn), yarn).passed
+    report = judged(sf.torch_export_with_cache(yarn, attention_factor_times=2), yarn)
+    assert not report.passed and worst(report, "key") > 1e-2
+
+
+def test_a_cache_frozen_at_max_position_embeddings_fails_past_it():
+    pytest.importorskip("onnxruntime_genai")
+    folder = sf.default_init_llama("verdict-genai", max_positions=64)
+    model = sf.genai_export(folder)
+    inside = judged(model, folder, [FeedCase(16), FeedCase(1, 40)])
+    assert inside.passed and not inside.not_compared, inside  # logits and present.* against float64 transformers
+    past = judged(model, folder, [FeedCase(100)])
+    assert not past.passed and past.results[0].status == "error" and "cos_cache" in past.results[0].message
