@@ -50,7 +50,7 @@ CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention|Llama4TextAttention"),
-    "embeddings": re.compile(r"(ViT|DeiT)Embeddings"),
+    "embeddings": re.compile(r"(ViT|DeiT|Beit|Swin)Embeddings"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions"),
 }
@@ -217,8 +217,8 @@ class LearnedSession(Session):
 
 
 class VitSession(Session):
-    """ViTEmbeddings' (DeiTEmbeddings') own interpolate_pos_encoding on the model's trained table, added to
-    [class (and distillation) tokens | patches]."""
+    """ViTEmbeddings' (DeiT's, BEiT's, Swin's) own interpolate_pos_encoding on the model's trained table,
+    added to [class (and distillation) tokens | patches] (Swin: the patches alone, y as a grid)."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
@@ -229,12 +229,14 @@ class VitSession(Session):
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
 
-        x, cls = torch_float(feeds["x"]), torch_float(feeds["cls"])
+        x = torch_float(feeds["x"])
         batch, h, w, dim = x.shape
-        tokens = torch.cat([cls, x.reshape(batch, h * w, dim)], dim=1)
+        patches = x.reshape(batch, h * w, dim)
+        tokens = torch.cat([torch_float(feeds["cls"]), patches], dim=1) if "cls" in feeds else patches
         with torch.no_grad():
             positions = self.embeddings.interpolate_pos_encoding(tokens, h * self.patch, w * self.patch)
-            return (tokens + positions).numpy()
+            y = tokens + positions
+        return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
 
 
 class SwinSession(Session):
