@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from posexport import export, parity
+from posexport import export, verdicts
 from posexport.contract import Case
 from posexport.rope.encoding import reference
 
@@ -140,7 +140,7 @@ def test_deinterleave_reads_pairs_and_writes_them_half_split(source, backend, op
     values = {"head_dim": 16, "heads": 2, "layout": layout, "pair_layout": "deinterleave", "max_positions": 512,
               "position_limit": 8192}
     art = export.build("rope", values, dtype=dtype, source=source, backend=backend, opset=opset)
-    report = parity.run_parity(art, None, seqs=(1, 17), batches=(2,), properties=(backend == "portable"))
+    report = verdicts.run_parity(art, None, seqs=(1, 17), batches=(2,), properties=(backend == "portable"))
     assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
     rng = np.random.default_rng(0)
     x, positions = rng.standard_normal((1, 5, 2, 16)), np.arange(5)[None] + 300
