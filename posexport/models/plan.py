@@ -104,5 +104,8 @@ class ModelPlan:
 
 
 def covers(role: Role, layer: int) -> bool:
-    """A role without layer numbers is used by every layer."""
+    """Whether the language model's layer ``layer`` uses the role: a role without layer numbers is used by
+    every layer; a vision tower's roles (their own layer numbers) by none."""
+    if role.hf.get("vision_config"):
+        return False
     return not role.layers or layer in role.layers

@@ -3,7 +3,10 @@ temporal, height and width), read from `text_config` (transformers 5) or the top
 configs), where `rope_scaling` says {"type": "mrope", "mrope_section": [...]}. Qwen2-VL's sections are
 chunks of consecutive frequencies; Qwen3-VL's rotary interleaves them (frequency j ≡ 1 mod 3 turns with
 height, ≡ 2 with width, within 3·h and 3·w), whatever `mrope_interleaved` says, default sections
-[24, 20, 20]. The vision tower's own 2-D rotary is not built."""
+[24, 20, 20]. The vision tower's 2-D rotary (`<prefix>VisionRotaryEmbedding`, axial) is a second role,
+`mrope-vision`: M-RoPE's axial form, position rows (height, width) of each patch as the tower's
+rot_pos_emb lays them out, head_dim = embed_dim (Qwen2-VL) or hidden_size (Qwen2.5-VL, Qwen3-VL) //
+num_heads. Qwen3-VL's vision tower also adds a learned, bilinearly resampled pos_embed: not built."""
 
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     text = cfg
     if cfg.has("text_config"):
         text = ModelConfig(cfg.get("text_config"), cfg.architecture, f"{cfg.source} text_config", cfg.folder)
-    cfg.ignore("vision_config")
     heads, head_dim = heads_and_dim(text)
     present = [n for n in ("rope_parameters", "rope_scaling") if text.has(n)]
     block = dict(text.get(present[0]) if present else {})
@@ -50,4 +52,32 @@ def read(cfg: ModelConfig) -> list[Role]:
     text.ignore("use_sliding_window", "sliding_window", "max_window_layers")
     if text is not cfg:
         text.check_all_read()
-    return [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads)), hf)]
+    roles = [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads)), hf)]
+    if cfg.has("vision_config"):
+        roles.append(vision_role(cfg, module, prefix.removesuffix("Text")))
+    return roles
+
+
+def vision_role(cfg: ModelConfig, module: str, prefix: str) -> Role:
+    data = cfg.get("vision_config")
+    if not isinstance(data, dict):
+        cfg.fail("vision_config", data, "expected an object")
+    vision = ModelConfig(data, cfg.architecture, f"{cfg.source} vision_config", cfg.folder)
+    heads = vision.number("num_heads", 16, integer=True)
+    width = vision.number("embed_dim", 1280, integer=True) if module == "qwen2_vl" else vision.number("hidden_size", 3584, integer=True)
+    head_dim = vision.number("head_dim", width // heads, integer=True) if vision.has("head_dim") else width // heads
+    block = dict(vision.get("rope_parameters", None) or {"rope_type": "axial"})
+    if block.pop("rope_type", "axial") != "axial" or set(block) - {"rope_theta"}:
+        vision.fail("rope_parameters", vision.get("rope_parameters"), "Qwen-VL's vision rotary is axial with rope_theta only")
+    # Qwen3-VL's learned pos_embed (num_position_embeddings rows) is not built: the notes say so.
+    vision.ignore("num_position_embeddings", "deepstack_visual_indexes")
+    vision.check_all_read()
+    values = {"head_dim": head_dim, "heads": heads, "base": float(block.get("rope_theta", 10000.0)), "axial": True,
+              "mrope_section": (head_dim // 4, head_dim // 4), "max_positions": 32768}
+    hf = {"kind": "vision-rope", "module": f"transformers.models.{module}.modeling_{module}",
+          "rotary": f"{prefix}VisionRotaryEmbedding", "apply": "apply_rotary_pos_emb_vision", "vision_config": True}
+    notes = ("x is one vision attention layer's q or k, [1, patches, heads, head_dim] (the tower's [patches, heads, "
+             "head_dim] with a batch axis); position_ids are [2, 1, patches]: each patch's (height, width) row and "
+             "column, as rot_pos_emb lays them out (window- and merge-ordered for Qwen2.5-VL)",
+             *(("Qwen3-VL's learned, bilinearly resampled pos_embed is not built",) if vision.has("num_position_embeddings") else ()))
+    return Role("mrope-vision", "mrope", values, tuple(range(vision.number("depth", 32, integer=True))), notes, hf)

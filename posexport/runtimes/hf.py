@@ -48,7 +48,7 @@ def model_bound(graph_bound: float, largest_position: int | None) -> float:
 MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
 CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
-    "apply": re.compile(r"apply_rotary_pos_emb(_interleave)?|apply_rotary_emb"),
+    "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention|Llama4TextAttention"),
     "embeddings": re.compile(r"(ViT|DeiT|Beit|Swin)Embeddings"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
@@ -79,6 +79,8 @@ def auto_config(entry: Mapping[str, Any]) -> Any:
     from transformers import AutoConfig
 
     cfg = AutoConfig.from_pretrained(entry["folder"], local_files_only=True)
+    if entry["hf"].get("vision_config"):
+        return cfg.vision_config
     return cfg.get_text_config() if entry["hf"].get("text_config") else cfg
 
 
@@ -126,6 +128,27 @@ class RopeSession(Session):
             out = torch.stack([out[..., :n], out[..., n:]], dim=-1).flatten(-2)
         out = out.transpose(1, 2) if self.bshd else out
         return out.numpy()
+
+
+class VisionRopeSession(Session):
+    """A Qwen-VL vision tower's own axial VisionRotaryEmbedding on each patch's (height, width) and its
+    apply_rotary_pos_emb_vision, per batch row (the tower has no batch axis)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
+        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        p, x = self.p, torch_float(feeds["x"])
+        bshd = x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
+        rows = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))  # [2, batch, seq]
+        with torch.no_grad():
+            out = torch.stack([self.apply(bshd[b], bshd[b], *self.rotary(bshd[b], rows[:, b].T))[0] for b in range(bshd.shape[0])])
+        return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
 
 
 def trained(entry: Mapping[str, Any]) -> Any:
@@ -408,6 +431,7 @@ SESSIONS = {
     "query-scale": QueryScaleSession,
     "llama4-temperature": Llama4TemperatureSession,
     "gptj": GptjSession,
+    "vision-rope": VisionRopeSession,
 }
 
 
