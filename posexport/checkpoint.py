@@ -28,6 +28,11 @@ def weight_files(folder: Path) -> list[Path]:
     return files
 
 
+def has_weights(folder: Path) -> bool:
+    """Whether the folder holds a checkpoint at all (a config-only folder does not)."""
+    return any((folder / name).is_file() for name in SINGLE + INDEXES)
+
+
 def read_index(path: Path) -> dict[str, str]:
     try:
         return dict(json.loads(path.read_text())["weight_map"])

@@ -29,7 +29,7 @@ def read(cfg: ModelConfig) -> list[Role]:
 
 
 def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys: tuple[str, ...], dim: int,
-              notes: tuple[str, ...], role: str = "vit-learned") -> Role:
+              notes: tuple[str, ...], role: str = "vit-learned", **recipe: object) -> Role:
     """A learned patch-grid table (image_size // patch_size on each side, after ``prefix`` token rows)
     resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75)."""
     image, patch = cfg.number("image_size", 224, integer=True), cfg.number("patch_size", 16, integer=True)
@@ -38,5 +38,6 @@ def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys:
     values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,
               "distillation_token": prefix == 2, "cubic_coefficient": -0.75, "antialias": False,
               "weights": str(path), "key": key}
-    hf = {"kind": "vit", "key": key, "patch_size": patch, "module": f"transformers.models.{module}", "embeddings": embeddings}
+    hf = {"kind": "vit", "key": key, "patch_size": patch, "module": f"transformers.models.{module}", "embeddings": embeddings,
+          **recipe}
     return Role(role, "vit-learned", values, (), notes, hf)

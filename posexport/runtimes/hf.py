@@ -50,7 +50,8 @@ CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention|Llama4TextAttention"),
-    "embeddings": re.compile(r"(ViT|DeiT|Beit|Swin)Embeddings"),
+    "embeddings": re.compile(r"(ViT|DeiT|Beit|Swin|SiglipVision)Embeddings"),
+    "table": re.compile(r"position_embeddings|position_embedding\.weight"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions"),
 }
@@ -246,7 +247,8 @@ class VitSession(Session):
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
         self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
-        self.embeddings.position_embeddings.data = trained(entry).reshape(self.embeddings.position_embeddings.shape)
+        table = self.embeddings.get_parameter(recipe.get("table", "position_embeddings"))  # SigLIP: an nn.Embedding
+        table.data = trained(entry).reshape(table.shape)
         self.patch = entry["hf"]["patch_size"]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
