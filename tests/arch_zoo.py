@@ -14,6 +14,7 @@ SIZES = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_h
 EXTRA: dict[str, dict[str, Any]] = {
     "esmc": {"num_key_value_heads": 4},
     "smollm3": {"pad_token_id": 0},
+    "gemma4": {"global_head_dim": 32}, "gemma4_text": {"global_head_dim": 32},
     "gptj": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
     "codegen": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
     "moonshine": {"hidden_size": 64, "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4,
@@ -35,8 +36,8 @@ def config_class(model_type: str) -> Any:
 
 def sized(cls: Any, model_type: str) -> dict[str, Any]:
     """The tiny sizes the class knows (a key it has no attribute for is left out)."""
-    default = cls()
-    known = {k: v for k, v in SIZES.items() if hasattr(default, k) or k in getattr(cls, "__annotations__", {})}
+    fields = cls().to_dict()
+    known = {k: v for k, v in SIZES.items() if k in fields or k in getattr(cls, "__annotations__", {})}
     return {**known, **EXTRA.get(model_type, {})}
 
 

@@ -39,6 +39,8 @@ READERS: dict[str, str] = {
     "gptj": "gptj",
     "codegen": "gptj",
     "moonshine": "moonshine",
+    "gemma4": "gemma4",
+    "gemma4_text": "gemma4",
     "llama4_text": "llama4",
     "gpt_neox": "neox",
     "stablelm": "neox",

@@ -20,7 +20,7 @@ READER_ENCODINGS = {
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
-    "gptj": "rope (partial, interleaved pairs)", "moonshine": "rope (partial, interleaved pairs)",
+    "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -49,10 +49,9 @@ NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROU
 NOT_YET_TYPES: dict[str, str] = {
     "gemma3n": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
     "gemma3n_text": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
-    "gemma4": "Gemma-4's per-layer head sizes (per_layer_config) with proportional rope; no reader yet",
-    "gemma4_text": "Gemma-4's per-layer head sizes (per_layer_config) with proportional rope; no reader yet",
     "mllama": "Mllama's cross-attention layers (no rope) among its rope layers; no reader yet",
     "zamba2": "Zamba2's use_mem_rope switch; no reader yet",
+    "jetmoe": "JetMoE's rotary sizes its heads by kv_channels, not head_dim; no reader yet",
     "minicpm3": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",
     "deepseek_v32": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",
     "glm4_moe_lite": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",

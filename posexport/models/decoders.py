@@ -111,7 +111,6 @@ DECODERS: dict[str, D] = {
     "hyperclovax": D("hyperclovax", "HyperCLOVAX", 2048, 10000.0, None, None, "half"),
     "idefics": D("idefics", "Idefics", 2048, 10000.0, None, None, "half"),
     "jais2": D("jais2", "Jais2", 8192, 10000.0, None, None, "half"),
-    "jetmoe": D("jetmoe", "JetMoe", 4096, 10000.0, None, None, "half"),
     "jina_embeddings_v3": D("jina_embeddings_v3", "JinaEmbeddingsV3", 8194, 20000.0, None, None, "half"),
     "kolibri1": D("kolibri1", "Kolibri1", 262144, 10000.0, 128, None, "half", nope=GLOBAL_NOPE),
     "lara_mini": D("lara_mini", "LaraMini", 131072, 10000.0, 128, None, "half"),

@@ -105,8 +105,8 @@ class RopeSession(Session):
         self.split = bool(recipe.get("split"))
         # DeepSeek-V3 with rope_interleave de-interleaves channels (2i, 2i+1) -> (i, i + n) before rotating.
         self.deinterleaved = bool(recipe.get("deinterleaved"))
-        # Llama-4's apply_rotary_emb takes q as [batch, seq, heads, dim].
-        self.bshd_apply = bool(recipe.get("bshd_apply"))
+        # Llama-4's apply_rotary_emb takes q as [batch, seq, heads, dim]; Gemma-4's rotates one tensor.
+        self.bshd_apply, self.single_apply = bool(recipe.get("bshd_apply")), bool(recipe.get("single_apply"))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -119,6 +119,9 @@ class RopeSession(Session):
             if self.bshd_apply:
                 out = self.apply(q.transpose(1, 2), q.transpose(1, 2), emb)[0]
                 return (out if self.bshd else out.transpose(1, 2)).numpy()
+            if self.single_apply:
+                out = self.apply(q, *emb)
+                return (out.transpose(1, 2) if self.bshd else out).numpy()
             if self.split:  # the model's own rotary width: cos has one entry per rotated channel
                 rotated, rest = q[..., : emb[0].shape[-1]], q[..., emb[0].shape[-1] :]
                 out = torch.cat([self.apply(rotated, rotated, *emb)[0], rest], dim=-1)
