@@ -15,6 +15,7 @@ EXTRA: dict[str, dict[str, Any]] = {
     "esmc": {"num_key_value_heads": 4},
     "smollm3": {"pad_token_id": 0},
     "gemma4": {"global_head_dim": 32}, "gemma4_text": {"global_head_dim": 32},
+    **dict.fromkeys(("gemma3n", "gemma3n_text"), {"layer_types": ["sliding_attention"] * 3 + ["full_attention"]}),
     "gptj": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
     "codegen": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
     "moonshine": {"hidden_size": 64, "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4,

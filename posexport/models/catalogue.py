@@ -47,8 +47,6 @@ NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROU
 
 # Types named by users as wanted and not read yet, each with why.
 NOT_YET_TYPES: dict[str, str] = {
-    "gemma3n": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
-    "gemma3n_text": "Gemma-3n's per-layer inputs and KV sharing across layers; no reader yet",
     "mllama": "Mllama's cross-attention layers (no rope) among its rope layers; no reader yet",
     "zamba2": "Zamba2's use_mem_rope switch; no reader yet",
     "jetmoe": "JetMoE's rotary sizes its heads by kv_channels, not head_dim; no reader yet",

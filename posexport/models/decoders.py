@@ -48,6 +48,7 @@ class D:
     pair_layout: str = "half"
     text: bool = False
     nope: str = ""
+    single_apply: bool = False  # its apply_rotary_pos_emb rotates one tensor (Gemma-3n)
 
 
 DECODERS: dict[str, D] = {
@@ -166,6 +167,8 @@ DECODERS: dict[str, D] = {
     "laguna": D("laguna", "Laguna", 131072, {"full_attention": 500000.0, SLIDING: 10000.0}, 128),
     "mimo_v2_flash": D("mimo_v2_flash", "MiMoV2Flash", 131072, {"full_attention": 5000000.0, SLIDING: 10000.0}, 192),
     "ministral3": D("ministral3", "Ministral3", 262144, 10000.0, 128),
+    "gemma3n": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, text=True, single_apply=True),
+    "gemma3n_text": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, single_apply=True),
     "lfm3": D("lfm3", "Lfm3", 128000, {"full_attention": 1000000.0, SLIDING: 10000.0}, 128),
 }
 
@@ -185,7 +188,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         values = rope_values(text, block, head_dim=head_dim, heads=heads, block_name=block_name,
                              max_positions=max_positions, theta=text.number("rope_theta", theta),
                              partial=text.get("partial_rotary_factor", spec.partial), pair_layout=spec.pair_layout)
-        extra = {"layer_type": layer_type} if layer_type else {}
+        extra = {**({"layer_type": layer_type} if layer_type else {}), **({"single_apply": True} if spec.single_apply else {})}
         hf = hf_rope(f"{spec.module}.modeling_{spec.module}", f"{spec.prefix}RotaryEmbedding", text_config=spec.text, **extra)
         ids = tuple(i for i in of_type(text, layer_type, count) if i in rotating) if count else ()
         name = LAYER_ROLES.get(layer_type, f"rope-{layer_type}") if layer_type else "rope"
