@@ -12,7 +12,8 @@ original_max_position_embeddings, offset 0, on every layer. s(p) = 1 for p + off
     y             shaped like x: x · s(position_ids), broadcast over heads and channels
 
 No table: the graph takes the integer floor ⌊(p + offset)/F⌋ exactly (int64 Div of non-negative numbers),
-then ln, the scale and the product in float32, rounded once to the I/O dtype.
+then ln, the scale and the product in float32, rounded once to the I/O dtype. Checked for positions below
+2^30 (OpenVINO computes the positions in int32).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ from .inputs import positions, random_normal, sequence_cases
 from .kinds.rotation import LAYOUTS
 
 FLOAT = onnx.TensorProto.FLOAT
-# The sweep's largest position: the graph itself takes any int64 position ≥ 0.
-SWEEP_LIMIT = 1 << 31
+# The sweep's largest position + 1. OpenVINO computes int64 positions in int32, so p + offset must stay
+# below 2^31: the sweep stops at 2^30 (a model's positions are far below it).
+SWEEP_LIMIT = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class QueryScaleParams:
         check(math.isfinite(self.beta), "beta", self.beta, "must be a finite number")
         check(isinstance(self.floor_scale, int) and self.floor_scale >= 1, "floor_scale", self.floor_scale, "must be an integer ≥ 1")
         check(self.offset in (0, 1), "offset", self.offset, "must be 0 or 1")
-        check(1 <= self.max_positions < SWEEP_LIMIT, "max_positions", self.max_positions, "must be in [1, 2^31)")
+        check(1 <= self.max_positions < SWEEP_LIMIT, "max_positions", self.max_positions, "must be in [1, 2^30)")
 
 
 def x_shape(p: QueryScaleParams, batch: Any, seq: Any) -> tuple[Any, ...]:
