@@ -164,7 +164,7 @@ def rope_flags_of_transformers(folder: Path) -> list[bool]:
     flags = []
     for layer in layers:
         attn = layer.self_attn
-        if hasattr(attn, "use_rope"):  # SmolLM3
+        if hasattr(attn, "use_rope"):  # SmolLM3, Llama-4
             flags.append(bool(attn.use_rope))
         elif config.model_type == "cohere2":
             flags.append(attn.sliding_window is not None)
@@ -178,7 +178,7 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
     return [i for i, uses in enumerate(rope_flags_of_transformers(model)) if (plan.layer_rope(i) is not None) != uses]
 
 
-@pytest.mark.parametrize("model_type, nope", [("smollm3", [3]), ("cohere2", [3]), ("exaone4", [3])])
+@pytest.mark.parametrize("model_type, nope", [("smollm3", [3]), ("cohere2", [3]), ("exaone4", [3]), ("llama4_text", [3])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)
