@@ -103,8 +103,6 @@ class RopeSession(Session):
         self.bshd = artifact.params.layout == "bshd"
         # StableLM's attention splits off the rotary channels itself; its apply function rotates all it gets.
         self.split = bool(recipe.get("split"))
-        # DeepSeek-V3 with rope_interleave de-interleaves channels (2i, 2i+1) -> (i, i + n) before rotating.
-        self.deinterleaved = bool(recipe.get("deinterleaved"))
         # Llama-4's apply_rotary_emb takes q as [batch, seq, heads, dim]; Gemma-4's rotates one tensor.
         self.bshd_apply, self.single_apply = bool(recipe.get("bshd_apply")), bool(recipe.get("single_apply"))
 
@@ -127,9 +125,6 @@ class RopeSession(Session):
                 out = torch.cat([self.apply(rotated, rotated, *emb)[0], rest], dim=-1)
             else:
                 out, _ = self.apply(q, q, emb) if torch.is_tensor(emb) else self.apply(q, q, *emb)
-        if self.deinterleaved:
-            n = out.shape[-1] // 2
-            out = torch.stack([out[..., :n], out[..., n:]], dim=-1).flatten(-2)
         out = out.transpose(1, 2) if self.bshd else out
         return out.numpy()
 
