@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # pulling a multi-GB CUDA build when the project's `torch>=2.6` is resolved.
 TORCH ?= torch==2.13.0
 
-.PHONY: install run test bench bench-gpu
+.PHONY: install run test bench bench-gpu bench-t5-patch matrix
 
 install: $(VENV)/.installed
 
@@ -34,7 +34,23 @@ bench: install
 	OMP_WAIT_POLICY=PASSIVE $(VENV)/bin/posexport bench --encodings alibi,t5 --seqs 512,2048 --decode-positions 4096 --threads 2 --warmup 3 --repeats 20 --profile \
 		--json benchmarks/bias-ort-cpu.json --markdown benchmarks/bias-ort-cpu.md --plot benchmarks/bias-ort-cpu.png
 
+# benchmarks/t5-patch-ort-cpu.{md,json}: a T5 encoder before and after `posexport patch` (its bias by
+# lookup instead of per-call buckets), at 2048 tokens, subjects interleaved, as ratios.
+bench-t5-patch: install
+	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/t5_patch.py --seq 2048 --repeats 10 --out benchmarks/t5-patch-ort-cpu
+
 # CUDA rows and ort-cuda parity in one go, on a machine with an NVIDIA GPU and onnxruntime-gpu
 # (docs/benchmarks.md); nothing in CI depends on it.
 bench-gpu: install
 	VENV=$(VENV) sh benchmarks/bench-gpu.sh
+
+# docs/compatibility.{md,json} (docs/matrix.md): every architecture row × every exporter, each exporter whose
+# pins clash with the project's in its own venv (.venvs/NAME, made by scripts/exporter-venv.sh); then
+# benchmarks/patch-cost.{md,json}: every FIXED cell's patched model timed against its original.
+matrix: install
+	sh scripts/exporter-venv.sh optimum
+	sh scripts/exporter-venv.sh mobius
+	rm -rf build/matrix build/matrix-cost
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix --jobs 2 --work build/matrix --json docs/compatibility.json --markdown docs/compatibility.md
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix.cost --matrix docs/compatibility.json --work build/matrix-cost \
+		--json benchmarks/patch-cost.json --markdown benchmarks/patch-cost.md

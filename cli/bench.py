@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .common import EXTRA_OPTIONS, console
+from .common import EXTRA_OPTIONS, console, progress_bar, require
 
 
 def bench_command(
@@ -17,9 +16,9 @@ def bench_command(
     backends: str = typer.Option("auto,portable,onnx23,ort", help="comma-separated rope backends (other encodings: portable)"),
     runtimes: str = typer.Option("ort-cpu", help="comma-separated runtimes (ort-cpu, ort-cuda, openvino, reference, torch; see `posexport parity --help`); unavailable ones are skipped"),
     dtypes: str = typer.Option("float32", help="comma-separated: float32, float16, bfloat16"),
-    seqs: str = typer.Option("2048", help="sequence lengths, e.g. 128,512,2048"),
+    seqs: str = typer.Option("", help="sequence lengths, e.g. 128,512,2048 (default 2048; with --model: 512,2048)"),
     layouts: str = typer.Option("", help="rope: comma-separated x layouts to time, each in its own groups (bsh, bshd, bhsd); default: --layout's"),
-    decode_positions: str = typer.Option("", help="rope: also time a decode step (one token) at each of these positions, e.g. 1000,100000"),
+    decode_positions: str = typer.Option("", help="rope: also time a decode step (one token) at each of these positions, e.g. 1000,100000 (with --model: one token after that many cached ones; default the longest --seqs)"),
     batch: int = typer.Option(1, help="batch size"),
     threads: int = typer.Option(1, min=1, help="intra-op threads for every runtime and torch (fixed, reported)"),
     warmup: int = typer.Option(5, min=0, help="untimed runs first"),
@@ -31,15 +30,22 @@ def bench_command(
     json_out: Path = typer.Option(None, "--json", help="write the result as JSON"),
     markdown_out: Path = typer.Option(None, "--markdown", help="write the result as Markdown (with the command and the machine load)"),
     plot_out: Path = typer.Option(None, "--plot", help="write a PNG: time and ratio to copy against sequence length"),
+    model: Path = typer.Option(None, "--model", help="a whole model (e.g. a patched one) to time against --against instead of built graphs"),
+    against: Path = typer.Option(None, "--against", help="with --model: the model it is compared with (e.g. the original)"),
 ) -> None:
     """Time every backend, with a plain copy (the memory-bound limit), the naive tutorial export, the
     contrib op with a full precomputed cache and PyTorch eager in every table, round-robin. Encoding
-    parameters are options too (--heads 32 --head-dim 128)."""
+    parameters are options too (--heads 32 --head-dim 128). With --model FIXED --against ORIGINAL: the two
+    whole models' prompts and decode steps, interleaved, their ratios and file sizes."""
+    if model is not None or against is not None:
+        return models_command(model, against, seqs, decode_positions, threads, warmup, repeats, json_out, markdown_out)
     from posexport.bench import run_from_options
     from posexport.reports.bench import render_terminal, write_reports
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
+    if plot_out:
+        require("matplotlib", "--plot", "plot")
+
+    with progress_bar() as bar:
         task = bar.add_task("bench", total=None)
         result = run_from_options(
             ctx.args, progress=lambda label, done, total: bar.update(task, description=label, completed=done, total=total),
@@ -50,6 +56,22 @@ def bench_command(
         )
     render_terminal(result, console)
     write_reports(result, json_out, markdown_out, plot_out)
+
+
+def models_command(model: Path | None, against: Path | None, seqs: str, decode_positions: str, threads: int, warmup: int,
+                   repeats: int, json_out: Path | None, markdown_out: Path | None) -> None:
+    """`posexport bench --model FIXED --against ORIGINAL` (posexport.bench.models)."""
+    from posexport.bench.models import bench_models, positions
+    from posexport.errors import PosexportError
+    from posexport.reports.model_bench import render_terminal, write_reports
+
+    if model is None or against is None:
+        raise PosexportError("--model and --against go together: time a patched model against its original")
+    prompts = positions(seqs, "--seqs", (512, 2048))
+    result = bench_models(model, against, prompts, positions(decode_positions, "--decode-positions", (max(prompts),)),
+                          threads, warmup, repeats)
+    render_terminal(result, console)
+    write_reports(result, json_out, markdown_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,17 +1,82 @@
-"""What every command shares: the consoles, the options of build and parity, and a --help that lists the
-chosen encoding's own options. Light on purpose: nothing here imports torch, onnx or onnxscript."""
+"""What every command shares: the consoles, the progress bar, the options of build and parity, and a
+--help that lists the chosen encoding's own options. Light on purpose: nothing here imports torch, onnx or
+onnxscript."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import io
+from collections.abc import Iterator
+from typing import IO, Any
 
 import click
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from typer.core import TyperCommand
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+# Wider than any row a report prints: in a pipe or a CI log a table is laid out at its natural width.
+PIPED_WIDTH = 100_000
+
+
+class Output(Console):
+    """rich's console at the terminal's width on a terminal; anywhere else (a pipe, a file, a CI log) wide
+    enough that no table wraps or cuts a cell (rich would otherwise assume 80 columns)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        return size if self.is_terminal else ConsoleDimensions(PIPED_WIDTH, size.height)
+
+
+console = Output(soft_wrap=True)
+err_console = Output(stderr=True, soft_wrap=True)
+
+
+def progress_bar() -> Any:
+    """A transient rich Progress on stderr, shown only when stderr is a terminal (never in a pipe or a log)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=err_console, transient=True, disable=not err_console.is_terminal)
+
+
+class LastLine(io.StringIO):
+    """What `--quiet` makes of the console's stream: everything is held, and only the last line is shown."""
+
+    def __init__(self, shown: IO[str]) -> None:
+        super().__init__()
+        self.shown = shown
+
+
+def keep_last_line() -> None:
+    if not isinstance(console.file, LastLine):
+        console.file = LastLine(console.file)
+
+
+@contextlib.contextmanager
+def show_last_line() -> Iterator[None]:
+    """Around a command: under --quiet, its last line of output is written when it ends, however it ends."""
+    try:
+        yield
+    finally:
+        held = console.file
+        if isinstance(held, LastLine):
+            console.file = held.shown
+            lines = [line for line in held.getvalue().splitlines() if line.strip()]
+            if lines:
+                held.shown.write(lines[-1] + "\n")
+
+
+def require(module: str, option: str, extra: str) -> None:
+    """An optional dependency that ``option`` needs, checked before any work starts: one error line naming
+    the install command when it is missing."""
+    import importlib.util
+
+    from posexport.errors import PosexportError
+
+    if importlib.util.find_spec(module) is None:
+        raise PosexportError(f"{option} needs {module}, which is not installed: pip install 'posexport[{extra}]'")
+
 
 # Commands that take an encoding's parameters as free options (--head-dim 64 …).
 EXTRA_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}

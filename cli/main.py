@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -21,7 +22,7 @@ from typer.core import TyperGroup
 
 from posexport.errors import PosexportError
 
-from .common import err_console
+from .common import console, err_console, keep_last_line, show_last_line
 
 # command -> (module of this package that registers it, the line `posexport --help` shows for it)
 COMMANDS = {
@@ -34,6 +35,9 @@ COMMANDS = {
     "patch": ("surgery", "Replace those sites with posexport's exact maths; nothing else changes."),
     "model-parity": ("surgery", "Whole-model parity (also `parity --model`): a model against its original or transformers in float64."),
 }
+
+
+OUTPUT_OPTIONS = ("verbose", "quiet")
 
 
 class LazyCommands(TyperGroup):
@@ -52,7 +56,10 @@ class LazyCommands(TyperGroup):
             return click.Command(name, help=summary)
         commands = typer.Typer()
         importlib.import_module(f"{__package__}.{module}").register(commands)
-        return typer.main.get_group(commands).commands[name]
+        command = typer.main.get_group(commands).commands[name]
+        # --verbose and --quiet after the command's name too: `posexport build … --quiet`
+        command.params.extend(p for p in ctx.find_root().command.params if p.name in OUTPUT_OPTIONS)
+        return command
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
         # `parity --model M --against O` is whole-model parity: one verb for both kinds of parity.
@@ -68,23 +75,80 @@ class LazyCommands(TyperGroup):
             self.listing = False
 
 
+def show_warnings(verbose: bool) -> None:
+    if verbose:
+        warnings.simplefilter("default")
+        logging.lastResort.setLevel(logging.WARNING)
+        for name in LIBRARY_QUIET:
+            os.environ.pop(name, None)
+        if hf_logging := sys.modules.get("transformers.utils.logging"):
+            hf_logging.enable_progress_bar()
+            hf_logging.set_verbosity_warning()
+
+
+def quiet_output(value: bool) -> None:
+    if value:
+        keep_last_line()
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from posexport import __version__
+
+        console.print(f"posexport {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
 app = typer.Typer(
     cls=LazyCommands,
     help="Positional encodings as ONNX graphs: build, check parity on every runtime, benchmark.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
 @app.callback()
 def commands(
-    verbose: bool = typer.Option(False, "--verbose", help="show the warnings Python, torch and onnx emit (hidden by default)"),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version, help="show the version and exit"),
+    verbose: bool = typer.Option(False, "--verbose", callback=show_warnings, expose_value=False,
+                                 help="show the warnings and logs Python, torch, onnx and transformers emit (hidden by default)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", callback=quiet_output, expose_value=False,
+                               help="print only the last line (the verdict, or what was written) and errors"),
 ) -> None:
     """Positional encodings as ONNX graphs: build, check parity on every runtime, benchmark."""
-    if verbose:
-        warnings.simplefilter("default")
-        logging.lastResort.setLevel(logging.WARNING)
+
+
+# Library chatter a user did not ask for: transformers' progress bars ("Loading weights") and advisory logs.
+LIBRARY_QUIET = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
+
+
+@contextlib.contextmanager
+def transformers_quiet() -> Iterator[None]:
+    """LIBRARY_QUIET for one command, then everything as it was: in the environment, read when transformers
+    is first imported, and through its API when it already is (the CLI also runs in-process in tests).
+    A variable the user set is kept; --verbose turns the chatter back on."""
+    saved = {name: os.environ.get(name) for name in LIBRARY_QUIET}
+    for name, value in LIBRARY_QUIET.items():
+        os.environ.setdefault(name, value)
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    before = (hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()) if hf_logging else None
+    if hf_logging:
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if hf_logging := sys.modules.get("transformers.utils.logging"):
+            bars, verbosity = before or (True, hf_logging.WARNING)
+            (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()
+            hf_logging.set_verbosity(verbosity)
 
 
 class Terminated(BaseException):
@@ -119,7 +183,7 @@ def quiet_and_interruptible() -> Iterator[None]:
 def main() -> None:
     args = sys.argv[1:] or ["--help"]
     try:
-        with quiet_and_interruptible():
+        with quiet_and_interruptible(), transformers_quiet(), show_last_line():
             code = app(args, prog_name="posexport", standalone_mode=False)
     except PosexportError as e:
         err_console.print(f"error: {e}", highlight=False, markup=False)

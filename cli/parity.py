@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from .common import EXTRA_OPTIONS, EncodingHelp, console, err_console, graph_options
+from .common import EXTRA_OPTIONS, EncodingHelp, console, graph_options, progress_bar
 
 _opts = graph_options()
 TOLERANCE_HELP = ("override the bounds on max|out − ref| / max(1, max|ref|) (docs/numerics.md): a number for every "
@@ -42,8 +42,6 @@ def parity_command(
 ) -> None:
     """Check GRAPH.onnx (built by `posexport build`, its manifest beside it), graphs built from --encoding and its
     options, or --from-model DIR's (also against its own code, docs/models.md) on every runtime. Exit 0 only when every case passed."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from posexport.files import write_output
     from posexport.options import parity_from_options
     from posexport.params import parse_ints, parse_options
@@ -56,8 +54,7 @@ def parity_command(
     written = report_files(json_out, junit_out, markdown_out)
     tolerance_bound = parse_tolerance(tolerance)
     check_settings(tolerance_bound, seed)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
+    with progress_bar() as bar:
         task = bar.add_task("parity", total=None)
 
         def progress(done: int, total: int, what: str) -> None:

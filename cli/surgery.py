@@ -18,7 +18,7 @@ from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
 from posexport.verdicts.models import DEFAULT_RUNTIMES, TOLERANCE
 
-from .common import EXTRA_OPTIONS, console
+from .common import EXTRA_OPTIONS, console, require
 
 
 def source_options() -> dict[str, Any]:
@@ -74,14 +74,21 @@ def doctor_command(
     Rope options (--base 500000 …) may be given like build's."""
     from posexport.surgery import doctor
 
-    report = doctor(model, requested(ctx, from_model, from_config, preset), position_limit)
+    report = doctor(model, requested(ctx, from_model, from_config, preset), position_limit, from_model)
+    exporter = report["exporter"]
+    console.print(escape(f"written by {exporter['name']}{' ' + exporter['version'] if exporter['version'] else ''} "
+                         f"({'; '.join(exporter['evidence'])})"))
     for table in site_tables(report):
         console.print(table)
+    for fault in report["exporter_faults"] or []:
+        known = "known of this exporter" if fault["this_exporter"] else f"known of {', '.join(fault['known_of'])}"
+        console.print(escape(f"exporter fault {fault['fault']} ({known}): {fault['detail']}"))
     for note in report.get("notes", []):
         console.print(escape(note))
     if "genai_context_length" in report:
         console.print(f"genai_config.json context_length: {report['genai_context_length']}")
-    console.print(f"{report['faults']} fault(s) in {len(report['sites'])} site(s)")
+    verdict = ("FAIL: " if report["faults"] else "PASS: ") if fail_on else ""  # what --fail-on's exit says
+    console.print(f"{verdict}{report['faults']} fault(s) in {len(report['sites'])} site(s)")
     write_reports(report, json_out, markdown, doctor_markdown)
     if fail_on and report["faults"]:
         raise typer.Exit(1)
@@ -95,15 +102,22 @@ def patch_command(
     from_config: Path = _src["from_config"],
     preset: str = _src["preset"],
     position_limit: int = _src["position_limit"],
+    extend_learned: int = typer.Option(None, "--extend-learned", help="grow every learned position table to N positions"),
+    strategy: str = typer.Option(None, "--strategy", help="how --extend-learned makes new rows: mean (positions below the old "
+                                 "limit unchanged) or interpolate (every row resampled); default mean"),
 ) -> None:
     """Replace every positional-encoding site of MODEL by posexport's exact maths; nothing else changes.
     Without a parameter source the sites' own recovered parameters are used (shown below)."""
-    from posexport.surgery import patch_file
+    from posexport.surgery import Extension, patch_file
 
-    done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit)
+    if strategy is not None and extend_learned is None:
+        raise PosexportError(f"--strategy {strategy}: only with --extend-learned N")
+    extension = Extension(extend_learned, strategy or "mean") if extend_learned is not None else None
+    done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit, extension)
     for entry in done.describe():
         params = {k: v for k, v in entry["params"].items() if v not in (None, [], ())}
-        console.print(f"patched {escape(entry['site'])} ({entry['kind']}) with {escape(json.dumps(params))}")
+        used = f" with {escape(json.dumps(params))}" if params else " (from the graph's own values)"
+        console.print(f"patched {escape(entry['site'])} ({entry['kind']}){used}")
     console.print("wrote " + ", ".join(str(f) for f in done.files))
 
 
@@ -132,6 +146,13 @@ def model_parity_command(
 
     from .parity import report_files
 
+    for option, path in (("--model", model), ("--against", against), ("--original", original)):
+        if path is not None and not path.is_file():
+            raise PosexportError(f"{option} {path}: no such model file")
+    if against_hf is not None:
+        if not (against_hf / "config.json").is_file():
+            raise PosexportError(f"--against-hf {against_hf}: not a transformers model folder (no config.json)")
+        require("transformers", "--against-hf", "hf")
     sizes = {}
     for item in dim:
         name, _, value = item.partition("=")

@@ -47,10 +47,13 @@ def doctor(model: str | Path, *, from_model: str | Path | None = None, from_conf
 
 
 def patch(model: str | Path, out: str | Path, *, from_model: str | Path | None = None, from_config: str | Path | None = None,
-          preset: str | None = None, position_limit: int | None = None, **rope: Any) -> surgery.Patched:
+          preset: str | None = None, position_limit: int | None = None, extend_learned: int | None = None,
+          strategy: str = "mean", **rope: Any) -> surgery.Patched:
     """Write ``model`` with every site replaced by posexport's exact maths to ``out`` (the source is never
-    modified); returns what was patched and the files written."""
-    return surgery.patch_file(model, out, rope_values(from_model, from_config, preset, rope), position_limit)
+    modified); returns what was patched and the files written. ``extend_learned`` grows every learned
+    position table to that many positions by ``strategy`` (mean or interpolate), as `--extend-learned`."""
+    extension = surgery.Extension(extend_learned, strategy) if extend_learned is not None else None
+    return surgery.patch_file(model, out, rope_values(from_model, from_config, preset, rope), position_limit, extension)
 
 
 splice = surgery.splice

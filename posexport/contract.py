@@ -106,3 +106,8 @@ class Artifact:
     @property
     def model_bytes(self) -> bytes:
         return self.model.SerializeToString(deterministic=True)
+
+    @property
+    def default_name(self) -> str:
+        """The file stem a build is saved under when none is given."""
+        return self.encoding.name

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import inspect
 import io
 import json
 import logging
@@ -164,10 +165,15 @@ class ExportWrapper(torch.nn.Module):
     def __init__(self, module: torch.nn.Module, names: list[str]):
         super().__init__()
         self.module = module
-        args = ", ".join(names)
-        namespace: dict[str, Any] = {}
-        exec(f"def forward(self, {args}):\n    return self.module({args})\n", namespace)
-        self.forward = namespace["forward"].__get__(self)
+        # torch.export reads forward's signature: give it the contract's names, positional only.
+        self.forward_signature = inspect.Signature(
+            [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in names])
+
+        def forward(*args: Any) -> Any:
+            return self.module(*args)
+
+        forward.__signature__ = self.forward_signature  # type: ignore[attr-defined]
+        self.forward = forward
 
 
 @contextlib.contextmanager
@@ -231,8 +237,9 @@ def write_graph(model_bytes: bytes, manifest: dict[str, Any], out_dir: str | Pat
 
 
 def save(artifact: Artifact, out_dir: str | Path, name: str | None = None) -> tuple[Path, Path]:
-    """Write NAME.onnx and NAME.json into out_dir (created if needed); NAME defaults to the encoding's."""
-    return write_graph(artifact.model_bytes, artifact.manifest, out_dir, artifact.encoding.name if name is None else name)
+    """Write NAME.onnx and NAME.json into out_dir (created if needed); NAME defaults to the artifact's
+    (the encoding's name; an IndexShare block's rope_indexshare)."""
+    return write_graph(artifact.model_bytes, artifact.manifest, out_dir, artifact.default_name if name is None else name)
 
 
 def load(path: str | Path) -> Artifact:

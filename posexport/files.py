@@ -49,10 +49,14 @@ def check_stem(name: str, option: str = "--name") -> str:
     return name
 
 
-def check_destination(path: str | Path, option: str) -> Path:
-    """Before a long run: ``path`` can be written (its folder exists and is writable, it is no folder)."""
+def check_destination(path: str | Path, option: str, folders: bool = False) -> Path:
+    """Before a long run: ``path`` can be written (its folder exists and is writable, it is no folder).
+    With ``folders`` (an ``--out``), missing folders are fine where they can be made: ``write_files``
+    makes them."""
     target = Path(path)
     folder = target.parent
+    while folders and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
     if not folder.is_dir():
         why = "is not a folder" if folder.exists() else "does not exist"
         raise PosexportError(f"{option} {target}: {folder} {why}; choose a path in an existing folder")
@@ -142,6 +146,7 @@ def write_files(files: Mapping[str | Path, bytes | str], option: str, stem: str 
     first = next(iter(targets))
     folder = first.parent
     try:
+        folder.mkdir(parents=True, exist_ok=True)  # an --out in folders yet to make (check_destination)
         with name_lock(folder, stem or first.stem):
             remove_stale_temporaries(folder, {path.name for path in targets})
             atomic_write(targets)

@@ -45,7 +45,7 @@ import onnx.helper as oh
 import onnx.numpy_helper as onh
 
 from . import export, params as params_mod
-from .contract import DEFAULT_OPSET, BuildOptions
+from .contract import DEFAULT_OPSET, Artifact, BuildOptions
 from .dtypes import DType, get_dtype
 from .encodings.inputs import random_normal
 from .errors import ParamError
@@ -56,21 +56,22 @@ MSFT = "com.microsoft"
 INT64, INT32, FLOAT = onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.FLOAT
 
 
-@dataclass(frozen=True)
-class Block:
-    """A built attention-block graph and its manifest."""
+@dataclass
+class Block(Artifact):
+    """A built artifact whose graph is a whole attention block: ``layers`` layers of ``kv_heads`` key/value
+    heads reading one shared cos/sin lookup (``fused``: rotation inside GroupQueryAttention)."""
 
-    model: onnx.ModelProto
-    manifest: dict[str, Any]
-    params: RopeParams
-    layers: int
-    kv_heads: int
-    dtype: DType
-    fused: bool
+    layers: int = 2
+    kv_heads: int = 1
+    fused: bool = True
 
     @property
-    def model_bytes(self) -> bytes:
-        return export.serialize(self.model)
+    def dtype(self) -> DType:
+        return self.options.dtype
+
+    @property
+    def default_name(self) -> str:
+        return "rope_indexshare" if self.fused else "rope_indexshare_unfused"
 
 
 def layer_inputs(i: int) -> list[str]:
@@ -134,7 +135,7 @@ def build_block(
         "bytes": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
     }
-    return Block(model, manifest, p, layers, kv, io, fused)
+    return Block(model, manifest, enc, p, opts, layers, kv, fused)
 
 
 def block_signature(p: RopeParams, layers: int, kv: int, io: DType) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
@@ -323,9 +324,3 @@ def feeds(block: Block, batch: int, seq: int, past: int, rng: np.random.Generato
     first = (start or 0) + past
     out["position_ids"] = np.broadcast_to(first + np.arange(seq), (batch, seq)).astype(np.int64).copy()
     return out
-
-
-def save(block: Block, out_dir: str | Path, name: str | None = None) -> tuple[Path, Path]:
-    """NAME.onnx and NAME.json, written by the builds' own writer (a Block carries model_bytes and a
-    manifest as an Artifact does): atomically, a folder that cannot be written being one error line."""
-    return export.save(block, out_dir, name or ("rope_indexshare" if block.fused else "rope_indexshare_unfused"))

@@ -23,16 +23,16 @@ from .errors import PosexportError
 from .files import check_destination, check_stem
 from .verdicts import Outputs, Report, check_settings, run_parity
 from .rope import config
-from .indexshare import Block, build_block, save as save_block
+from .indexshare import build_block
 
-Graph = Artifact | Block
+
 
 
 @dataclass
 class Built:
     """Graphs built from options (one per dtype) and the name they are saved under by default."""
 
-    graphs: list[Graph]
+    graphs: list[Artifact]
     name: str | None = None  # the preset's name, when built from one
 
     def save(self, out_dir: str | Path, name: str | None = None) -> list[tuple[Path, Path]]:
@@ -42,12 +42,10 @@ class Built:
             check_stem(name)
         return [self.save_one(g, out_dir, self.name if name is None else name) for g in self.graphs]
 
-    def save_one(self, graph: Graph, out_dir: str | Path, stem: str | None) -> tuple[Path, Path]:
+    def save_one(self, graph: Artifact, out_dir: str | Path, stem: str | None) -> tuple[Path, Path]:
         if len(self.graphs) > 1:
             stem = f"{stem or graph.manifest.get('kind', graph.manifest['encoding'])}-{graph.manifest['dtype']}"
-        if isinstance(graph, Artifact):
-            return export.save(graph, out_dir, stem)
-        return save_block(graph, out_dir, stem)
+        return export.save(graph, out_dir, stem)
 
 
 def encoding_values(encoding: str, values: Mapping[str, Any], preset: str | None,
@@ -86,7 +84,7 @@ def build_from_options(
     encoding, values = encoding_values(encoding, values or {}, preset, from_config)
     if indexshare and encoding != "rope":
         raise PosexportError(f"--indexshare: only rope has an IndexShare block, not --encoding {encoding}")
-    graphs: list[Graph] = []
+    graphs: list[Artifact] = []
     for name in dtypes_of(dtype):
         if indexshare:
             graphs.append(build_block(values, layers=layers, kv_heads=kv_heads or None, dtype=name,

@@ -33,11 +33,17 @@ def standard_opset(opset: int) -> Any:
     return getattr(onnxscript.onnx_opset, f"opset{opset}")
 
 
+def callees(function: Any) -> list[Any]:
+    """What a function calls: an onnxscript function's call graph, or a node-built entry's own list."""
+    own = getattr(function, "callees", None)
+    return list(own) if own is not None else list(function.function_ir.get_called_functions().values())
+
+
 def called_functions(functions: list[Any]) -> list[Any]:
     """The functions listed after the entry point, and every function any of them calls, once each."""
     found: dict[str, Any] = {}
     for function in functions:
-        for callee in [function, *function.function_ir.get_called_functions().values()]:
+        for callee in [function, *callees(function)]:
             found.setdefault(callee.name, callee)
     return [f for name, f in found.items() if name != functions[0].name]
 

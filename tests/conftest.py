@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,12 +51,27 @@ def normalised_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def posexport_cli(*args: str, cwd: Path | None = None, check: bool = False) -> subprocess.CompletedProcess:
-    """Run the installed `posexport` command in a subprocess, as a user would."""
-    exe = shutil.which("posexport", path=os.path.dirname(sys.executable)) or shutil.which("posexport")
-    assert exe, "the posexport command is not installed (pip install -e .)"
-    proc = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    """Run `posexport ARGS` as a user types it, in-process (the command's own main: its error lines and
+    exit codes, stdout and stderr apart); a subprocess would add seconds of start-up and nothing else."""
+    from posexport_cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    argv, here = sys.argv, os.getcwd()
+    sys.argv = ["posexport", *map(str, args)]
+    code = 0
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = argv
+        os.chdir(here)
+    proc = subprocess.CompletedProcess(["posexport", *map(str, args)], code, out.getvalue(), err.getvalue())
     if check and proc.returncode != 0:
-        raise AssertionError(f"posexport {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(f"posexport {' '.join(map(str, args))} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 

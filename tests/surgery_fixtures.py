@@ -1,6 +1,7 @@
 """Tiny random transformers models in temp folders (no downloads), exported by the real exporters:
 torch.onnx (dynamo, and the TorchScript exporter), onnxscript's onnxruntime fusions and onnxruntime-genai's
-model builder. Each export is made once per test session, in a temp folder removed at exit."""
+model builder (the exports themselves: tests/exporter_fixtures.py). Each export is made once per test
+session, in a temp folder removed at exit."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import atexit
 import functools
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -17,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from . import exporter_fixtures as ef
+
 ROOT = Path(tempfile.mkdtemp(prefix="posexport-surgery-"))
 atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
-VOCAB = 100
+VOCAB, TINY = ef.VOCAB, ef.TINY  # 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, weights std 0.3
 
 # Rope scalings of the fixtures, as transformers' config spells them (max_position_embeddings 64 unless set).
 SCALINGS: dict[str, dict[str, Any] | None] = {
@@ -29,12 +30,6 @@ SCALINGS: dict[str, dict[str, Any] | None] = {
     "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
     "dynamic": {"rope_type": "dynamic", "factor": 4.0},
 }
-
-
-# What every tiny model shares: 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, and weights
-# large enough (std 0.3) that the logits depend on positions.
-TINY = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
 
 
 def tiny_llama(name: str, scaling: str, max_positions: int = 64, base: float = 10000.0) -> Path:
@@ -65,20 +60,7 @@ def tiny_gemma3(name: str = "gemma3") -> Path:
 
 def save(name: str, config: Any) -> Path:
     """The seeded model of ``config`` and a WordLevel tokenizer, in ROOT/name (made once)."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-    folder = ROOT / name
-    if (folder / "config.json").is_file():
-        return folder
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).eval().save_pretrained(folder)
-    tokenizer = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(VOCAB)}, unk_token="t3"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="t1", eos_token="t2", pad_token="t0",
-                            unk_token="t3").save_pretrained(folder)
-    return folder
+    return ef.save_model(config, ROOT / name)
 
 
 def as_plain(folder: Path) -> Path:
@@ -99,43 +81,14 @@ def as_plain(folder: Path) -> Path:
 def torch_export(folder: Path, position_ids: bool = True, dynamo: bool = True) -> Path:
     """torch.onnx.export of the model (dynamo, or the TorchScript exporter with axes named b and s):
     input_ids, attention_mask[, position_ids] -> logits."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    out = folder.with_name(folder.name + ("" if dynamo else "-torchscript") + ".onnx")
-    model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
-
-    class Logits(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.m = model
-
-        def forward(self, input_ids, attention_mask, position_ids=None):  # noqa: ANN001
-            kwargs = {"position_ids": position_ids} if position_ids is not None else {}
-            return self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **kwargs).logits
-
-    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
-    names = ["input_ids", "attention_mask", "position_ids"][: 3 if position_ids else 2]
-    example = (torch.randint(0, VOCAB, (2, 8)), torch.ones(2, 8, dtype=torch.int64), torch.arange(8).expand(2, 8))[: len(names)]
-    axes = {"dynamic_shapes": {n: {0: batch, 1: seq} for n in names}} if dynamo else \
-        {"dynamic_axes": {n: {0: "b", 1: "s"} for n in names}, "opset_version": 18}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Logits(), example, str(out), dynamo=dynamo, input_names=names, output_names=["logits"], verbose=False, **axes)
-    return out
+    return ef.torch_onnx(folder, folder.with_name(folder.name + ("" if dynamo else "-torchscript") + ".onnx"), dynamo, position_ids)
 
 
 @functools.lru_cache(maxsize=None)
 def genai_export(folder: Path) -> Path:
     """onnxruntime-genai's builder (fp32, CPU) of the model folder: a folder with model.onnx(.data),
     genai_config.json and the tokenizer."""
-    out = folder.with_name(folder.name + "-genai")
-    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(folder), "-o", str(out),
-               "-p", "fp32", "-e", "cpu", "-c", str(ROOT / "cache")]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"onnxruntime-genai builder failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return out / "model.onnx"
+    return ef.genai(folder, folder.with_name(folder.name + "-genai"))
 
 
 def llama3_inv_freq(config: dict[str, Any]) -> np.ndarray:
@@ -172,13 +125,7 @@ def tiny_bloom(name: str = "bloom") -> Path:
 @functools.lru_cache(maxsize=None)
 def ort_fused(model: Path) -> Path:
     """onnxscript's onnxruntime fusions (optimize_for_ort) applied to an export."""
-    import onnx_ir as ir
-    from onnxscript.rewriter.ort_fusions import optimize_for_ort
-
-    out = model.with_name(model.stem + "-fused.onnx")
-    fused, _ = optimize_for_ort(ir.load(str(model)))
-    ir.save(fused, str(out), external_data=out.name + ".data")
-    return out
+    return ef.ort_optimized(model, model.with_name(model.stem + "-fused.onnx"))
 
 
 @functools.lru_cache(maxsize=None)

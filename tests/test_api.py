@@ -47,7 +47,6 @@ def test_doctor_patch_and_model_parity_of_an_export(tmp_path):
     model = sf.torch_export(folder)
     found = posexport.doctor(model, from_model=folder)
     assert [f["fault"] for f in found["sites"][0]["faults"]] == ["trig-per-call"]
-    (tmp_path / "fixed").mkdir()
     done = posexport.patch(model, tmp_path / "fixed" / "model.onnx", from_model=folder)
     assert isinstance(done, posexport.Patched)
     report = posexport.model_parity(tmp_path / "fixed" / "model.onnx", against_hf=folder, runtimes=["ort-cpu"],

@@ -41,8 +41,12 @@ def imported_modules(path: Path, known: set[str]) -> set[str]:
     return found
 
 
+# `python -m posexport`: the CLI's door, in the cli layer (test_main_is_only_the_clis_door).
+MAIN = PACKAGE / "__main__.py"
+
+
 def import_graph() -> dict[str, set[str]]:
-    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py") if p != MAIN}
     known = set(files)
     # A package's __init__ is part of every import of its modules; a plain docstring one adds no edge.
     return {name: imported_modules(path, known) - {name} for name, path in files.items()}
@@ -125,6 +129,14 @@ def test_the_documented_layer_order_is_the_tested_one():
     documented = text.split("    contract", 1)[1].split("\n\n", 1)[0]
     rows = [[name.strip() for name in row.split(",")] for row in ("contract" + documented).replace("\n", " ").split("<")]
     assert [sorted(r) for r in rows] == [sorted(r) for r in LAYERS] + [["cli"]]
+
+
+def test_main_is_only_the_clis_door():
+    """posexport/__main__.py imports the CLI's entry and nothing else."""
+    tree = ast.parse(MAIN.read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert imported == {"posexport_cli.main"}
 
 
 def test_contract_registry_and_cli_start_light():

@@ -1,4 +1,4 @@
-"""The `posexport` command end to end, in a subprocess, as a user runs it."""
+"""The `posexport` command end to end as a user types it (in-process; start-up timing in a subprocess)."""
 
 from __future__ import annotations
 

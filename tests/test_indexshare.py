@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from posexport import indexshare
+from posexport import export, indexshare
 from posexport.errors import ParamError
 
 from .conftest import normalised_error, posexport_cli
@@ -77,7 +77,7 @@ def test_bad_block_parameters_name_themselves(kwargs, needle):
 def test_block_builds_are_deterministic(tmp_path):
     first, second = (indexshare.build_block(dict(head_dim=16, heads=4), layers=2, kv_heads=2) for _ in range(2))
     assert first.model_bytes == second.model_bytes and first.manifest == second.manifest
-    onnx_path, json_path = indexshare.save(first, tmp_path)
+    onnx_path, json_path = export.save(first, tmp_path)
     assert onnx_path.read_bytes() == first.model_bytes
     assert json.loads(json_path.read_text())["bytes"] == len(first.model_bytes)
 

@@ -148,6 +148,7 @@ def test_learned_tables_alibi_and_t5_biases_are_listed_and_left_alone(tmp_path):
     assert alibi["kind"] == "alibi" and alibi["recovered"]["heads"] == 4 and alibi["recovered"]["standard_slopes"]
     assert alibi["recovered"]["positions_from"] == "CumSum" and alibi["faults"] == []
     (t5,) = surgery.doctor(sf.t5_encoder_export())["sites"]
-    assert t5["kind"] == "t5-bias" and t5["recovered"] | {"table": ""} == {"table": "", "buckets": 32, "heads": 4, "bidirectional": True}
+    assert t5["kind"] == "t5-bias" and t5["recovered"] | {"table": ""} == {"table": "", "buckets": 32, "heads": 4, "bidirectional": True,
+                                                                 "max_distance": 128}
     assert [f["fault"] for f in t5["faults"]] == ["bias-per-call"]
     assert surgery.doctor(sf.t5_encoder_export(), [])["faults"] == 1  # a model folder without rope: nothing to compare

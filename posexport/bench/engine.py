@@ -190,24 +190,24 @@ def check_params(encodings: Sequence[str], values: dict[str, Any]) -> None:
             raise PosexportError(f"--{name.replace('_', '-')}: none of the encodings {', '.join(encodings)} takes this option")
 
 
-def machine_meta(cfg: BenchConfig) -> dict[str, Any]:
+def machine() -> dict[str, Any]:
+    """The command, the machine and its load, the versions and the time: what every bench record carries."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     return {
         "command": "posexport " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if Path(sys.argv[0]).name == "posexport" else None,
-        "encodings": list(cfg.encodings),
-        "threads": cfg.threads,
-        "warmup": cfg.warmup,
-        "repeats": cfg.repeats,
         "cpu_count": os.cpu_count(),
         "load_average": [round(x, 2) for x in load],
         "machine": platform.machine(),
         "processor": platform.processor() or platform.machine(),
         "python": platform.python_version(),
         "versions": export.versions(),
-        "params": dict(cfg.params),
-        "batch": cfg.batch,
         "time_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
     }
+
+
+def machine_meta(cfg: BenchConfig) -> dict[str, Any]:
+    return machine() | {"encodings": list(cfg.encodings), "threads": cfg.threads, "warmup": cfg.warmup, "repeats": cfg.repeats,
+                        "params": dict(cfg.params), "batch": cfg.batch}
 
 
 def config_from_options(args: Sequence[str] = (), **options: Any) -> BenchConfig:

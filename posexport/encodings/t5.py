@@ -118,8 +118,13 @@ def build_t5_table(p: T5Params) -> np.ndarray:
 
 def build_bias_by_rp(p: T5Params) -> np.ndarray:
     """[2·max_distance + 1, heads]: the bias of every relative position in [−max_distance, max_distance]."""
+    return bias_by_rp_of(build_t5_table(p), p)
+
+
+def bias_by_rp_of(table: np.ndarray, p: T5Params) -> np.ndarray:
+    """The rows of ``table`` [num_buckets, heads] (in its own dtype) for rp = −max_distance … max_distance."""
     rp = np.arange(-p.max_distance, p.max_distance + 1)
-    return build_t5_table(p)[relative_bucket(rp, p.bidirectional, p.num_buckets, p.max_distance)]
+    return np.asarray(table)[relative_bucket(rp, p.bidirectional, p.num_buckets, p.max_distance)]
 
 
 def t5_bias_at(p: T5Params, q_positions: np.ndarray, k_positions: np.ndarray) -> np.ndarray:

@@ -10,11 +10,14 @@ from .markdown import md_table
 
 def doctor_markdown(report: dict[str, Any]) -> str:
     """Sites (kind, node, what was recovered) and every fault with its numbers."""
-    lines = [f"# Positional-encoding sites of `{report['model']}`", ""]
+    exporter = report["exporter"]
+    lines = [f"# Positional-encoding sites of `{report['model']}`", "",
+             f"Written by {exporter['name']}{' ' + exporter['version'] if exporter['version'] else ''} ({'; '.join(exporter['evidence'])}).", ""]
     sites = [(str(i), s["kind"], s["node"], f"{len(s['feeds'])} node(s)",
               "; ".join(f"{k}: {v}" for k, v in s["recovered"].items() if v not in (None, "")))
              for i, s in enumerate(report["sites"], 1)]
     lines += md_table(("#", "kind", "node", "feeds", "recovered"), sites)
     faults = [(str(i), f["fault"], f["detail"]) for i, s in enumerate(report["sites"], 1) for f in s["faults"]]
+    faults += [("exporter", f["fault"], f["detail"]) for f in report["exporter_faults"] or []]
     lines += [f"{report['faults']} fault(s)", ""] + (md_table(("#", "fault", "detail"), faults) if faults else [])
     return "\n".join(lines + [f"- {note}" for note in report.get("notes", [])]) + "\n"

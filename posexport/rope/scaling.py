@@ -273,6 +273,16 @@ def frequencies(p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
     return SCALINGS[p.scaling].compute(p.rotary_dim, p.base, p, seq_len)
 
 
+def source_of(p: Any) -> str:
+    """The graph-side cos/sin source the parameters' scaling needs: TABLES, REGIMES or DYNAMIC."""
+    return SCALINGS[p.scaling].source
+
+
+def decided_per_call(scaling: str) -> bool:
+    """Whether a scaling's frequencies depend on the call's length (a frozen table of it is wrong)."""
+    return SCALINGS[scaling].source != TABLES
+
+
 def switch_length(p: Any) -> int | None:
     """The length L0 at which a scaling changes regime or bands (None for plain, linear and ntk)."""
     return SCALINGS[p.scaling].switch(p)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from .doctor import diagnose, doctor
 from .find import KINDS, find
+from .learned_table import Extension
 from .patch import Patched, patch, patch_file
 from .source import requested_values
 from .splice import splice
 
-__all__ = ["KINDS", "Patched", "diagnose", "doctor", "find", "patch", "patch_file", "requested_values", "splice"]
+__all__ = ["KINDS", "Extension", "Patched", "diagnose", "doctor", "find", "patch", "patch_file", "requested_values", "splice"]

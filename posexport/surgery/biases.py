@@ -1,6 +1,6 @@
-"""Position sites that are not rope: learned absolute tables (GPT-2's wpe, OPT, BERT) and ALiBi slopes
-(BLOOM). They are listed with what they recover and their faults; there is nothing exact to put in their
-place (a learned table is trained weights: see `posexport extend`), so patch leaves them as they are."""
+"""ALiBi slopes (BLOOM), and what every bias and table site shares: where positions come from, Gathers
+from 2-D tables, a tensor's ancestors. ALiBi sites are listed with their slopes and faults; the slopes are
+already exact constants, so patch leaves them as they are."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from .graph import Graph, node_label
 from .sites import Fault, RefusedKind, Site
 
 # Nodes an index or position tensor passes through on its way from its source.
-PASS_THROUGH = ("Unsqueeze", "Squeeze", "Reshape", "Cast", "Expand", "Add", "Sub", "Mul", "Identity")
+PASS_THROUGH = ("Unsqueeze", "Squeeze", "Reshape", "Cast", "Expand", "Tile", "Add", "Sub", "Mul", "Identity")
 
 
 def position_source(graph: Graph, name: str, depth: int = 0) -> str | None:
     """What positions ``name`` derives from: 'Range' (0 … seq−1 every call), 'CumSum' (of the attention
-    mask), or the graph input holding position ids; None when it derives from token ids or nothing."""
+    mask), 'Slice' (of a constant 0 … M−1, BERT's buffer), or the graph input holding position ids; None
+    when it derives from token ids or nothing."""
     if depth > 12:
         return None
     node = graph.producer.get(name)
@@ -28,6 +29,10 @@ def position_source(graph: Graph, name: str, depth: int = 0) -> str | None:
         return name if "position" in name.lower() and name not in graph.initializers else None
     if node.op_type in ("Range", "CumSum"):
         return node.op_type
+    if node.op_type == "Slice":
+        data = graph.array(node.input[0])
+        arange = data is not None and data.dtype.kind in "iu" and np.array_equal(data.reshape(-1), np.arange(data.size))
+        return "Slice" if arange and data.size > 1 else None
     if node.op_type not in PASS_THROUGH:
         return None
     found = [position_source(graph, i, depth + 1) for i in node.input if i and graph.array(i) is None]
@@ -47,32 +52,6 @@ def readers(graph: Graph, node: onnx.NodeProto) -> list[str]:
     return [c.name for c in graph.consumers.get(node.output[0], [])]
 
 
-class LearnedTableKind(RefusedKind):
-    name = "learned-table"
-    summary = "Gather from a trained [max_positions, d] table by position (GPT-2 wpe, OPT, BERT)"
-
-    def match(self, graph: Graph) -> list[Site]:
-        sites = []
-        for node, table in table_gathers(graph):
-            source = position_source(graph, node.input[1])
-            if source is None:
-                continue
-            recovered = {"table": node.input[0], "rows": int(table.dims[0]), "width": int(table.dims[1]),
-                         "positions_from": {"Range": "Range: 0 … seq−1 on every call", "CumSum": "CumSum of the attention mask"}.get(source, source)}
-            sites.append(Site(self.name, node_label(node), readers(graph, node), recovered))
-        return sites
-
-    def refusal(self, site: Site) -> str:
-        return "a trained table; posexport cannot make it exact (see `posexport extend`)"
-
-    def diagnose(self, graph: Graph, site: Site, rope: Any, context: dict[str, Any]) -> None:
-        rows = site.recovered["rows"]
-        site.faults.append(Fault("position-limit", f"the table has {rows} rows; position {rows} and beyond: onnxruntime's Gather "
-                                 "raises (indices out of data bounds); there is no trained value there", rows))
-        if site.recovered["positions_from"].startswith("Range"):
-            site.notes.append("positions restart at 0 on every call: decoding with past key/values needs position ids as an input")
-
-
 def slopes_of(graph: Graph, node: onnx.NodeProto) -> tuple[np.ndarray, str] | None:
     """(slopes [heads], source) of Mul(slopes [.., heads, 1], positions), else None."""
     for const_side in (0, 1):
@@ -83,6 +62,11 @@ def slopes_of(graph: Graph, node: onnx.NodeProto) -> tuple[np.ndarray, str] | No
         if source is not None:
             return value.reshape(-1).astype(np.float64), source
     return None
+
+
+def shown(slopes: np.ndarray) -> str:
+    """The first four slopes, as the report shows them."""
+    return ", ".join(f"{s:.6g}" for s in slopes[:4]) + (" …" if len(slopes) > 4 else "")
 
 
 class AlibiKind(RefusedKind):
@@ -96,8 +80,7 @@ class AlibiKind(RefusedKind):
             if found is None:
                 continue
             slopes, source = found
-            recovered = {"heads": len(slopes), "slopes": ", ".join(f"{s:.6g}" for s in slopes[:4]) + (" …" if len(slopes) > 4 else ""),
-                         "positions_from": source}
+            recovered = {"heads": len(slopes), "slopes": shown(slopes), "positions_from": source}
             site = Site(self.name, node_label(node), readers(graph, node), recovered)
             site.tensors["slopes"] = slopes
             sites.append(site)
@@ -112,8 +95,11 @@ class AlibiKind(RefusedKind):
         off = float(np.max(np.abs(slopes / standard - 1)))
         site.recovered["standard_slopes"] = off <= 1e-6
         if off > 1e-6:
-            site.faults.append(Fault("alibi-slopes", f"slopes differ from the standard geometric sequence for {len(slopes)} heads "
-                                     f"by {off:.2e} (relative)", off))
+            worst = int(np.argmax(np.abs(slopes / standard - 1)))
+            site.recovered["standard"] = shown(standard)
+            site.faults.append(Fault("alibi-slopes", f"slopes {shown(slopes)} differ from the standard geometric sequence for "
+                                     f"{len(slopes)} heads, {shown(standard)}, by {off:.2e} (relative; head {worst}: "
+                                     f"{slopes[worst]:.6g}, standard {standard[worst]:.6g})", off))
         else:
             site.notes.append(f"standard slopes for {len(slopes)} heads (relative error {off:.1e}); positions exact in float32 up to 2^24")
 
@@ -129,27 +115,3 @@ def ancestors(graph: Graph, name: str, limit: int = 40) -> list[onnx.NodeProto]:
         out.append(node)
         todo += [i for i in node.input if i]
     return out
-
-
-class T5BiasKind(RefusedKind):
-    name = "t5-bias"
-    summary = "T5 relative attention bias: a trained [buckets, heads] table gathered by log-spaced distance buckets"
-
-    def match(self, graph: Graph) -> list[Site]:
-        sites = []
-        for node, table in table_gathers(graph):
-            chain = ancestors(graph, node.input[1])
-            if not any(n.op_type == "Log" for n in chain):
-                continue
-            recovered = {"table": node.input[0], "buckets": int(table.dims[0]), "heads": int(table.dims[1]),
-                         "bidirectional": any(n.op_type == "Abs" for n in chain)}
-            sites.append(Site(self.name, node_label(node), readers(graph, node), recovered))
-        return sites
-
-    def refusal(self, site: Site) -> str:
-        return "a trained bucket table; build posexport's t5 bias graph to replace the per-call bucket computation"
-
-    def diagnose(self, graph: Graph, site: Site, rope: Any, context: dict[str, Any]) -> None:
-        site.faults.append(Fault("bias-per-call", "bucket indices for every (query, key) pair are recomputed on every call "
-                                 "(Log in float32 over q_len·k_len distances) and a [heads, q_len, k_len] bias is gathered from them: "
-                                 "16.8M bucket computations per call at 4096 tokens", 4096.0 * 4096.0))

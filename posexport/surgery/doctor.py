@@ -1,5 +1,6 @@
-"""``posexport doctor``: every positional-encoding site of a model, what was recovered from it, and its
-faults with numbers, as a report (dict, JSON-able) that the CLI renders as a table."""
+"""``posexport doctor``: the exporter that wrote a model, every positional-encoding site, what was
+recovered from it, and its faults with numbers; with the model folder, the exporter's known faults. The
+report is a dict (JSON-able, schema in docs/surgery.md, ``schema_version`` below) that the CLI renders."""
 
 from __future__ import annotations
 
@@ -11,10 +12,15 @@ import onnx
 
 from ..errors import PosexportError
 from ..rope.encoding import RopeParams
+from .exporter_faults import check_known_faults
+from .exporters import identify
 from .find import KINDS, find_in
 from .graph import Graph, load
 from .sites import Fault, Site
 from .source import Candidates, candidates, choose
+
+# Bumped whenever a key of the report is renamed, removed or changes meaning (adding keys does not).
+SCHEMA_VERSION = 1
 
 
 def genai_context(model_path: Path | None) -> int | None:
@@ -67,9 +73,10 @@ def disconnected(graph: Graph, sites: list[Site]) -> str | None:
 
 
 def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None,
-             model_path: Path | None = None) -> dict[str, Any]:
+             model_path: Path | None = None, from_model: Path | None = None) -> dict[str, Any]:
     """The doctor's report for a loaded model; ``values`` are the rope options (one or several candidates)
-    the model should compute, e.g. from its folder."""
+    the model should compute, e.g. from its folder ``from_model``, whose config is then checked against
+    the exporter's known faults."""
     graph = Graph(model)
     sites = find_in(graph)
     values = candidates(values)
@@ -77,11 +84,15 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
     for site in sites:
         p = params_or_fault(site, values, graph)
         KINDS[site.kind].diagnose(graph, site, p, context)
+    exporter = identify(model, model_path)
     report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
         "model": str(model_path) if model_path else None,
+        "exporter": exporter.as_dict(),
         "sites": [s.as_dict() for s in sites],
-        "faults": sum(len(s.faults) for s in sites),
+        "exporter_faults": check_known_faults(sites, values or [], Path(from_model), exporter) if from_model else None,
     }
+    report["faults"] = sum(len(s.faults) for s in sites) + len(report["exporter_faults"] or [])
     context_length = genai_context(model_path)
     if context_length is not None:
         report["genai_context_length"] = context_length
@@ -93,7 +104,9 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
     return report
 
 
-def doctor(path: str | Path, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None) -> dict[str, Any]:
-    """The doctor's report for the model file at ``path`` (external data read from beside it)."""
+def doctor(path: str | Path, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None,
+           from_model: str | Path | None = None) -> dict[str, Any]:
+    """The doctor's report for the model file at ``path`` (external data read from beside it); with
+    ``from_model`` (the folder ``values`` were read from) also the exporter's known faults."""
     path = Path(path)
-    return diagnose(load(path), values, position_limit, path)
+    return diagnose(load(path), values, position_limit, path, Path(from_model) if from_model else None)

@@ -25,4 +25,7 @@ class ExactKind(RefusedKind):
         return "already posexport's exact maths"
 
     def diagnose(self, graph: Graph, site: Site, rope: Any, context: dict[str, Any]) -> None:
-        site.notes.append("exact float64 tables; positions past the graph's limit raise")
+        if site.recovered["function"].startswith("T5PositionBias"):
+            site.notes.append("T5 bias read from the table's rows by clamped relative position: the same at every length")
+        else:
+            site.notes.append("exact float64 tables; positions past the graph's limit raise")

@@ -8,17 +8,26 @@ from pathlib import Path
 
 import onnx
 
-from .biases import AlibiKind, LearnedTableKind, T5BiasKind
+from .biases import AlibiKind
 from .exact import ExactKind
 from .graph import Graph, load
+from .grid_resample import GridResampleKind
+from .learned_table import LearnedTableKind
 from .rope_cache import CacheKind
+from .rope_interleaved import InterleavedKind
 from .rope_inv_freq import InvFreqKind
+from .rope_matmul import MatMulKind
+from .rope_per_token import PerTokenCacheKind
+from .sincos_table import SinCosTableKind
 from .sites import Site, SiteKind
+from .t5_bias import T5BiasKind
 from .unrecognised import UnrecognisedKind
 
-# Rope kinds first: they matter most.
+# Rope kinds first: they matter most. The per-token caches are a per-call Cos/Sin pair that feeds a fused
+# op: that kind comes first and the per-call kinds' site at the same node is not listed twice.
 KINDS: dict[str, SiteKind] = {
-    k.name: k for k in (InvFreqKind(), CacheKind(), LearnedTableKind(), AlibiKind(), T5BiasKind(), ExactKind(), UnrecognisedKind())
+    k.name: k for k in (PerTokenCacheKind(), InvFreqKind(), MatMulKind(), InterleavedKind(), CacheKind(), SinCosTableKind(),
+                        LearnedTableKind(), AlibiKind(), T5BiasKind(), GridResampleKind(), ExactKind(), UnrecognisedKind())
 }
 
 
@@ -31,5 +40,5 @@ def find(model: onnx.ModelProto | str | Path) -> list[Site]:
 def find_in(graph: Graph) -> list[Site]:
     sites: list[Site] = []
     for kind in KINDS.values():
-        sites += kind.match(graph)
+        sites += [s for s in kind.match(graph) if all(s.anchor != t.anchor for t in sites)]
     return sites

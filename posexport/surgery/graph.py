@@ -24,7 +24,7 @@ def load(path: str | Path) -> onnx.ModelProto:
         raise PosexportError(f"{path}: no such model file")
     try:
         return onnx.load(str(path), load_external_data=True)
-    except (OSError, ValueError, DecodeError) as e:
+    except (OSError, ValueError, DecodeError, onnx.checker.ValidationError) as e:  # the last: external data missing
         raise PosexportError(f"{path}: cannot read it as an ONNX model ({e})") from None
 
 

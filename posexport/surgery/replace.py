@@ -108,3 +108,16 @@ def remove_dead(model: onnx.ModelProto, candidates: set[str], initializers: set[
     read = {i for n in graph.node for i in n.input} | outputs
     for tensor in [t for t in graph.initializer if t.name in initializers and t.name not in read]:
         graph.initializer.remove(tensor)
+
+
+def upstream(graph: Graph, names: list[str]) -> set[str]:
+    """These nodes and every node they are computed from (candidates for remove_dead)."""
+    by_name = {n.name: n for n in graph.model.graph.node if n.name}
+    found, todo = set(), [by_name[n] for n in names if n in by_name]
+    while todo:
+        node = todo.pop()
+        if node.name in found:
+            continue
+        found.add(node.name)
+        todo += [graph.producer[i] for i in node.input if i in graph.producer]
+    return found

@@ -6,7 +6,8 @@ LongRoPE (onnxruntime-genai's Phi-3), If(total length > L0) choosing a long pair
 bound the positions (GroupQueryAttention raises once total_sequence_length exceeds their rows) and are
 usually computed with float32 angles. The rewrite rebuilds every cache from float64 angles (the long or
 only pair up to the position limit, the short pair at its own rows), in the caches' own float type; the
-ops, their attributes and every other tensor stay as they are."""
+ops, their attributes and every other tensor stay as they are. Caches computed per token in the graph
+(one row per token, read through a Range of position ids) are the rope-cache-per-token kind's."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import onnx.numpy_helper as onh
 
 from ..errors import PosexportError
 from ..rope import encoding as rope
-from ..rope.scaling import switch_length
+from ..rope.scaling import DYNAMIC, REGIMES, SCALINGS, decided_per_call, source_of, switch_length
 from .freqs import PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache, recognise
 from .graph import Graph, attribute, node_label
 from .sites import Fault, Site, SiteKind
@@ -47,6 +48,46 @@ def reads_caches(node: onnx.NodeProto) -> tuple[int, int, str] | None:
     if node.op_type == "GroupQueryAttention" and not attribute(node, "do_rotary", 0):
         return None
     return spec
+
+
+PASSED = ("Reshape", "Cast", "Squeeze", "Unsqueeze", "Identity")
+# the fused op's input that says which cache row each token reads
+POSITION_IDS = {("com.microsoft", "GroupQueryAttention"): 9, ("com.microsoft", "RotaryEmbedding"): 1, ("", "RotaryEmbedding"): 3}
+
+
+def rows_from(graph: Graph, cache: str) -> str | None:
+    """The tensor a cache's rows come from, under Reshape/Cast/Squeeze/Unsqueeze and a Concat on axis 0
+    whose later inputs are padding (Expand of a constant)."""
+    node = graph.producer.get(cache)
+    while node is not None and node.op_type in PASSED + ("Concat",):
+        if node.op_type == "Concat":
+            padding = [graph.producer.get(i) for i in node.input[1:]]
+            if onnx.helper.get_attribute_value(node.attribute[0]) != 0 or any(
+                    p is None or p.op_type != "Expand" or graph.array(p.input[0]) is None for p in padding):
+                return None
+        cache = node.input[0]
+        node = graph.producer.get(cache)
+    return cache
+
+
+def token_rows(graph: Graph, node: onnx.NodeProto) -> bool:
+    """The op reads cache row i for token i: its position_ids are Range(0, …, 1), reshaped."""
+    index = POSITION_IDS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+    if index is None or len(node.input) <= index or not node.input[index]:
+        return False
+    source = graph.producer.get(node.input[index])
+    while source is not None and source.op_type in PASSED:
+        source = graph.producer.get(source.input[0])
+    if source is None or source.op_type != "Range":
+        return False
+    start, delta = graph.array(source.input[0]), graph.array(source.input[2])
+    return start is not None and delta is not None and np.all(start == 0) and np.all(delta == 1)
+
+
+def per_token(graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) -> bool:
+    """The op's caches are rows computed per token in the graph (the rope-cache-per-token kind's)."""
+    rows = rows_from(graph, node.input[spec[0]])
+    return rows is not None and graph.array(rows) is None and token_rows(graph, node)
 
 
 def chosen_limits(model: onnx.ModelProto) -> dict[str, int]:
@@ -155,7 +196,7 @@ class CacheKind(SiteKind):
         sites: dict[tuple[str, str], Site] = {}
         for node in graph.model.graph.node:
             spec = reads_caches(node)
-            if spec is None:
+            if spec is None or per_token(graph, node, spec):
                 continue
             key = (node.input[spec[0]], node.input[spec[1]])
             if key not in sites:
@@ -180,7 +221,7 @@ class CacheKind(SiteKind):
         if "pairs" not in site.tensors:
             raise PosexportError(f"{site.anchor}: its cos/sin caches are {site.recovered['caches']}; posexport cannot rebuild them")
         switch = site.tensors["switch"]
-        if (switch is not None) != (p.scaling == "longrope") or p.scaling == "dynamic":
+        if (switch is not None) != (source_of(p) == REGIMES) or source_of(p) == DYNAMIC:
             what = f"switch to a long pair past length {switch} (LongRoPE)" if switch is not None else "are one fixed pair"
             raise PosexportError(f"{site.anchor}: the caches {what}, which cannot follow the {p.scaling} scaling; refusing to guess")
         if switch is not None and switch != switch_length(p):
@@ -213,7 +254,7 @@ class CacheKind(SiteKind):
             site.notes.append(f"position limit {rows} (chosen with posexport patch)")
         if pairs[0].cos.dtype == np.float16:
             site.faults.append(Fault("float16-cache", "cos/sin stored in float16: error ~5e-4 at any position", 4.9e-4))
-        moving = sorted(context["scalings"] & {"dynamic", "longrope"})
+        moving = sorted(s for s in context["scalings"] if s in SCALINGS and decided_per_call(s))
         if moving and switch is None:
             site.faults.append(Fault("dynamic-exported-static", f"the model config says {' and '.join(moving)}, but the caches are fixed"))
             return

@@ -18,10 +18,10 @@ import onnx.helper as oh
 
 from ..errors import PosexportError
 from ..rope import encoding as rope
-from ..rope.scaling import switch_length
+from ..rope.scaling import DYNAMIC, REGIMES, TABLES, source_of, switch_length
 from .freqs import PROJECTED, RECOGNISED, close, describe, dynamic_gap, float32_error, recognise
 from .graph import Graph, attribute, node_label
-from .replace import add_cos_sin_call, remove_dead, splice_nodes
+from .replace import add_cos_sin_call, remove_dead, splice_nodes, upstream
 from .sites import Fault, Site, SiteKind
 
 FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
@@ -94,15 +94,27 @@ def frequencies(graph: Graph, name: str, positions: str) -> dict[str, Any] | Non
             "regime_nodes": [where.name, *switch[1]]}
 
 
-def trace_angle(graph: Graph, angle: str) -> dict[str, Any] | None:
-    """The pattern behind a Cos/Sin input, or None."""
+def halves_repeated(graph: Graph, angle: str) -> tuple[onnx.NodeProto | None, list[str]] | None:
+    """(the node under an optional Concat(a, a) on the last axis, the Concat's name if there is one)."""
     node = graph.producer.get(angle)
-    full_width = False
     if node is not None and node.op_type == "Concat" and len(node.input) == 2 and node.input[0] == node.input[1]:
         if int(attribute(node, "axis", 0)) not in (-1, 2):
             return None
-        full_width, concat = True, node
-        node = graph.producer.get(node.input[0])
+        return graph.producer.get(node.input[0]), [node.name]
+    return node, []
+
+
+def trace_angle(graph: Graph, angle: str) -> dict[str, Any] | None:
+    """The pattern behind a Cos/Sin input, or None."""
+    under = halves_repeated(graph, angle)
+    found = trace_product(graph, under[0]) if under else None
+    if found is None:
+        return None
+    return found | {"nodes": found["nodes"] + under[1], "full_width": bool(under[1])}
+
+
+def trace_product(graph: Graph, node: onnx.NodeProto | None) -> dict[str, Any] | None:
+    """Mul(Cast(positions unsqueezed), frequencies): the angles [..., n] before any widening."""
     if node is None or node.op_type != "Mul":
         return None
     for pos_side, freq_side in ((0, 1), (1, 0)):
@@ -114,10 +126,31 @@ def trace_angle(graph: Graph, angle: str) -> dict[str, Any] | None:
         if found is None:
             return None
         positions, passed, squeeze = source
-        nodes = passed + [cast.name, node.name] + found.pop("regime_nodes", []) + ([concat.name] if full_width else [])
+        nodes = passed + [cast.name, node.name] + found.pop("regime_nodes", [])
         return found | {"freq_name": node.input[freq_side], "positions": positions, "squeeze": squeeze, "nodes": nodes,
-                        "full_width": full_width, "float_type": int(attribute(cast, "to"))}
+                        "float_type": int(attribute(cast, "to"))}
     return None
+
+
+# How a graph widens cos/sin [..., n] to the width its rotation reads (False: it does not), and the same
+# widening of posexport's cos/sin: halves repeated (Concat(a, a)), or each frequency twice in a row.
+LAYOUTS = {False: "half width, laid out downstream", True: "halves repeated (Concat(a, a))",
+           "interleaved": "each frequency repeated twice in a row (repeat_interleave)"}
+
+
+def widen_interleaved(half: str, name: str, out: str) -> list[onnx.NodeProto]:
+    axis = oh.make_node("Constant", [], [f"{out}/posexport_axis"], value_ints=[-1], name=f"{out}/posexport_axis")
+    flat = oh.make_node("Constant", [], [f"{out}/posexport_shape"], value_ints=[0, 0, -1], name=f"{out}/posexport_shape")
+    pair = oh.make_node("Unsqueeze", [half, axis.output[0]], [f"{out}/posexport_pair"], name=f"{out}/posexport_unsqueeze")
+    twice = oh.make_node("Concat", [pair.output[0], pair.output[0]], [f"{out}/posexport_twice"], axis=-1, name=f"{out}/posexport_concat")
+    return [axis, flat, pair, twice, oh.make_node("Reshape", [twice.output[0], flat.output[0]], [name], name=f"{out}/posexport_reshape")]
+
+
+WIDEN = {
+    False: lambda half, name, out: [oh.make_node("Identity", [half], [name], name=f"{out}/posexport_identity")],
+    True: lambda half, name, out: [oh.make_node("Concat", [half, half], [name], axis=-1, name=f"{out}/posexport_concat")],
+    "interleaved": widen_interleaved,
+}
 
 
 def feeds_of(graph: Graph, names: list[str]) -> list[str]:
@@ -154,11 +187,15 @@ class InvFreqKind(SiteKind):
             site.recovered["cos_sin_pairs"] = len(site.tensors["pairs"])
         return list(groups.values())
 
+    def trace(self, graph: Graph, angle: str) -> dict[str, Any] | None:
+        """The pattern behind a Cos/Sin input (subclasses read other forms of the same angles)."""
+        return trace_angle(graph, angle)
+
     def pair(self, graph: Graph, node: onnx.NodeProto) -> tuple | None:
         if node.op_type != "Cos" or node.domain not in ("", "ai.onnx"):
             return None
         sins = [n for n in graph.consumers_of(node.input[0], "Sin")]
-        traced = trace_angle(graph, node.input[0])
+        traced = self.trace(graph, node.input[0])
         if not sins or traced is None:
             return None
         cos_out, cos_factor, cos_mul = factor_after(graph, node.output[0])
@@ -173,9 +210,8 @@ class InvFreqKind(SiteKind):
         recovered = {
             "inv_freq": describe(inv_freq),
             "rotary_dim": 2 * len(inv_freq),
-            # Concat(a, a) gives cos/sin for halves-paired channels; a half-width cos is laid out downstream.
-            "pair_layout": "half" if traced["full_width"] else "decided downstream of cos/sin",
-            "cos_width": "full" if traced["full_width"] else "half",
+            # The rewrite repeats channels as the graph did; which channels pair up is decided downstream.
+            "cos_layout": LAYOUTS[traced["full_width"]],
             "attention_factor": factor,
             "positions": traced["positions"],
             "recognised": recognise(inv_freq),
@@ -189,8 +225,6 @@ class InvFreqKind(SiteKind):
         return site
 
     def check(self, graph: Graph, site: Site, p: rope.RopeParams) -> None:
-        if site.tensors["full_width"] and p.pair_layout != "half":
-            raise PosexportError(f"{site.anchor}: the graph pairs channels as halves (Concat(a, a)) but the parameters say {p.pair_layout}")
         self.check_regimes(site, p)
         inv_freq, expected = rope.inv_freq_and_factor(p, None)
         stored, factor = site.tensors["inv_freq"], site.recovered["attention_factor"]
@@ -205,7 +239,7 @@ class InvFreqKind(SiteKind):
     def check_regimes(site: Site, p: rope.RopeParams) -> None:
         """A graph that switches frequencies per call is LongRoPE, with the same switch and long factors."""
         long = site.tensors["long_inv_freq"]
-        if (long is not None) != (p.scaling == "longrope"):
+        if (long is not None) != (source_of(p) == REGIMES):
             what = "switches frequencies at a length (LongRoPE)" if long is not None else "has one set of frequencies"
             raise PosexportError(f"{site.anchor}: the graph {what}, but the parameters say {p.scaling}; refusing to guess")
         if long is None:
@@ -223,17 +257,16 @@ class InvFreqKind(SiteKind):
         for cos_out, sin_out in site.tensors["pairs"]:
             for half, out in ((cos_h, cos_out), (sin_h, sin_out)):
                 new += self.widen(half, out, site)
+        old = upstream(graph, site.nodes)  # what the old angles were made of goes too, once nothing reads it
         splice_nodes(graph, site.nodes, new)
-        remove_dead(graph.model, set(site.nodes), set(site.tensors["freq_names"]))
+        remove_dead(graph.model, old, set(site.tensors["freq_names"]))
 
     @staticmethod
     def widen(half: str, out: str, site: Site) -> list[onnx.NodeProto]:
         """The pair's tensor at the width and float type the model's rotation expects."""
         name = f"{out}.posexport"
-        first = oh.make_node("Concat", [half, half], [name], axis=-1, name=f"{out}/posexport_concat") if site.tensors["full_width"] \
-            else oh.make_node("Identity", [half], [name], name=f"{out}/posexport_identity")
         last = oh.make_node("Cast", [name], [out], to=site.tensors["float_type"], name=f"{out}/posexport_cast")
-        return [first, last]
+        return WIDEN[site.tensors["full_width"]](half, name, out) + [last]
 
     def diagnose(self, graph: Graph, site: Site, p: rope.RopeParams | None, context: dict[str, Any]) -> None:
         stored, factor = site.tensors["inv_freq"], site.recovered["attention_factor"]
@@ -241,7 +274,7 @@ class InvFreqKind(SiteKind):
         # Against the parameters' frequencies below their switch length (where the graph's regime holds),
         # or, with nothing known, against float64 angles of the graph's own frequencies.
         truth = rope.inv_freq_and_factor(p, None) if p is not None else (stored.astype(np.float64), factor)
-        known = p is not None and p.scaling not in ("dynamic", "longrope")
+        known = p is not None and source_of(p) == TABLES
         if p is None:
             near = PROJECTED // 32 - 1
         else:
@@ -256,7 +289,7 @@ class InvFreqKind(SiteKind):
                                  f"error {measured}{against}", max(errors.values())))
         if pairs > 1:
             site.notes.append(f"the same cos/sin is computed {pairs} times per call (once per layer)")
-        if p is not None and p.scaling == "dynamic":
+        if p is not None and source_of(p) == DYNAMIC:
             length = 2 * p.max_positions
             off = dynamic_gap(stored, factor, p, length)
             site.faults.append(Fault("dynamic-exported-static", f"the model config says dynamic NTK, but the graph's frequencies are fixed: "

@@ -53,6 +53,9 @@ class SiteKind:
     name: ClassVar[str]
     summary: ClassVar[str]
     patchable: ClassVar[bool] = True
+    # What check and rewrite take: "rope" (the site's RopeParams), "extension" (patch --extend-learned;
+    # only rewritten when one is given), "nothing" (the site's own values are all the rewrite needs).
+    takes: ClassVar[str] = "rope"
 
     def match(self, graph: Graph) -> list[Site]:
         """Every site of this kind in the graph (the pattern)."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from .graph import Graph, node_label
+from .rope_interleaved import InterleavedKind
 from .rope_inv_freq import InvFreqKind
+from .rope_matmul import MatMulKind
 from .sites import Fault, RefusedKind, Site
 
 
@@ -16,12 +18,12 @@ class UnrecognisedKind(RefusedKind):
     patchable = True  # a model holding one cannot be patched safely: patch refuses it, naming the node
 
     def match(self, graph: Graph) -> list[Site]:
-        known = InvFreqKind()
+        known = (InvFreqKind(), MatMulKind(), InterleavedKind())  # every kind that reads per-call Cos/Sin pairs
         sites = []
         for node in graph.model.graph.node:
             if node.op_type != "Cos" or node.domain not in ("", "ai.onnx") or not graph.consumers_of(node.input[0], "Sin"):
                 continue
-            if known.pair(graph, node) is None:
+            if all(kind.pair(graph, node) is None for kind in known):
                 producer = graph.producer.get(node.input[0])
                 made_by = f"{producer.op_type} node {producer.name!r}" if producer is not None else "a graph input or initializer"
                 sites.append(Site(self.name, node_label(node), [c.name for c in graph.consumers.get(node.output[0], [])],

@@ -40,18 +40,22 @@ def attempt(run: Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]], fe
         return None, describe(e).split("Status Message: ")[-1]
 
 
+Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+
+
 @dataclass
 class Oracle:
-    """What the model is judged against: ``per_runner`` references load on each runner; otherwise one
-    runner-independent oracle (the transformers model), whose outputs are made once per case."""
+    """What the model is judged against: a ``reference`` model, loaded on each runner; otherwise one
+    runner-independent oracle (the transformers model, or a caller's float64 ``run``) whose outputs are
+    named as HfOracle's ('logits', 'key.L', 'value.L') and made once per case."""
 
     label: str
     reference: Path | None = None
-    hf: HfOracle | None = None
+    run: Runner | None = None
 
     def slot(self, output: str) -> tuple[str | None, str]:
         """The oracle's name for a model output, or None and why it cannot produce it."""
-        if self.hf is None:
+        if self.run is None:
             return output, ""
         if output == "logits" or output.endswith("logits"):
             return "logits", ""
@@ -158,8 +162,8 @@ def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, 
     run.report.runtimes[runtime.name] = runtime.description
     for index, case in enumerate(run.cases):
         feeds = make_feeds(run.sig, case, run.seed + index)
-        if run.oracle.hf is not None:
-            ref = hf_outputs.get(index) or hf_outputs.setdefault(index, attempt(run.oracle.hf.run, feeds))
+        if run.oracle.run is not None:
+            ref = hf_outputs.get(index) or hf_outputs.setdefault(index, attempt(run.oracle.run, feeds))
         else:
             ref = attempt(sessions["reference"].run, feeds)
         before = attempt(sessions["original"].run, feeds) if "original" in sessions else None
@@ -168,15 +172,17 @@ def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, 
 
 
 def model_parity(model: str | Path, against: str | Path | None = None, *, against_hf: str | Path | None = None,
+                 oracle: Runner | None = None,
                  cases: Sequence[FeedCase] = (FeedCase(16),), runtimes: Sequence[str] = DEFAULT_RUNTIMES,
                  tolerance: float = TOLERANCE, seed: int = 0, dims: Mapping[str, int] | None = None,
                  outputs: Sequence[str] | None = None, original: str | Path | None = None,
                  progress: Progress | None = None) -> Report:
-    """``model`` against ``against`` (an ONNX model run on the same runner) or ``against_hf`` (a
-    transformers model folder, run in float64), every case on every runner. An output passes when the
-    model runs and its error is within ``tolerance``; with ``original`` (the model before a patch) each
+    """``model`` against ``against`` (an ONNX model run on the same runner), ``against_hf`` (a
+    transformers model folder, run in float64) or ``oracle`` (a float64 runner of one's own: feeds in,
+    outputs out, named as HfOracle's; its ``label`` attribute names it), every case on every runner. An
+    output passes when the model runs and its error is within ``tolerance``; with ``original`` (the model before a patch) each
     result also says how the original did. ``outputs`` are names or glob patterns (default: all)."""
-    if (against is None) == (against_hf is None):
+    if sum(x is not None for x in (against, against_hf, oracle)) != 1:
         raise PosexportError("give exactly one of --against ORIGINAL.onnx and --against-hf DIR")
     if not valid_bound(tolerance):
         raise PosexportError(f"--tolerance {tolerance!r}: expected a positive finite number")
@@ -186,13 +192,18 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
     unmatched = [p for p in outputs or () if not any(fnmatch.fnmatchcase(name, p) for name in sig.outputs)]
     if unmatched:
         raise PosexportError(f"--outputs {','.join(unmatched)}: matches no output of {model.name} ({', '.join(sig.outputs)})")
-    oracle = (Oracle(str(against), reference=Path(against)) if against is not None else
-              Oracle(f"transformers {Path(against_hf).name} (float64)", hf=HfOracle(against_hf)))
+    if against is not None:
+        judge = Oracle(str(against), reference=Path(against))
+    elif against_hf is not None:
+        hf = HfOracle(against_hf)
+        judge = Oracle(hf.label, run=hf.run)
+    else:
+        judge = Oracle(getattr(oracle, "label", "a float64 runner"), run=oracle)
     report = Report(settings={"seed": seed, "tolerance": tolerance, "cases": [c.label for c in cases],
                               "outputs": list(outputs or [])})
-    report.graphs[model.name] = {"kind": "model", "model": str(model), "reference": oracle.label,
+    report.graphs[model.name] = {"kind": "model", "model": str(model), "reference": judge.label,
                                  "original": str(original) if original else None}
-    run = ModelRun(model.name, oracle, sig, list(cases), tolerance, seed, list(outputs or []) or None, report, progress)
+    run = ModelRun(model.name, judge, sig, list(cases), tolerance, seed, list(outputs or []) or None, report, progress)
     hf_outputs: dict[int, Attempt] = {}
     for runtime in chosen:
         run_on(run, runtime, model, Path(original) if original is not None else None, hf_outputs)

@@ -45,8 +45,8 @@ class AdditiveRows(Assembled):
         core, *callees = self.row_functions(p, op)
         tables = list(self.tables(p, opts).arrays)
         guard = position_guard(shared_axes(self.inputs(p)), op)
-        checked = "guard(x, position_ids)"  # position_ids must be [batch, seq] of x
-        entry = cast_once_entry(self.entry, ["x", "position_ids"], tables, core, [checked, *tables], opts.dtype, op, guard)
+        # position_ids must be [batch, seq] of x: the core reads them through the guard
+        entry = cast_once_entry(self.entry, ["x", "position_ids"], tables, core, ["position_ids", *tables], opts.dtype, op, guard)
         return [entry, core, guard, *callees]
 
     def feeds(self, p: Any, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:

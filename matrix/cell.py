@@ -1,0 +1,126 @@
+"""One cell of the matrix: an architecture's tiny model exported by one exporter (in a subprocess of the
+exporter's venv), then doctor, patch and model-parity against float64 transformers with the original
+beside it, and the patched model's run time over the original's. A cell is FIXED when the patched model
+is within tolerance of transformers at every prompt; otherwise its verdict says why, in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from posexport.bench.models import bench_models
+from posexport.errors import PosexportError, one_line
+from posexport.surgery import doctor, patch_file, requested_values
+from posexport.verdicts import FeedCase, HfOracle, Report, model_parity
+
+from .exporters import EXPORTERS
+from .models import Architecture
+
+ROOT = Path(__file__).resolve().parents[1]
+POSITION_LIMIT = 4096  # what every patched model covers: past every prompt of the matrix
+EXPORT_TIMEOUT = 900
+
+
+def python_of(venv: str | None) -> str:
+    if venv is None:
+        return sys.executable
+    python = ROOT / ".venvs" / venv / "bin" / "python"
+    if not python.is_file():
+        raise PosexportError(f".venvs/{venv} is missing: make it with `sh scripts/exporter-venv.sh {venv}`")
+    return str(python)
+
+
+def export(exporter: str, model: Path, out: Path) -> dict[str, str]:
+    """{"onnx": path} or {"failed": the exporter's own error}."""
+    command = [python_of(EXPORTERS[exporter].venv), "-m", "matrix.exporters.run", exporter, str(model), str(out)]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=EXPORT_TIMEOUT, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"no export after {EXPORT_TIMEOUT} s"}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = [line for line in proc.stderr.splitlines() if line.strip()]
+        return {"failed": (tail[-1].strip() if tail else f"exit status {proc.returncode}")[:300]}
+    return json.loads(lines[-1])
+
+
+def doctor_summary(onnx_path: Path, values: Any) -> dict[str, Any]:
+    report = doctor(onnx_path, values)
+    return {"sites": [s["kind"] for s in report["sites"]],
+            "faults": sorted({f["fault"] for s in report["sites"] for f in s["faults"]})}
+
+
+def before(original: str) -> Any:
+    """The original's outcome as the verdict layer states it: its error, or how it failed."""
+    try:
+        return float(original)
+    except ValueError:
+        return original
+
+
+def parity_errors(report: Report, arch: Architecture) -> dict[str, Any]:
+    """Per prompt: the original's error (or its failure) and the patched model's."""
+    out = {}
+    for row, prompt in zip(report.results, arch.prompts):
+        out[str(prompt)] = {"before": before(row.original),
+                            "after": row.comparison.normalised if row.comparison else "fails: " + row.message,
+                            "ok": row.status == "pass"}
+    return out
+
+
+def verdict(cell: dict[str, Any], report: Report) -> None:
+    if report.passed:
+        cell["verdict"], cell["reason"] = "FIXED", ""
+        return
+    bad = next((r for r in report.results if r.status != "pass"), None)
+    what = (bad.message if bad else "nothing compared: " + "; ".join(n.reason for n in report.not_compared[:1]))
+    cell["verdict"], cell["reason"] = "NOT FIXED", f"not yet: patched model at {bad.case if bad else 'every case'}: {what}"
+
+
+def run_cell(arch: Architecture, exporter: str, model: Path, work: Path) -> dict[str, Any]:
+    """The cell's record (JSON-able): exported?, sites, faults, verdict and reason, errors, run-time ratio."""
+    start = time.monotonic()
+    cell: dict[str, Any] = {"architecture": arch.name, "exporter": exporter, "exported": False}
+    try:
+        cell |= checked(arch, exporter, model, work / f"{arch.name}--{exporter}")
+    except Exception as e:  # a crash in posexport or a runtime is this cell's result, not the end of the run
+        cell |= {"verdict": "NOT FIXED", "reason": f"not yet: {one_line(e, 240)}"}
+    finally:
+        cell["seconds"] = round(time.monotonic() - start, 1)
+    # Reasons name files relative to the scratch folder, so that pages of two runs compare.
+    cell["reason"] = cell.get("reason", "").replace(f"{work}/", "")
+    return cell
+
+
+def checked(arch: Architecture, exporter: str, model: Path, out: Path) -> dict[str, Any]:
+    done = export(exporter, model, out)
+    if "failed" in done:
+        return {"verdict": "EXPORT FAILED", "reason": f"exporter failed upstream: {done['failed']}"}
+    original = Path(done["onnx"])
+    cell: dict[str, Any] = {"exported": True}
+    try:
+        values = requested_values(from_model=model)
+        cell |= doctor_summary(original, values)
+        fixed = out.with_name(out.name + "-fixed") / "model.onnx"
+        fixed.parent.mkdir(parents=True, exist_ok=True)
+        patch_file(original, fixed, values, POSITION_LIMIT)
+    except PosexportError as e:
+        return cell | {"verdict": "REFUSED", "reason": f"not yet: posexport refuses: {one_line(e, 240)}"}
+    try:
+        oracle = HfOracle(model)
+    except PosexportError as e:
+        return cell | {"verdict": "UNVERIFIED", "reason": f"not yet: patched, but no float64 oracle: {one_line(e, 200)}"}
+    report = model_parity(fixed, oracle=oracle.run, cases=[FeedCase(n) for n in arch.prompts], runtimes=["ort-cpu"],
+                          outputs=["logits"], original=original)
+    cell["errors"] = parity_errors(report, arch)
+    verdict(cell, report)
+    cost = bench_models(fixed, original, prompts=(arch.prompts[0],), decode=(), warmup=3, repeats=15)
+    ratio = cost.rows[0].ratio
+    cell["time_ratio"] = None if math.isnan(ratio) else round(ratio, 3)
+    cell["paths"] = {"original": str(original), "fixed": str(fixed)}
+    return cell

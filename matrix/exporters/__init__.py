@@ -1,0 +1,33 @@
+"""The matrix's exporters: one small file each ("given a tiny model folder, export it under an output
+folder and return the .onnx path, or raise ExporterFailed with a one-line reason"), most of them calling
+the helpers the tests export with (tests/exporter_fixtures.py), and one line here. Each runs in a
+subprocess of its virtual environment's python (`venv` None: the project's own, .venv), through
+``python -m matrix.exporters.run``; nothing here imports posexport, which those venvs lack."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ExporterFailed(Exception):
+    """The exporter itself could not export the model; the message is its own error, in one line."""
+
+
+@dataclass(frozen=True)
+class Exporter:
+    module: str  # matrix.exporters.<module>, defining export(model, out) -> Path
+    label: str  # what the page calls it: the tool and how it was called
+    venv: str | None = None  # .venvs/<venv> (scripts/exporter-venv.sh makes it), None: the project's venv
+
+
+EXPORTERS: dict[str, Exporter] = {
+    "torch-dynamo": Exporter("torch_dynamo", "torch.onnx.export(dynamo=True)"),
+    "torch-dynamo+ort-fusions": Exporter("ort_fusions", "torch.onnx dynamo, then onnxscript optimize_for_ort"),
+    "torchscript": Exporter("torchscript", "torch.onnx.export(dynamo=False)"),
+    "transformers": Exporter("transformers_onnx", "transformers 5 OnnxExporter, OnnxConfig(dynamic=True)"),
+    "transformers+ort-fusions": Exporter("transformers_fused", "transformers 5 OnnxExporter, OnnxConfig(dynamic=True, ort_fusions='cpu')"),
+    "genai": Exporter("genai", "onnxruntime-genai builder -p fp32 -e cpu"),
+    # optimum's helper runs optimum-cli with the python of .venvs/optimum itself.
+    "optimum": Exporter("optimum", "optimum-cli export onnx --task text-generation-with-past (optimum-onnx 0.1, transformers 4.57, in .venvs/optimum)"),
+    "mobius": Exporter("mobius", "mobius build --config DIR --dtype f32", "mobius"),
+}

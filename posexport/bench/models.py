@@ -1,0 +1,138 @@
+"""`posexport bench --model FIXED --against ORIGINAL`: two whole models timed in one process, interleaved
+round-robin (timing.time_interleaved) on the same seeded feeds: prompts of each length, and a decode step
+(one token after that many cached positions; a model without past key/values inputs gets the one token at
+that position). Each row has both medians and their ratio; the files' sizes are reported, and the target
+is the patched model within 1.03× the original on every call."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ..errors import PosexportError, one_line
+from ..runtimes import SessionOptions
+from ..runtimes.ort import OrtSession
+from ..verdicts.model_feeds import FeedCase, Signature, make_feeds, signature
+from .engine import machine
+from .timing import time_interleaved
+
+TARGET = 1.03  # a patched model's median over the original's, on every call
+
+
+class FileSession(OrtSession):
+    """An onnxruntime CPU session of a model file (its external data read from beside it), bound like
+    posexport's own graphs are."""
+
+    def __init__(self, path: Path, options: SessionOptions):
+        import onnxruntime as ort
+
+        self.ort = ort
+        ort.set_default_logger_severity(4)
+        self.session = ort.InferenceSession(str(path), self.session_options(True, options, None), providers=["CPUExecutionProvider"])
+        self.device = "cpu"
+
+
+@dataclass
+class ModelRow:
+    call: str
+    seq: int
+    past: int
+    model_ms: float = float("nan")
+    against_ms: float = float("nan")
+    model_iqr_ms: float = float("nan")
+    against_iqr_ms: float = float("nan")
+    ratio: float = float("nan")
+    note: str = ""
+
+
+@dataclass
+class ModelBench:
+    meta: dict[str, Any]
+    rows: list[ModelRow] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"meta": self.meta, "rows": [asdict(r) for r in self.rows], "target": target(self.rows)}
+
+
+def file_bytes(path: Path) -> int:
+    """The model file and every external data file it names, in bytes."""
+    model = onnx.load(str(path), load_external_data=False)
+    names = {entry.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+             for entry in t.external_data if entry.key == "location"}
+    return path.stat().st_size + sum(os.path.getsize(path.parent / name) for name in sorted(names))
+
+
+def has_past(sig: Signature) -> bool:
+    return any("past" in name for name, _, _ in sig.inputs)
+
+
+def feeds_for(sig: Signature, case: FeedCase) -> tuple[dict[str, np.ndarray], str]:
+    """The call's feeds, and a note when a decode step runs without a cache (no past inputs)."""
+    if not case.past or has_past(sig):
+        return make_feeds(sig, case), ""
+    feeds = make_feeds(sig, FeedCase(case.seq))
+    if "position_ids" not in feeds:
+        raise PosexportError(f"a decode step at position {case.past}: the model has neither past key/values nor position_ids inputs")
+    feeds["position_ids"] = feeds["position_ids"] + case.past
+    return feeds, "no past key/values inputs: one token at that position, without a cache"
+
+
+def bound(path: Path, feeds: dict[str, np.ndarray], threads: int) -> Any:
+    return FileSession(path, SessionOptions(threads, spinning=False)).bind(feeds)
+
+
+def time_call(model: Path, against: Path, sig: Signature, case: FeedCase, threads: int, warmup: int, repeats: int) -> ModelRow:
+    label = f"prompt {case.seq}" if not case.past else f"decode at position {case.past}"
+    row = ModelRow(label, case.seq, case.past)
+    feeds, row.note = feeds_for(sig, case)
+    calls = []
+    for who, path in (("--model", model), ("--against", against)):
+        try:
+            calls.append(bound(path, feeds, threads))
+        except Exception as e:  # the runtime's own refusal (e.g. a cache shorter than the call) is the row's result
+            row.note = f"{who} {path.name} fails: {one_line(e, 200)}"
+            return row
+    (row.model_ms, row.model_iqr_ms, _), (row.against_ms, row.against_iqr_ms, _) = time_interleaved(calls, warmup, repeats)
+    row.ratio = row.model_ms / row.against_ms
+    return row
+
+
+def positions(text: str, option: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    """Comma-separated lengths or positions ('' = ``default``), each a whole number ≥ 1."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not all(item.isdigit() and int(item) >= 1 for item in items):
+        raise PosexportError(f"{option} {text}: give whole numbers ≥ 1, comma-separated (e.g. 512,2048)")
+    return tuple(int(item) for item in items) or default
+
+
+def bench_models(model: str | Path, against: str | Path, prompts: Sequence[int] = (512, 2048), decode: Sequence[int] = (2048,),
+                 threads: int = 1, warmup: int = 5, repeats: int = 30) -> ModelBench:
+    """Prompts of each length and a decode step at each position, both models interleaved."""
+    model, against = Path(model), Path(against)
+    for option, path in (("--model", model), ("--against", against)):
+        if not path.is_file():
+            raise PosexportError(f"{option} {path}: no such model file")
+    sig = signature(model)
+    theirs = signature(against)
+    if [i[0] for i in sig.inputs] != [i[0] for i in theirs.inputs]:
+        raise PosexportError(f"--against {against}: its inputs ({', '.join(i[0] for i in theirs.inputs)}) are not --model's "
+                             f"({', '.join(i[0] for i in sig.inputs)}); compare a patched model with its original")
+    meta = machine() | {"model": str(model), "against": str(against), "model_bytes": file_bytes(model), "against_bytes": file_bytes(against),
+            "threads": threads, "warmup": warmup, "repeats": repeats}
+    cases = [FeedCase(n) for n in prompts] + [FeedCase(1, n) for n in decode]
+    return ModelBench(meta, [time_call(model, against, sig, c, threads, warmup, repeats) for c in cases])
+
+
+def target(rows: Sequence[ModelRow]) -> dict[str, Any]:
+    """Met when every call that both models ran is within TARGET of the original."""
+    timed = [r for r in rows if np.isfinite(r.ratio)]
+    worst = max(timed, key=lambda r: r.ratio, default=None)
+    return {"target": f"--model ≤ {TARGET}× --against on every call", "met": bool(timed) and worst.ratio <= TARGET,
+            "worst": None if worst is None else {"call": worst.call, "ratio": round(worst.ratio, 3)},
+            "untimed": [r.call for r in rows if not np.isfinite(r.ratio)]}

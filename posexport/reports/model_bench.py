@@ -1,0 +1,64 @@
+"""`posexport bench --model FIXED --against ORIGINAL` as a terminal table and as Markdown (with the
+command, the machine and its load); the JSON is ModelBench.as_dict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..bench.models import ModelBench, target
+from ..files import write_output
+from .bench import fmt
+from .markdown import md_table
+
+COLUMNS = ("call", "--model ms", "IQR", "--against ms", "IQR", "ratio", "note")
+
+
+def rows(result: ModelBench) -> list[tuple[str, ...]]:
+    return [(r.call, fmt(r.model_ms), fmt(r.model_iqr_ms), fmt(r.against_ms), fmt(r.against_iqr_ms), fmt(r.ratio, 3), r.note)
+            for r in result.rows]
+
+
+def target_line(result: ModelBench) -> str:
+    t = target(result.rows)
+    worst = f"worst {t['worst']['ratio']}× at {t['worst']['call']}" if t["worst"] else "no call timed"
+    return f"target {t['target']}: {'met' if t['met'] else 'MISSED'} ({worst})"
+
+
+def sizes_line(result: ModelBench) -> str:
+    m = result.meta
+    return f"file size: --model {m['model_bytes']:,} bytes, --against {m['against_bytes']:,} bytes ({m['model_bytes'] / m['against_bytes']:.3f}×)"
+
+
+def markdown(result: ModelBench) -> str:
+    m = result.meta
+    lines = ["# posexport bench --model", ""]
+    if m.get("command"):
+        lines += ["Command:", "", "```sh", m["command"], "```", ""]
+    lines += [f"`{m['model']}` against `{m['against']}`, interleaved round-robin in one process. Measured {m['time_utc']} UTC on "
+              f"{m['cpu_count']} CPU(s) ({m['processor']}), load average {' / '.join(str(x) for x in m['load_average'])}; "
+              f"{m['threads']} thread(s), {m['warmup']} warm-up runs, median of {m['repeats']}.", "",
+              "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()), ""]
+    lines += md_table(COLUMNS, rows(result))
+    return "\n".join(lines + [sizes_line(result), "", target_line(result), ""])
+
+
+def render_terminal(result: ModelBench, console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{result.meta['model']} against {result.meta['against']}", title_justify="left")
+    for column in COLUMNS:
+        table.add_column(column)
+    for row in rows(result):
+        table.add_row(*row)
+    console.print(table)
+    console.print(sizes_line(result))
+    console.print(target_line(result))
+
+
+def write_reports(result: ModelBench, json_out: str | Path | None, markdown_out: str | Path | None) -> None:
+    if json_out:
+        write_output(json_out, json.dumps(result.as_dict(), indent=2) + "\n", "--json")
+    if markdown_out:
+        write_output(markdown_out, markdown(result), "--markdown")

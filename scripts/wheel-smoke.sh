@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The package as a user installs it: the wheel built from this tree, installed into a fresh venv with the
+# CPU torch pinned first, then `posexport --help`, a build and a parity run from that venv, outside the
+# source tree. Needs the package index only. TORCH=... picks the torch to pin (default the Makefile's);
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu fetches it from PyTorch's CPU index.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TORCH="${TORCH:-torch==2.13.0}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+python3 -m venv "$work/venv"
+py="$work/venv/bin/python"
+"$py" -m pip install -q --upgrade pip
+"$py" -m pip wheel -q --no-deps --wheel-dir "$work/dist" .
+"$py" -m pip install -q "$TORCH" ${TORCH_INDEX:+--index-url "$TORCH_INDEX"}
+"$py" -m pip install -q "$work"/dist/posexport-*.whl
+
+cd "$work"  # the installed package, not this checkout
+"$work/venv/bin/posexport" --help >/dev/null
+"$work/venv/bin/posexport" --version
+"$py" -m posexport --version
+"$py" - <<'PY'
+import importlib.metadata, importlib.resources
+assert importlib.metadata.metadata("posexport")["License-Expression"] == "Apache-2.0"
+assert importlib.resources.files("posexport").joinpath("py.typed").is_file()
+PY
+"$work/venv/bin/posexport" build --encoding rope --head-dim 64 --heads 4 --out graphs
+"$work/venv/bin/posexport" parity graphs/rope.onnx --runtimes ort-cpu

@@ -1,0 +1,184 @@
+"""Tiny random transformers models exported by the real exporters, one function per exporter: each takes
+a model folder (config.json and weights, as ``save_model`` writes them) and the folder to write into,
+and returns the ONNX file it wrote. Nothing here caches: callers (session fixtures, ``make matrix``)
+choose where the files live and keep them.
+
+An exporter that is not installed raises ``ExporterMissing`` with the reason, for a pytest skip."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+VOCAB = 100
+# What every tiny model shares: 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, and weights
+# large enough (std 0.3) that the logits depend on positions.
+TINY = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+# optimum-onnx pins transformers < 4.58: it runs in a virtual environment of its own (scripts/exporter-venv.sh).
+OPTIMUM_PYTHON = Path(os.environ.get("POSEXPORT_OPTIMUM_PYTHON", Path(__file__).parents[1] / ".venvs/optimum/bin/python"))
+
+
+class ExporterMissing(RuntimeError):
+    """The exporter is not installed here; the message says what is missing."""
+
+
+def tiny_config(arch: str, max_positions: int = 64, **extra: Any) -> Any:
+    """A transformers config of the tiny shape above for one architecture of ARCHS."""
+    import transformers
+
+    name, own = ARCHS[arch]
+    return getattr(transformers, name)(max_position_embeddings=max_positions, **(TINY | own | extra))
+
+
+# architecture -> (transformers config class, what it needs beyond TINY)
+ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", {}),
+    "mistral": ("MistralConfig", {"sliding_window": None}),
+    "gemma2": ("Gemma2Config", {"head_dim": 16}),
+    "granite": ("GraniteConfig", {}),
+    "qwen3": ("Qwen3Config", {"head_dim": 16}),
+    "cohere": ("CohereConfig", {}),
+    "glm": ("GlmConfig", {"head_dim": 16, "partial_rotary_factor": 0.5}),
+}
+
+
+def save_model(config: Any, folder: Path) -> Path:
+    """The seeded model of ``config`` and a WordLevel tokenizer (what onnxruntime-genai's builder needs)
+    in ``folder``, made once."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    if (folder / "config.json").is_file():
+        return folder
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).eval().save_pretrained(folder)
+    tokenizer = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(VOCAB)}, unk_token="t3"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="t1", eos_token="t2", pad_token="t0",
+                            unk_token="t3").save_pretrained(folder)
+    return folder
+
+
+def sample_inputs(seq: int = 8) -> dict[str, Any]:
+    import torch
+
+    torch.manual_seed(1)
+    ids = torch.randint(3, VOCAB, (1, seq))
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "position_ids": torch.arange(seq)[None]}
+
+
+def transformers_onnx(folder: Path, out: Path, ort_fusions: str | None = None) -> Path:
+    """transformers 5's own exporter (``transformers.exporters.OnnxExporter``, ``OnnxConfig(dynamic=True)``,
+    optionally with onnxruntime fusions for ``ort_fusions``): out/model.onnx with export.json beside it."""
+    try:
+        from transformers.exporters import OnnxConfig, OnnxExporter
+    except ImportError as e:
+        raise ExporterMissing(f"transformers.exporters is not available ({e}); it needs transformers ≥ 5.24") from None
+    from transformers import AutoModelForCausalLM
+
+    if not (out / "model.onnx").is_file():
+        model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exported = OnnxExporter().export(model, sample_inputs(), OnnxConfig(dynamic=True, ort_fusions=ort_fusions))
+        exported.save_pretrained(out)
+    return out / "model.onnx"
+
+
+def torch_onnx(folder: Path, out: Path, dynamo: bool = True, position_ids: bool = True) -> Path:
+    """torch.onnx.export of the model's logits (dynamo, or the TorchScript exporter with axes named b and
+    s): input_ids, attention_mask[, position_ids] -> logits, written to ``out``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if out.is_file():
+        return out
+    model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, input_ids, attention_mask, position_ids=None):  # noqa: ANN001
+            kwargs = {"position_ids": position_ids} if position_ids is not None else {}
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **kwargs).logits
+
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
+    names = ["input_ids", "attention_mask", "position_ids"][: 3 if position_ids else 2]
+    example = (torch.randint(0, VOCAB, (2, 8)), torch.ones(2, 8, dtype=torch.int64), torch.arange(8).expand(2, 8))[: len(names)]
+    axes = {"dynamic_shapes": {n: {0: batch, 1: seq} for n in names}} if dynamo else \
+        {"dynamic_axes": {n: {0: "b", 1: "s"} for n in names}, "opset_version": 18}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Logits(), example, str(out), dynamo=dynamo, input_names=names, output_names=["logits"], verbose=False, **axes)
+    return out
+
+
+def ort_optimized(model: Path, out: Path) -> Path:
+    """onnxscript's onnxruntime fusions (``optimize_for_ort``) applied to an export, written to ``out``."""
+    import onnx_ir as ir
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    if not out.is_file():
+        fused, _ = optimize_for_ort(ir.load(str(model)))
+        ir.save(fused, str(out), external_data=out.name + ".data")
+    return out
+
+
+def genai(folder: Path, out: Path, precision: str = "fp32") -> Path:
+    """onnxruntime-genai's model builder (``-e cpu``, precision fp32, fp16 or int4): out/model.onnx with
+    genai_config.json and the tokenizer beside it."""
+    try:
+        import onnxruntime_genai  # noqa: F401
+    except ImportError:
+        raise ExporterMissing("onnxruntime-genai is not installed") from None
+    if not (out / "model.onnx").is_file():
+        command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(folder), "-o", str(out),
+                   "-p", precision, "-e", "cpu", "-c", str(out.parent / "genai-cache")]
+        run(command, "onnxruntime-genai builder")
+    return out / "model.onnx"
+
+
+def optimum(folder: Path, out: Path, with_past: bool = True) -> Path:
+    """``optimum-cli export onnx`` (optimum-onnx, TorchScript, task text-generation[-with-past]) run by the
+    python of its own virtual environment: out/model.onnx. The folder's config is read by that
+    environment's transformers 4.x."""
+    if not OPTIMUM_PYTHON.is_file():
+        raise ExporterMissing(f"no optimum-onnx environment at {OPTIMUM_PYTHON} (make it with `sh scripts/exporter-venv.sh optimum`)")
+    if not (out / "model.onnx").is_file():
+        task = "text-generation-with-past" if with_past else "text-generation"
+        command = [str(OPTIMUM_PYTHON), "-m", "optimum.commands.optimum_cli", "export", "onnx", "-m", str(folder),
+                   "--task", task, "--no-post-process", str(out)]
+        run(command, "optimum-cli export onnx")
+    return out / "model.onnx"
+
+
+def run(command: list[str], what: str) -> None:
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+
+
+
+# exporter name -> (folder, out) -> onnx path, for callers that walk every exporter
+EXPORTERS: dict[str, Callable[[Path, Path], Path]] = {
+    "transformers-onnx": lambda f, o: transformers_onnx(f, o),
+    "transformers-onnx-ort-cpu": lambda f, o: transformers_onnx(f, o, "cpu"),
+    "transformers-onnx-ort-cuda": lambda f, o: transformers_onnx(f, o, "cuda"),
+    "torch-dynamo": lambda f, o: torch_onnx(f, o / "model.onnx"),
+    "torch-dynamo-optimize-for-ort": lambda f, o: ort_optimized(torch_onnx(f, o / "plain.onnx"), o / "model.onnx"),
+    "torchscript": lambda f, o: torch_onnx(f, o / "model.onnx", dynamo=False),
+    "genai-fp32": lambda f, o: genai(f, o, "fp32"),
+    "genai-fp16": lambda f, o: genai(f, o, "fp16"),
+    "genai-int4": lambda f, o: genai(f, o, "int4"),
+    "optimum": optimum,
+}

@@ -1,0 +1,53 @@
+"""The compatibility page: rendered from the matrix's JSON (a FIXED cell and a refused one), the
+committed docs/compatibility.md is exactly what docs/compatibility.json says, and a cell's verdict
+follows its parity report both ways."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from matrix.cell import verdict
+from matrix.page import render
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+META = {"command": "python -m matrix --json m.json --markdown m.md", "time_utc": "2026-12-01 22:00", "cpu_count": 2, "seconds": 90,
+        "versions": {"posexport": "0.1.0"}, "exporters": {"genai": "onnxruntime-genai builder", "optimum": "optimum-cli"},
+        "cells_planned": 2}
+FIXED = {"architecture": "llama", "exporter": "genai", "exported": True, "sites": ["rope-cache"], "faults": ["position-limit"],
+         "verdict": "FIXED", "reason": "", "errors": {"32": {"before": 2.8e-6, "after": 2.6e-6, "ok": True},
+                                                      "136": {"before": "fails: cos_cache dimension 0", "after": 4.5e-6, "ok": True}},
+         "time_ratio": 1.01}
+REFUSED = {"architecture": "llama", "exporter": "optimum", "exported": True, "sites": ["trig-unrecognised"], "faults": ["unrecognised"],
+           "verdict": "REFUSED", "reason": "not yet: posexport refuses: Cos node '/model/rotary_emb/Cos'"}
+
+
+def test_page_shows_each_cell_with_its_numbers_and_reason():
+    page = render({"meta": META, "cells": [FIXED, REFUSED]})
+    assert "make matrix    # runs: python -m matrix --json m.json --markdown m.md" in page
+    assert "2 of 2 cells run: FIXED 1, REFUSED 1." in page and "1.5 min" in page
+    assert "| llama | FIXED | REFUSED |" in page
+    assert ("| llama | genai | yes | rope-cache | position-limit | FIXED | 32: 2.8e-06 → 2.6e-06; 136: fails → 4.5e-06 | 1.01× |  |"
+            in page)
+    assert "| REFUSED | — | — | not yet: posexport refuses: Cos node '/model/rotary_emb/Cos' |" in page
+
+
+def test_committed_page_is_what_its_json_says():
+    data = json.loads((DOCS / "compatibility.json").read_text())
+    assert data["cells"] and all(c["verdict"] == "FIXED" or c["reason"] for c in data["cells"])
+    assert (DOCS / "compatibility.md").read_text() == render(data)
+
+
+def test_verdict_is_fixed_only_when_every_prompt_is_within_tolerance():
+    from posexport.verdicts import CaseResult, Comparison, Report
+
+    def result(case: str, error: float) -> CaseResult:
+        cmp = Comparison(error, error, error, 1e-4)
+        return CaseResult("model.onnx", case, "ort-cpu", "pass" if cmp.passed else "fail", cmp,
+                          "" if cmp.passed else f"error {error:.2e} > tolerance 0.0001", output="logits")
+
+    cell: dict = {}
+    verdict(cell, Report(results=[result("prompt 32", 2e-6)]))
+    assert cell == {"verdict": "FIXED", "reason": ""}
+    verdict(cell, Report(results=[result("prompt 32", 2e-6), result("prompt 136", 3e-2)]))
+    assert cell == {"verdict": "NOT FIXED", "reason": "not yet: patched model at prompt 136: error 3.00e-02 > tolerance 0.0001"}
