@@ -14,10 +14,21 @@ DEFAULT_OUT = Path("graphs/build")
 _opts = graph_options()
 
 
-def list_command() -> None:
+def list_command(models: bool = typer.Option(False, "--models", help="show the model catalogue of --from-model: each model_type and the encodings built for it")) -> None:
     """Show every encoding and the rope presets (an encoding's options: `posexport build --encoding NAME --help`)."""
     from posexport.registry import ENCODINGS
     from posexport.rope.config import describe_presets
+
+    if models:
+        from posexport.models.catalogue import catalogue
+
+        table = Table(title="models — `posexport build --from-model DIR` (docs/models.md)", title_justify="left")
+        for column in ("model_type", "encodings"):
+            table.add_column(column)
+        for entry in catalogue():
+            table.add_row(entry.model_type, escape(entry.text))
+        console.print(table)
+        return
 
     encodings = Table(title="encodings — `posexport build --encoding NAME [--help]`", title_justify="left")
     for column in ("encoding", "what it is"):

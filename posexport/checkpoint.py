@@ -45,6 +45,11 @@ def weight_files(folder: Path) -> list[Path]:
     return files
 
 
+def has_weights(folder: Path) -> bool:
+    """Whether the folder holds a checkpoint at all (a config-only folder does not)."""
+    return any(present(folder, name) for name in SINGLE + INDEXES)
+
+
 def checked(folder: Path, name: str) -> Path:
     """``name`` in ``folder``: contained, a regular file within the budget."""
     return guarded.regular_file(guarded.inside(folder, name))

@@ -163,6 +163,9 @@ def check_block(p: RopeParams, layers: int, kv: int, dtype: str) -> DType:
         raise ParamError("kv_heads", kv, f"must divide heads={p.heads}")
     if p.rotary_dim != p.head_dim:
         raise ParamError("rotary_dim", p.rotary_dim, f"--indexshare rotates whole heads (GroupQueryAttention); use {p.head_dim}")
+    if p.pair_layout == "deinterleave":
+        raise ParamError("pair_layout", p.pair_layout, "--indexshare rotates inside GroupQueryAttention, which keeps the "
+                         "channel order; use interleaved (the same attention scores)")
     io = get_dtype(dtype)
     if io.name == "bfloat16":
         raise ParamError("dtype", dtype, "--indexshare builds float32 or float16 (no bfloat16 attention on onnxruntime CPU)")

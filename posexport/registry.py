@@ -38,6 +38,7 @@ ENCODINGS: dict[str, Entry] = {
         Entry("swin", "posexport.encodings.swin", "Swin window relative position bias added to attention scores"),
         Entry("mrope", "posexport.rope.mrope", "multimodal RoPE (Qwen2-VL): frequency sections turned by temporal, height and width position rows"),
         Entry("rope-2d", "posexport.encodings.rope2d", "2-D axial RoPE on a patch grid: row half and column half rotated, any grid"),
+        Entry("query-scale", "posexport.encodings.query_scale", "position-dependent query scaling 1 + β·ln(1 + ⌊(p + offset)/F⌋) (Llama-4 NoPE layers, Ministral-3)"),
     )
 }
 

@@ -46,7 +46,8 @@ def saved_model(folder: Path, config_cls: str, model_cls: str, **kwargs: Any) ->
 
 ROPE = ("llama31", "llama-raw", "mistral", "qwen2-yarn", "qwen3", "gemma2", "gemma3", "gemma3-raw", "gemma3-vlm", "phi3-su", "pythia",
         "stablelm", "glm4", "deepseek-v2", "deepseek-v3", "qwen2-vl", "qwen2-vl-raw", "falcon")
-TRAINED = ("t5", "umt5", "gpt2", "opt", "bert", "roberta", "vit", "deit", "whisper", "swin", "beit", "beit-shared", "bloom", "mpt")
+TRAINED = ("t5", "umt5", "gpt2", "opt", "bert", "roberta", "vit", "deit", "whisper", "swin", "beit", "beit-shared", "bloom", "mpt",
+           "beit-absolute", "swin-absolute", "gemma3-vision")
 
 
 # name -> how to make it: rope architectures need a config only.
@@ -140,5 +141,15 @@ def trained_models(root: Path) -> dict[str, Path]:
         "beit-shared": saved_model(root / "tiny-beit-shared", "BeitConfig", "BeitModel", hidden_size=32,
                                    num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, image_size=32,
                                    patch_size=8, use_shared_relative_position_bias=True),
+        "beit-absolute": saved_model(root / "tiny-beit-absolute", "BeitConfig", "BeitModel", hidden_size=32,
+                                     num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, image_size=32,
+                                     patch_size=8, use_absolute_position_embeddings=True),
+        "swin-absolute": saved_model(root / "tiny-swin-absolute", "SwinConfig", "SwinModel", image_size=32, patch_size=4,
+                                     embed_dim=16, depths=[1], num_heads=[2], window_size=4, use_absolute_embeddings=True),
+        "gemma3-vision": saved_model(root / "tiny-gemma3-vision", "Gemma3Config", "Gemma3ForConditionalGeneration",
+                                     mm_tokens_per_image=4,
+                                     text_config={**SMALL, "num_hidden_layers": 2, "head_dim": 16},
+                                     vision_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                                    "intermediate_size": 32, "image_size": 32, "patch_size": 8}),
         "mpt": saved_config(root / "tiny-mpt", "MptConfig", **small, d_model=48, n_layers=2, n_heads=6, max_seq_len=4096),
     }

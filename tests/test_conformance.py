@@ -47,6 +47,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "sincos-2d": dict(dim=8, max_grid=16),
     "swin": dict(heads=2, window_h=3, window_w=2),
     "rope-2d": dict(head_dim=8, heads=2, max_grid=16),
+    "query-scale": dict(head_dim=8, heads=2, floor_scale=64, max_positions=512),
 }
 SWEEP = dict(seqs=(2, 5), batches=(1, 2))
 FULL = os.environ.get("POSEXPORT_FULL_CONFORMANCE") == "1"

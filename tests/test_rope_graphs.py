@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
+from posexport import export, verdicts
 from posexport.contract import Case
 from posexport.rope.encoding import reference
 
@@ -125,3 +126,26 @@ def test_max_positions_4096_is_exact_at_100000(rng):
     art = artifact("rope", head_dim=128, heads=2, max_positions=4096)
     check_case(art, "ort-cpu", 2, 33, 100_000, True)
     assert art.manifest["tables"]["fine_cos"][0] < 4096  # the answer came from two-level tables, not a big table
+
+
+@pytest.mark.parametrize("source, backend, opset, layout, dtype", [
+    ("script", "portable", 18, "bshd", "float32"),
+    ("torch", "portable", 18, "bhsd", "float16"),
+    ("script", "onnx23", 23, "bsh", "bfloat16"),
+    ("script", "ort", 18, "bshd", "float32"),
+])
+def test_deinterleave_reads_pairs_and_writes_them_half_split(source, backend, opset, layout, dtype):
+    """DeepSeek-V3's rope_interleave: every backend against the float64 reference, whose output is the
+    interleaved rotation with its channels (2i, 2i+1) moved to (i, i + d/2)."""
+    values = {"head_dim": 16, "heads": 2, "layout": layout, "pair_layout": "deinterleave", "max_positions": 512,
+              "position_limit": 8192}
+    art = export.build("rope", values, dtype=dtype, source=source, backend=backend, opset=opset)
+    report = verdicts.run_parity(art, None, seqs=(1, 17), batches=(2,), properties=(backend == "portable"))
+    assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
+    rng = np.random.default_rng(0)
+    x, positions = rng.standard_normal((1, 5, 2, 16)), np.arange(5)[None] + 300
+    p = art.encoding.params(**{**values, "layout": "bshd"})
+    interleaved = art.encoding.reference(art.encoding.params(**{**values, "layout": "bshd", "pair_layout": "interleaved"}),
+                                         {"x": x, "position_ids": positions})
+    ours = art.encoding.reference(p, {"x": x, "position_ids": positions})
+    np.testing.assert_allclose(ours, np.concatenate([interleaved[..., 0::2], interleaved[..., 1::2]], axis=-1), atol=1e-12)

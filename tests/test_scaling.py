@@ -175,6 +175,7 @@ EXAMPLES = {
     "yarn": dict(factor=4.0, original_max_positions=32),
     "llama3": dict(factor=8.0, original_max_positions=32, low_freq_factor=1.0, high_freq_factor=4.0),
     "longrope": dict(original_max_positions=32, short_factor=(1.0, 2.0, 3.0, 4.0), long_factor=(2.0, 4.0, 8.0, 16.0)),
+    "proportional": dict(proportion=0.5, factor=2.0),
 }
 
 

@@ -15,9 +15,13 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import config
+from . import config, decoders
 from .plan import ModelPlan, Role
 
+# Multimodal wrappers read through their text_config's own model_type (wrapper.py).
+WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "aya_vision",
+            "paligemma", "shieldgemma2", "lfm2_vl", "mistral3", "cohere2_vision", "perception_lm", "fast_vlm",
+            "lighton_ocr", "deepseek_vl", "deepseek_vl_hybrid")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",
@@ -32,6 +36,13 @@ READERS: dict[str, str] = {
     "gemma3": "gemma",
     "gemma3_text": "gemma",
     "phi3": "phi3",
+    "llama4": "llama4",
+    "gptj": "gptj",
+    "codegen": "gptj",
+    "moonshine": "moonshine",
+    "gemma4": "gemma4",
+    "gemma4_text": "gemma4",
+    "llama4_text": "llama4",
     "gpt_neox": "neox",
     "stablelm": "neox",
     "glm": "glm",
@@ -52,11 +63,17 @@ READERS: dict[str, str] = {
     "camembert": "learned",
     "qwen2_vl": "qwen_vl",
     "qwen2_5_vl": "qwen_vl",
+    "qwen3_vl": "qwen_vl",
+    "qwen3_vl_text": "qwen_vl",
+    "qwen3_vl_moe": "qwen_vl",
+    "qwen3_vl_moe_text": "qwen_vl",
     "swin": "swin",
     "beit": "beit",
     "vit": "vit",
     "deit": "vit",
     "whisper": "whisper",
+    **dict.fromkeys(decoders.DECODERS, "decoders"),
+    **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 
 
@@ -80,7 +97,8 @@ def read_model(folder: str | Path) -> ModelPlan:
     cfg.check_all_read()
     for role in roles:
         judged(role, source)
-    return ModelPlan(architecture, folder, tuple(roles))
+    count, without = layer_info(data)
+    return ModelPlan(architecture, folder, tuple(roles), count, without)
 
 
 def judged(role: Role, source: str) -> None:
@@ -92,4 +110,13 @@ def judged(role: Role, source: str) -> None:
         raise PosexportError(f"{source}: {role.role}: {e}") from None
 
 
-__all__ = ["ModelPlan", "Role", "read_model", "supported_architectures", "READERS"]
+def layer_info(data: dict) -> tuple[int, tuple[int, ...]]:
+    """num_hidden_layers (GPT-J: n_layer) of the config or of its text_config (0 when neither says), and the layers its
+    layer_types names as something other than attention (LFM2's conv layers, Mamba layers)."""
+    for part in (data, data.get("text_config")):
+        count = (part.get("num_hidden_layers") or part.get("n_layer")) if isinstance(part, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            types = part.get("layer_types")
+            types = types if isinstance(types, list) and len(types) == count else []
+            return count, tuple(i for i, t in enumerate(types) if isinstance(t, str) and "attention" not in t)
+    return 0, ()

@@ -10,9 +10,15 @@ from __future__ import annotations
 from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
+from .vit import grid_role
 
 TABLE = "relative_position_bias.relative_position_bias_table"
 NOTES = ("scores are one layer's scaled q·kᵀ/√d over [class token | patches], [batch, heads, 1 + W², 1 + W²]",)
+
+
+ABSOLUTE = ("embeddings.position_embeddings", "beit.embeddings.position_embeddings")
+ABSOLUTE_NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden]; cls is the class token "
+                  "[batch, 1, hidden]; y is [batch, 1 + grid_h·grid_w, hidden] as BeitEmbeddings returns it (before dropout)",)
 
 
 def table_keys(layer: int | None) -> tuple[str, ...]:
@@ -24,19 +30,19 @@ def table_keys(layer: int | None) -> tuple[str, ...]:
 
 
 def read(cfg: ModelConfig) -> list[Role]:
-    if cfg.get("use_absolute_position_embeddings", False):
-        cfg.fail("use_absolute_position_embeddings", True, "BEiT's absolute position table is not in posexport's catalogue")
+    absolute = bool(cfg.get("use_absolute_position_embeddings", False))
     shared = bool(cfg.get("use_shared_relative_position_bias", False))
     per_layer = bool(cfg.get("use_relative_position_bias", False))
-    if shared == per_layer:
+    if shared and per_layer:
         cfg.fail("use_shared_relative_position_bias", shared, "posexport reads BEiT with exactly one of "
                  "use_shared_relative_position_bias and use_relative_position_bias")
     side = cfg.number("image_size", 224, integer=True) // cfg.number("patch_size", 16, integer=True)
     count = cfg.number("num_hidden_layers", 12, integer=True)
     common = {"window_h": side, "window_w": side, "heads": cfg.number("num_attention_heads", 12, integer=True),
               "class_token": True}
-    roles = []
-    for layer in (None,) if shared else range(count):
+    roles = [grid_role(cfg, "beit.modeling_beit", "BeitEmbeddings", 1, ABSOLUTE, cfg.number("hidden_size", 768, integer=True),
+                       ABSOLUTE_NOTES, "beit-absolute")] if absolute else []
+    for layer in (None,) if shared else range(count) if per_layer else ():
         path, key = checkpoint.locate(cfg.folder, table_keys(layer))
         name, layers = ("beit-bias", tuple(range(count))) if layer is None else (f"beit-bias-{layer}", (layer,))
         roles.append(Role(name, "swin", {**common, "weights": str(path), "key": key}, layers, NOTES,

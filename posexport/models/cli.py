@@ -9,7 +9,8 @@ from typing import Any
 from ..errors import PosexportError
 from ..dtypes import dtypes_of
 from . import read_model
-from .build import build_model, describe, save_model
+from .build import build_model, compress, describe, save_model
+from .plan import ModelPlan
 
 
 def build(folder: Path, encoding: str | None, overrides: dict[str, Any], out: Path, name: str | None,
@@ -28,4 +29,17 @@ def build(folder: Path, encoding: str | None, overrides: dict[str, Any], out: Pa
         lines.append(f"wrote {onnx_path} ({m['bytes']:,} bytes, sha256 {m['sha256'][:12]}) and {json_path}")
         lines.append(f"  {describe(b)}")
         lines += [f"  note: {n}" for n in b.role.notes]
-    return lines
+    summary = plan_summary(plan)
+    return lines + ([f"plan: {summary}"] if summary else [])
+
+
+def plan_summary(plan: ModelPlan) -> str:
+    """The layer plan in runs: 'layers 0-2: rope; 3: NoPE + query-scale'."""
+    runs: list[tuple[str, list[int]]] = []
+    for lp in plan.layer_plan():
+        if runs and runs[-1][0] == lp.describe():
+            runs[-1][1].append(lp.layer)
+        else:
+            runs.append((lp.describe(), [lp.layer]))
+    return "; ".join(f"layers {compress(tuple(ids))}: {what}" if len(ids) > 1 else f"layer {ids[0]}: {what}"
+                     for what, ids in runs)

@@ -1,10 +1,10 @@
 """DeepSeek-V2 / V3 (multi-head latent attention): rope on the qk_rope_head_dim channels of each head only
 (q_pe, k_pe; the qk_nope_head_dim channels carry no position), usually YaRN with mscale/mscale_all_dim.
 
-Pair order: V2 rotates adjacent pairs (2i, 2i + 1) as complex numbers; V3 with `rope_interleave` (the
-default) de-interleaves those pairs to (i, i + n) and rotates half-split, which gives the same attention
-scores: the graph rotates the pairs in place (interleaved) and says so. V3 without rope_interleave is
-plain half-split. Outside this graph the model multiplies its softmax scale by mscale(factor,
+Pair order: V2 rotates adjacent pairs (2i, 2i + 1) as complex numbers (interleaved); V3 with
+`rope_interleave` (the default) de-interleaves those pairs to (i, i + n) and rotates half-split: the graph
+does the same (`deinterleave`: interleaved pairs in, half-split out), so its q_pe/k_pe are the model's
+channel for channel. V3 without rope_interleave is plain half-split. Outside this graph the model multiplies its softmax scale by mscale(factor,
 mscale_all_dim)² for YaRN: that is the attention scale, not a position.
 """
 
@@ -27,7 +27,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     interleave = cfg.get("rope_interleave", True) if v3 else True
     name, block = top_block(cfg)
     values = rope_values(cfg, block, head_dim=rope_dim, heads=heads, block_name=name,
-                         pair_layout="interleaved" if interleave else "half",
+                         pair_layout=("deinterleave" if v3 else "interleaved") if interleave else "half",
                          max_positions=cfg.number("max_position_embeddings", 4096 if v3 else 2048, integer=True),
                          theta=cfg.number("rope_theta", 10000.0))
     notes = [f"x is q_pe or k_pe: the last qk_rope_head_dim = {rope_dim} channels of each head (after the "
@@ -36,9 +36,9 @@ def read(cfg: ModelConfig) -> list[Role]:
         module, rotary = "deepseek_v3.modeling_deepseek_v3", "DeepseekV3RotaryEmbedding"
         apply = "apply_rotary_pos_emb_interleave" if interleave else "apply_rotary_pos_emb"
         if interleave:
-            notes.append("transformers de-interleaves q_pe/k_pe channels (2i, 2i+1) -> (i, i+n) before rotating; "
-                         "the graph keeps them in place: same attention scores, channels permuted")
-        hf = hf_rope(module, rotary, apply, deinterleaved=interleave)
+            notes.append("the model de-interleaves q_pe/k_pe channels (2i, 2i+1) -> (i, i+n) before rotating "
+                         "half-split; so does the graph (pair_layout deinterleave)")
+        hf = hf_rope(module, rotary, apply)
     else:
         hf = hf_rope("deepseek_v2.modeling_deepseek_v2", "DeepseekV2RotaryEmbedding", "apply_rotary_emb")
     return [rope_role(values, cfg, hf, notes=tuple(notes))]

@@ -5,27 +5,47 @@ Gemma-3 read as transformers reads it: transformers 5 writes `rope_parameters` p
 ({"sliding_attention": {...}, "full_attention": {...}}); published configs say `rope_theta` (global,
 default 1e6), `rope_local_base_freq` (local, default 1e4) and `rope_scaling` (full attention only).
 Layer types come from `layer_types`, else `sliding_window_pattern` (default 6): layer i slides unless
-(i + 1) is a multiple of the pattern. A multimodal `gemma3` folder is read through its `text_config`
-(the SigLIP vision tower's learned positions are not built).
+(i + 1) is a multiple of the pattern. A multimodal `gemma3` folder is read through its `text_config`;
+with its weights, the SigLIP vision tower's learned patch-grid table is a vit-learned role
+`vision-positions` (no class token), resampled as SiglipVisionEmbeddings does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
+
+from .. import checkpoint
 
 from .config import ModelConfig
 from .plan import Role
 from .rope_family import heads_and_dim, hf_rope, rope_role
 from .rope_reading import rope_values, top_block
+from .vit import grid_role
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 ROLES = {SLIDING: "rope-local", FULL: "rope-global"}
 THETA = {SLIDING: 10000.0, FULL: 1000000.0}
 
 
+# transformers 5's names, then the published ones.
+VISION_TABLE = ("vision_tower.embeddings.position_embedding.weight", "model.vision_tower.embeddings.position_embedding.weight",
+                "vision_tower.vision_model.embeddings.position_embedding.weight",
+                "model.vision_tower.vision_model.embeddings.position_embedding.weight")
+VISION_NOTES = ("x is the vision tower's patch embeddings as a grid [batch, grid_h, grid_w, hidden]; y likewise, "
+                "positions added (SiglipVisionEmbeddings; no class token)",)
+
+
 def read(cfg: ModelConfig) -> list[Role]:
     if cfg.architecture == "gemma3":
-        return read_gemma3(text_config(cfg), text=True)
+        roles = read_gemma3(text_config(cfg), text=True)
+        if not checkpoint.has_weights(cfg.folder):
+            note = "the vision tower's position table is in the weights, which this folder lacks: not built"
+            return [dataclasses.replace(r, notes=(*r.notes, note)) for r in roles]
+        vision = ModelConfig(cfg.get("vision_config"), "gemma3", f"{cfg.source} vision_config", cfg.folder)
+        return [*roles, grid_role(vision, "siglip.modeling_siglip", "SiglipVisionEmbeddings", 0, VISION_TABLE,
+                                  vision.number("hidden_size", 1152, integer=True), VISION_NOTES, "vision-positions",
+                                  vision_config=True, table="position_embedding.weight")]
     if cfg.architecture == "gemma3_text":
         return read_gemma3(cfg, text=False)
     prefix = {"gemma": "Gemma", "gemma2": "Gemma2"}[cfg.architecture]

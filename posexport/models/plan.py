@@ -28,11 +28,56 @@ class Role:
     hf: dict[str, Any] = field(default_factory=dict)
 
 
+# Encodings applied inside attention to q/k (a layer has at most one), and those that scale q.
+ROTATIONS = ("rope", "mrope")
+SCALES = ("query-scale",)
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """What one attention layer does with positions: its rope role (None: a NoPE layer) and the roles
+    that scale its queries."""
+
+    layer: int
+    rope: str | None
+    scales: tuple[str, ...] = ()
+    attention: bool = True  # False: a layer without attention (a conv or Mamba layer)
+
+    def describe(self) -> str:
+        if not self.attention:
+            return "no attention"
+        return " + ".join([self.rope or "NoPE", *self.scales])
+
+
 @dataclass(frozen=True)
 class ModelPlan:
     architecture: str  # config.json's model_type
     folder: Path
     roles: tuple[Role, ...]
+    # Attention layers of the model (0: the config does not say); a layer no rope role names is NoPE.
+    layer_count: int = 0
+    without_attention: tuple[int, ...] = ()
+
+    def layer_plan(self) -> list[LayerPlan]:
+        """Per layer, which rope (or none) and which query scalings, for models whose roles are per layer
+        (an empty list for embeddings-only or bias-only models)."""
+        if not self.layer_count or not any(r.encoding in ROTATIONS + SCALES for r in self.roles):
+            return []
+        out = []
+        for i in range(self.layer_count):
+            ropes = [r.role for r in self.roles if r.encoding in ROTATIONS and covers(r, i)]
+            scales = tuple(r.role for r in self.roles if r.encoding in SCALES and covers(r, i))
+            out.append(LayerPlan(i, ropes[0] if ropes else None, scales, i not in self.without_attention))
+        return out
+
+    def layer_rope(self, layer: int) -> Role | None:
+        """The rope role layer ``layer`` rotates q/k with (None: NoPE); its values are the exact rope
+        parameters (``posexport.registry.get_encoding(role.encoding).params(**role.values)``)."""
+        for r in self.roles:
+            if r.encoding in ROTATIONS and covers(r, layer):
+                return r
+        return None
+
 
     @property
     def name(self) -> str:
@@ -47,6 +92,8 @@ class ModelPlan:
             "layers": list(role.layers),
             "notes": list(role.notes),
             "hf": role.hf,
+            "plan": [{"layer": lp.layer, "uses": lp.describe(), "rope": lp.rope, "scales": list(lp.scales)}
+                     for lp in self.layer_plan()],
         }
 
     def role(self, name: str) -> Role:
@@ -54,3 +101,11 @@ class ModelPlan:
             if r.role == name:
                 return r
         raise KeyError(name)
+
+
+def covers(role: Role, layer: int) -> bool:
+    """Whether the language model's layer ``layer`` uses the role: a role without layer numbers is used by
+    every layer; a vision tower's roles (their own layer numbers) by none."""
+    if role.hf.get("vision_config"):
+        return False
+    return not role.layers or layer in role.layers

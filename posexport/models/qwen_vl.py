@@ -1,7 +1,12 @@
-"""Qwen2-VL / Qwen2.5-VL: the language model's M-RoPE (`mrope_section`, position_ids [3, batch, seq] for
+"""Qwen2-VL / Qwen2.5-VL / Qwen3-VL (and its MoE): the language model's M-RoPE (`mrope_section`, position_ids [3, batch, seq] for
 temporal, height and width), read from `text_config` (transformers 5) or the top level (published
-configs), where `rope_scaling` says {"type": "mrope", "mrope_section": [...]}. The vision tower's own 2-D
-rotary is not built."""
+configs), where `rope_scaling` says {"type": "mrope", "mrope_section": [...]}. Qwen2-VL's sections are
+chunks of consecutive frequencies; Qwen3-VL's rotary interleaves them (frequency j ≡ 1 mod 3 turns with
+height, ≡ 2 with width, within 3·h and 3·w), whatever `mrope_interleaved` says, default sections
+[24, 20, 20]. The vision tower's 2-D rotary (`<prefix>VisionRotaryEmbedding`, axial) is a second role,
+`mrope-vision`: M-RoPE's axial form, position rows (height, width) of each patch as the tower's
+rot_pos_emb lays them out, head_dim = embed_dim (Qwen2-VL) or hidden_size (Qwen2.5-VL, Qwen3-VL) //
+num_heads. Qwen3-VL's vision tower also adds a learned, bilinearly resampled pos_embed: not built."""
 
 from __future__ import annotations
 
@@ -10,6 +15,11 @@ from .plan import Role
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
 
 MROPE_KINDS = ("mrope", "default")
+# model_type -> (transformers module, rotary class prefix)
+FAMILIES = {"qwen2_vl": ("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": ("qwen2_5_vl", "Qwen2_5_VL"),
+            "qwen3_vl": ("qwen3_vl", "Qwen3VLText"), "qwen3_vl_text": ("qwen3_vl", "Qwen3VLText"),
+            "qwen3_vl_moe": ("qwen3_vl_moe", "Qwen3VLMoeText"), "qwen3_vl_moe_text": ("qwen3_vl_moe", "Qwen3VLMoeText")}
+INTERLEAVED = ("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text")
 NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
          "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
 
@@ -18,25 +28,56 @@ def read(cfg: ModelConfig) -> list[Role]:
     text = cfg
     if cfg.has("text_config"):
         text = ModelConfig(cfg.get("text_config"), cfg.architecture, f"{cfg.source} text_config", cfg.folder)
-    cfg.ignore("vision_config")
     heads, head_dim = heads_and_dim(text)
     present = [n for n in ("rope_parameters", "rope_scaling") if text.has(n)]
     block = dict(text.get(present[0]) if present else {})
     kind = block.pop("rope_type", block.pop("type", "default"))
     if kind not in MROPE_KINDS:
         text.fail(present[0], kind, "Qwen2-VL's rope is M-RoPE without scaling")
-    section = block.pop("mrope_section", [16, 24, 24])
+    interleaved = cfg.architecture in INTERLEAVED
+    if block.pop("mrope_interleaved", interleaved) is not interleaved:
+        text.fail(f"{present[0]}.mrope_interleaved", not interleaved, f"transformers' {cfg.architecture} "
+                  f"{'always' if interleaved else 'never'} interleaves its sections")
+    section = block.pop("mrope_section", [24, 20, 20] if interleaved else [16, 24, 24])
     theta = block.pop("rope_theta", text.number("rope_theta", 1000000.0))
     if block:
         key = next(iter(block))
         text.fail(f"{present[0]}.{key}", block[key], "not a key of Qwen2-VL's M-RoPE")
     values = {"head_dim": head_dim, "heads": heads, "base": float(theta), "mrope_section": tuple(section),
-              "max_positions": text.number("max_position_embeddings", 32768, integer=True)}
-    module = cfg.architecture
-    prefix = {"qwen2_vl": "Qwen2VL", "qwen2_5_vl": "Qwen2_5_VL"}[module]
+              "max_positions": text.number("max_position_embeddings", 128000 if interleaved else 32768, integer=True),
+              "interleaved": interleaved}
+    module, prefix = FAMILIES[cfg.architecture]
     hf = {"kind": "rope", "module": f"transformers.models.{module}.modeling_{module}", "rotary": f"{prefix}RotaryEmbedding",
           "apply": "apply_rotary_pos_emb", "text_config": True}
     text.ignore("use_sliding_window", "sliding_window", "max_window_layers")
     if text is not cfg:
         text.check_all_read()
-    return [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads)), hf)]
+    roles = [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads)), hf)]
+    if cfg.has("vision_config"):
+        roles.append(vision_role(cfg, module, prefix.removesuffix("Text")))
+    return roles
+
+
+def vision_role(cfg: ModelConfig, module: str, prefix: str) -> Role:
+    data = cfg.get("vision_config")
+    if not isinstance(data, dict):
+        cfg.fail("vision_config", data, "expected an object")
+    vision = ModelConfig(data, cfg.architecture, f"{cfg.source} vision_config", cfg.folder)
+    heads = vision.number("num_heads", 16, integer=True)
+    width = vision.number("embed_dim", 1280, integer=True) if module == "qwen2_vl" else vision.number("hidden_size", 3584, integer=True)
+    head_dim = vision.number("head_dim", width // heads, integer=True) if vision.has("head_dim") else width // heads
+    block = dict(vision.get("rope_parameters", None) or {"rope_type": "axial"})
+    if block.pop("rope_type", "axial") != "axial" or set(block) - {"rope_theta"}:
+        vision.fail("rope_parameters", vision.get("rope_parameters"), "Qwen-VL's vision rotary is axial with rope_theta only")
+    # Qwen3-VL's learned pos_embed (num_position_embeddings rows) is not built: the notes say so.
+    vision.ignore("num_position_embeddings", "deepstack_visual_indexes")
+    vision.check_all_read()
+    values = {"head_dim": head_dim, "heads": heads, "base": float(block.get("rope_theta", 10000.0)), "axial": True,
+              "mrope_section": (head_dim // 4, head_dim // 4), "max_positions": 32768}
+    hf = {"kind": "vision-rope", "module": f"transformers.models.{module}.modeling_{module}",
+          "rotary": f"{prefix}VisionRotaryEmbedding", "apply": "apply_rotary_pos_emb_vision", "vision_config": True}
+    notes = ("x is one vision attention layer's q or k, [1, patches, heads, head_dim] (the tower's [patches, heads, "
+             "head_dim] with a batch axis); position_ids are [2, 1, patches]: each patch's (height, width) row and "
+             "column, as rot_pos_emb lays them out (window- and merge-ordered for Qwen2.5-VL)",
+             *(("Qwen3-VL's learned, bilinearly resampled pos_embed is not built",) if vision.has("num_position_embeddings") else ()))
+    return Role("mrope-vision", "mrope", values, tuple(range(vision.number("depth", 32, integer=True))), notes, hf)

@@ -8,8 +8,27 @@ from typing import Any
 from .config import ModelConfig
 from .plan import Role
 
+# Roles of rope_parameters keyed by layer type, named as Gemma-3's.
+LAYER_ROLES = {"sliding_attention": "rope-local", "full_attention": "rope-global"}
+# Keys of a multimodal config beside its text_config that say nothing about the text model's positions.
+BESIDE_TEXT = ("vision_config", "audio_config", "mm_tokens_per_image", "boi_token_index", "eoi_token_index",
+               "image_token_index", "image_token_id", "video_token_id", "vision_start_token_id",
+               "vision_end_token_id", "vision_token_id", "audio_token_id")
+
 CONTRACT = ("x is one head-split q or k, [batch, seq, heads, head_dim] (transpose transformers' [batch, heads, seq, "
             "head_dim]); position_ids are the model's own (0-based; with left padding cumsum(attention_mask) − 1)")
+
+
+def text_part(cfg: ModelConfig) -> ModelConfig:
+    """A multimodal config's `text_config`, read as its own config (its keys checked when the reader is
+    done with it); the top level when there is none (a text-only folder of the same model type)."""
+    if not cfg.has("text_config"):
+        return cfg
+    data = cfg.get("text_config")
+    cfg.ignore(*BESIDE_TEXT)
+    if not isinstance(data, dict):
+        cfg.fail("text_config", data, "expected an object")
+    return ModelConfig(data, cfg.architecture, f"{cfg.source} text_config", cfg.folder)
 
 
 def heads_and_dim(cfg: ModelConfig, head_dim_default: int | None = None) -> tuple[int, int]:

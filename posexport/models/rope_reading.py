@@ -75,11 +75,12 @@ def rope_values(
     partial = block.get("partial_rotary_factor", partial)
     values: dict[str, Any] = {"head_dim": head_dim, "heads": heads, "base": float(theta),
                               "max_positions": max_positions, "pair_layout": pair_layout}
+    values.update(rope_config.scaling_values({}, block_name, scaled_block(cfg, block, max_positions, original_top), cfg.source))
     if partial is not None:
         if isinstance(partial, bool) or not isinstance(partial, (int, float)) or not 0 < partial <= 1:
             cfg.fail("partial_rotary_factor", partial, "expected a number in (0, 1]")
-        values["rotary_dim"] = int(head_dim * partial)
-    values.update(rope_config.scaling_values({}, block_name, scaled_block(cfg, block, max_positions, original_top), cfg.source))
+        param, value = rope_config.partial_rotary(values, partial)
+        values[param] = value
     return values
 
 

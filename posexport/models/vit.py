@@ -23,13 +23,21 @@ NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden] (r
 
 
 def read(cfg: ModelConfig) -> list[Role]:
-    image, patch = cfg.number("image_size", 224, integer=True), cfg.number("patch_size", 16, integer=True)
-    side = image // patch
     module, embeddings, prefix = FAMILIES[cfg.architecture]
     keys = ("embeddings.position_embeddings", f"{cfg.architecture}.embeddings.position_embeddings")
+    return [grid_role(cfg, module, embeddings, prefix, keys, cfg.number("hidden_size", 768, integer=True), NOTES)]
+
+
+def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys: tuple[str, ...], dim: int,
+              notes: tuple[str, ...], role: str = "vit-learned", **recipe: object) -> Role:
+    """A learned patch-grid table (image_size // patch_size on each side, after ``prefix`` token rows)
+    resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75)."""
+    image, patch = cfg.number("image_size", 224, integer=True), cfg.number("patch_size", 16, integer=True)
+    side = image // patch
     path, key = checkpoint.locate(cfg.folder, keys)
-    values = {"dim": cfg.number("hidden_size", 768, integer=True), "trained_h": side, "trained_w": side,
-              "class_token": True, "distillation_token": prefix == 2, "cubic_coefficient": -0.75, "antialias": False,
+    values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,
+              "distillation_token": prefix == 2, "cubic_coefficient": -0.75, "antialias": False,
               "weights": str(path), "key": key}
-    hf = {"kind": "vit", "key": key, "patch_size": patch, "module": f"transformers.models.{module}", "embeddings": embeddings}
-    return [Role("vit-learned", "vit-learned", values, (), NOTES, hf)]
+    hf = {"kind": "vit", "key": key, "patch_size": patch, "module": f"transformers.models.{module}", "embeddings": embeddings,
+          **recipe}
+    return Role(role, "vit-learned", values, (), notes, hf)

@@ -23,6 +23,7 @@ Encodings other than rope have one expression: portable.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -187,12 +188,43 @@ def ort_rotation(p: Any, out_type: int, op: Any) -> list[Any]:
     return fused_rotation(p, out_type, op, contrib=True)
 
 
+def deinterleave_function(p: Any, op: Any) -> Any:
+    """posexport.RopeDeinterleave(x) -> x with each head's channels (2i, 2i+1) moved to (i, i + d/2): a
+    free reshape to pairs, one Transpose, a reshape back (exact in any dtype)."""
+    n, heads = p.head_dim // 2, p.heads if p.layout == "bsh" else 0
+
+    @script(POSEXPORT, default_opset=op)
+    def RopeDeinterleave(x):
+        pairs = op.Reshape(x, op.Constant(value_ints=[0, 0, heads, n, 2]))
+        return op.Reshape(op.Transpose(pairs, perm=[0, 1, 2, 4, 3]), op.Shape(x))
+
+    return RopeDeinterleave
+
+
+def with_deinterleave(rotation: Callable[[Any, int, Any], list[Any]]) -> Callable[[Any, int, Any], list[Any]]:
+    """A backend's rotation for the deinterleave layout: x de-interleaved, then its half-split rotation."""
+
+    def build(p: Any, out_type: int, op: Any) -> list[Any]:
+        if p.pair_layout != "deinterleave":
+            return rotation(p, out_type, op)
+        inner = rotation(dataclasses.replace(p, pair_layout="half"), out_type, op)
+        deinterleave, rotate = deinterleave_function(p, op), inner[-1]
+
+        @script(POSEXPORT, default_opset=op)
+        def RopeRotateDeinterleaved(x, cos, sin):
+            return rotate(deinterleave(x), cos, sin)
+
+        return [*inner, deinterleave, RopeRotateDeinterleaved]
+
+    return build
+
+
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in (
-        Backend(PORTABLE, "standard ONNX ops only (opset 17+), runs on every runtime", 17, (), portable_rotation),
-        Backend(ONNX23, "the standard RotaryEmbedding op (opset 23+)", 23, (), onnx23_rotation),
-        Backend(ORT, "onnxruntime's com.microsoft.RotaryEmbedding contrib op", 17, ("com.microsoft",), ort_rotation),
+        Backend(PORTABLE, "standard ONNX ops only (opset 17+), runs on every runtime", 17, (), with_deinterleave(portable_rotation)),
+        Backend(ONNX23, "the standard RotaryEmbedding op (opset 23+)", 23, (), with_deinterleave(onnx23_rotation)),
+        Backend(ORT, "onnxruntime's com.microsoft.RotaryEmbedding contrib op", 17, ("com.microsoft",), with_deinterleave(ort_rotation)),
     )
 }
 

@@ -177,13 +177,23 @@ def rope_values(cfg: dict[str, Any], source: str = "config", origins: Origins | 
     origins["base"] = (f"{where}rope_theta", shown(values["base"]))
     where = f"{block_name}." if "partial_rotary_factor" in block else ""
     partial = read(block if where else cfg, "partial_rotary_factor", float, where, source)
+    values.update(scaling_values(cfg, block_name, block, source, origins))
     if partial is not None:
         if not 0 < partial <= 1:
             raise PosexportError(f"{source}: {where}partial_rotary_factor = {shown(partial)}: must be a number in (0, 1]")
-        values["rotary_dim"] = int(values["head_dim"] * partial)
-        origins["rotary_dim"] = (f"{where}partial_rotary_factor", shown(partial))
-    values.update(scaling_values(cfg, block_name, block, source, origins))
+        param, value = partial_rotary(values, partial)
+        values[param] = value
+        origins[param] = (f"{where}partial_rotary_factor", shown(partial))
     return values
+
+
+def partial_rotary(values: dict[str, Any], partial: float) -> tuple[str, Any]:
+    """What partial_rotary_factor sets: the rotary width int(head_dim · factor), or, for the proportional
+    scaling (Gemma-4), the fraction of frequencies that turn over the whole head (transformers' rope
+    functions read it so)."""
+    if values.get("scaling") == "proportional":
+        return "proportion", partial
+    return "rotary_dim", int(values["head_dim"] * partial)
 
 
 def refuse_unread_position_keys(cfg: dict[str, Any], source: str) -> None:

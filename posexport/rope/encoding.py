@@ -21,7 +21,7 @@ import torch
 
 from .. import limits, tables
 from ..contract import BuildOptions, Case, Tables
-from ..encodings.kinds.rotation import LAYOUTS, PAIR_LAYOUTS, Rotation, apply_rope, rotate_reference
+from ..encodings.kinds.rotation import LAYOUTS, PAIR_LAYOUTS, ROPE_PAIR_LAYOUTS, Rotation, apply_rope, rotate_reference
 from ..params import check, check_choices, param
 from . import backends, scaling, sources
 
@@ -37,7 +37,7 @@ class RopeParams:
     heads: int = param(32, "attention heads")
     rotary_dim: int | None = param(None, "leading channels that rotate, even, ≤ head_dim (partial rotary); default head_dim")
     base: float = param(10000.0, "rope_theta, the frequency base (> 1)")
-    pair_layout: str = param("half", "which channels pair up", PAIR_LAYOUTS)
+    pair_layout: str = param("half", "which channels pair up (deinterleave: reads interleaved pairs, writes them half-split, as DeepSeek-V3)", ROPE_PAIR_LAYOUTS)
     layout: str = param(
         "bshd", "axis order of x: [batch, seq, heads, dim], [batch, heads, seq, dim] or packed [batch, seq, heads·dim]", LAYOUTS)
     max_positions: int = param(4096, "positions the model was trained for (max_position_embeddings)")
@@ -57,6 +57,7 @@ class RopeParams:
     truncate: bool | None = param(None, "yarn: floor/ceil the correction range (default true)")
     short_factor: tuple[float, ...] = param((), "longrope: rotary_dim/2 factors used while seq_len ≤ L0")
     long_factor: tuple[float, ...] = param((), "longrope: rotary_dim/2 factors used once seq_len > L0")
+    proportion: float | None = param(None, "proportional: the fraction of the rotary_dim/2 frequencies that turn (the model's partial_rotary_factor); the rest are 0")
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -68,6 +69,8 @@ class RopeParams:
         check(0 < self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0,
               "rotary_dim", self.rotary_dim, f"must be even and in [2, head_dim={self.head_dim}]")
         check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
+        check(self.pair_layout != "deinterleave" or self.rotary_dim == self.head_dim, "pair_layout", self.pair_layout,
+              f"deinterleave rotates the whole head: rotary_dim {self.rotary_dim} must be head_dim {self.head_dim}")
         pin_position_limit(self)
         limits.check_tokens([("heads", self.heads), ("head_dim", self.head_dim)])
         limits.check_two_level("head_dim", self.head_dim, self.rotary_dim // 2, self.position_limit, regimes=2)

@@ -48,6 +48,8 @@ class MRopeParams:
     layout: str = param("bshd", "axis order of x: [batch, seq, heads, dim], [batch, heads, seq, dim] or packed [batch, seq, heads·dim]", LAYOUTS)
     max_positions: int = param(32768, "positions the model was trained for (max_position_embeddings)")
     position_limit: int | None = param(None, "positions the graph covers exactly; beyond it the runtime raises; default max(131072, 2·max_positions)")
+    interleaved: bool = param(False, "Qwen3-VL's interleaved sections: frequency j turns with the height row when j ≡ 1 (mod 3) and j < 3·h, the width row when j ≡ 2 (mod 3) and j < 3·w, else the temporal row")
+    axial: bool = param(False, "Qwen2-VL's vision tower: two rows (height, width), --mrope-section h,w = head_dim/4 each, each section's frequencies base^(−2i/(head_dim/2))")
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -56,10 +58,20 @@ class MRopeParams:
         check(self.heads >= 1, "heads", self.heads, "needs at least 1 head")
         check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
         sections = self.mrope_section
-        check(len(sections) == 3 and all(isinstance(s, int) and s >= 1 for s in sections)
-              and sum(sections) == self.head_dim // 2, "mrope_section", ",".join(map(str, sections)),
-              f"needs three positive counts summing to head_dim/2 = {self.head_dim // 2}")
+        if self.axial:
+            check(not self.interleaved, "axial", self.axial, "the axial form has no interleaved sections")
+            check(self.head_dim % 4 == 0 and tuple(sections) == (self.head_dim // 4,) * 2, "mrope_section",
+                  ",".join(map(str, sections)), f"the axial form takes two sections of head_dim/4 = {self.head_dim // 4}")
+        else:
+            check(len(sections) == 3 and all(isinstance(s, int) and s >= 1 for s in sections)
+                  and sum(sections) == self.head_dim // 2, "mrope_section", ",".join(map(str, sections)),
+                  f"needs three positive counts summing to head_dim/2 = {self.head_dim // 2}")
         pin_position_limit(self)
+
+    @property
+    def rows(self) -> int:
+        """Rows of position_ids: temporal, height, width (the axial form: height, width)."""
+        return 2 if self.axial else 3
 
     # What the rotation reads: the whole head rotates, half-split pairs.
     @property
@@ -71,13 +83,75 @@ class MRopeParams:
         return "half"
 
 
+def inv_freq(p: MRopeParams) -> np.ndarray:
+    """θ_j float64: base^(−2j/head_dim), or (axial) the same head_dim/4 frequencies of width head_dim/2 twice."""
+    if p.axial:
+        return np.tile(tables.plain_inv_freq(p.head_dim // 2, p.base), 2)
+    return tables.plain_inv_freq(p.head_dim, p.base)
+
+
+def frequency_rows(p: MRopeParams) -> np.ndarray:
+    """The position row (0 temporal, 1 height, 2 width; axial: 0 height, 1 width) turning each of the
+    head_dim/2 frequencies."""
+    n = p.head_dim // 2
+    if not p.interleaved:
+        return np.repeat(np.arange(p.rows), p.mrope_section)
+    j = np.arange(n)
+    _, h, w = p.mrope_section
+    return np.where((j % 3 == 1) & (j < 3 * h), 1, np.where((j % 3 == 2) & (j < 3 * w), 2, 0))
+
+
+def frequency_columns(p: MRopeParams) -> np.ndarray:
+    """Column row·n + j of the three rows' cos (or sin) concatenated: frequency j of its own row."""
+    n = p.head_dim // 2
+    return (frequency_rows(p) * n + np.arange(n)).astype(np.int64)
+
+
+class InterleavedCosSin(torch.nn.Module):
+    """cos, sin [b, s, n] from position_ids [3, b, s]: every row looked up over all frequencies, then
+    each frequency's own row picked (a Gather: values unchanged)."""
+
+    def __init__(self, p: MRopeParams):
+        super().__init__()
+        self.lookup = TwoLevelCosSin(build_tables(p))
+        self.rows = p.rows
+        self.register_buffer("columns", torch.from_numpy(frequency_columns(p)))
+
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pairs = [self.lookup(position_ids[k]) for k in range(self.rows)]
+        cos, sin = torch.cat([c for c, _ in pairs], dim=-1), torch.cat([s for _, s in pairs], dim=-1)
+        return cos.index_select(-1, self.columns), sin.index_select(-1, self.columns)
+
+
+def interleaved_cos_sin_function(p: MRopeParams, op: Any) -> Any:
+    """posexport.MRopeInterleavedCosSin(position_ids [3, b, s], tables) -> cos, sin: each row looked up
+    over every frequency, concatenated, and one Gather picking frequency j from its own row."""
+    lookup = cos_sin_function(build_tables(p), op)
+    columns = [int(c) for c in frequency_columns(p)]
+    three = p.rows == 3
+
+    @script(POSEXPORT, default_opset=op)
+    def MRopeInterleavedCosSin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+        c0, s0 = lookup(op.Gather(position_ids, op.Constant(value_int=0), axis=0), fine_cos, fine_sin, coarse_cos, coarse_sin)
+        c1, s1 = lookup(op.Gather(position_ids, op.Constant(value_int=1), axis=0), fine_cos, fine_sin, coarse_cos, coarse_sin)
+        if three:
+            c2, s2 = lookup(op.Gather(position_ids, op.Constant(value_int=2), axis=0), fine_cos, fine_sin, coarse_cos, coarse_sin)
+            cos, sin = op.Concat(c0, c1, c2, axis=-1), op.Concat(s0, s1, s2, axis=-1)
+        else:
+            cos, sin = op.Concat(c0, c1, axis=-1), op.Concat(s0, s1, axis=-1)
+        picked = op.Constant(value_ints=columns)
+        return op.Gather(cos, picked, axis=-1), op.Gather(sin, picked, axis=-1)
+
+    return MRopeInterleavedCosSin
+
+
 def section_slices(p: MRopeParams) -> list[slice]:
     edges = np.cumsum((0, *p.mrope_section))
     return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
 def build_tables(p: MRopeParams) -> tables.TwoLevelTables:
-    return tables.build_two_level(tables.plain_inv_freq(p.head_dim, p.base), p.position_limit)
+    return tables.build_two_level(inv_freq(p), p.position_limit)
 
 
 def section_tables(p: MRopeParams) -> list[tables.TwoLevelTables]:
@@ -135,13 +209,13 @@ def grid_rows(rng: np.random.Generator, temporal: np.ndarray, limit: int) -> np.
     return np.concatenate([temporal[None], np.clip(temporal[None] - spread, 0, limit - 1)]).astype(np.int64)
 
 
-def on_text_rows(prop: Property) -> Property:
+def on_text_rows(prop: Property, count: int = 3) -> Property:
     """A rope property checked on text tokens: [batch, seq] position_ids become three equal rows."""
 
     def check(runner: Any, p: Any, dtype: DType, rng: np.random.Generator) -> Any:
         def three(feeds: Mapping[str, np.ndarray]) -> np.ndarray:
             rows = np.asarray(feeds["position_ids"])
-            return runner({**feeds, "position_ids": np.stack([rows] * 3)} if rows.ndim == 2 else feeds)
+            return runner({**feeds, "position_ids": np.stack([rows] * count)} if rows.ndim == 2 else feeds)
 
         return prop.check(three, p, dtype, rng)
 
@@ -154,33 +228,33 @@ class MRopeEncoding(Rotation):
 
     def reference_cos_sin(self, p: MRopeParams, position_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """float64 cos, sin [b, s, n]: frequency i turned by row s(i) of position_ids."""
-        inv_freq = tables.plain_inv_freq(p.head_dim, p.base)
-        parts = [tables.angles(position_ids[k], inv_freq[part]) for k, part in enumerate(section_slices(p))]
-        theta = np.concatenate(parts, axis=-1)
+        rows = frequency_rows(p)
+        theta = np.stack([tables.angles(position_ids[k], inv_freq(p)) for k in range(p.rows)])  # [rows, b, s, n]
+        theta = np.take_along_axis(theta, rows.reshape(1, 1, 1, -1), axis=0)[0]
         return np.cos(theta), np.sin(theta)
 
     def cos_sin_module(self, p: MRopeParams) -> torch.nn.Module:
-        return SectionCosSin(p)
+        return InterleavedCosSin(p) if p.interleaved or p.axial else SectionCosSin(p)
 
     def tables(self, p: MRopeParams, opts: BuildOptions) -> Tables:
         return Tables(build_tables(p).as_dict(COMPUTE.numpy))
 
     def cos_sin_function(self, p: MRopeParams, op: Any) -> Any:
-        return section_cos_sin_function(p, op)
+        return interleaved_cos_sin_function(p, op) if p.interleaved or p.axial else section_cos_sin_function(p, op)
 
     def rotate_functions(self, p: MRopeParams, opts: BuildOptions, op: Any) -> list[Any]:
         return backends.get_backend(opts.backend).rotation(p, opts.dtype.onnx, op)
 
     def inputs(self, p: MRopeParams) -> list[TensorSpec]:
         x, _ = super().inputs(p)  # rope's x; position_ids gain the three rows
-        return [x, TensorSpec("position_ids", (3, "batch", "seq"), is_float=False)]
+        return [x, TensorSpec("position_ids", (p.rows, "batch", "seq"), is_float=False)]
 
     def feeds(self, p: MRopeParams, case: Case, dtype: DType, rng: np.random.Generator) -> dict[str, np.ndarray]:
         feeds = super().feeds(p, case, dtype, rng)  # rope's x, and its positions as the temporal row
-        return feeds | {"position_ids": grid_rows(rng, feeds["position_ids"], p.position_limit)}
+        return feeds | {"position_ids": grid_rows(rng, feeds["position_ids"], p.position_limit)[3 - p.rows :]}
 
     def properties(self, p: MRopeParams) -> list[Property]:
-        return [on_text_rows(prop) for prop in super().properties(p)]
+        return [on_text_rows(prop, p.rows) for prop in super().properties(p)]
 
 
 ENCODING = MRopeEncoding()

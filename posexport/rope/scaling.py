@@ -40,6 +40,7 @@ SCALING_PARAMS = (
     "truncate",
     "short_factor",
     "long_factor",
+    "proportion",
 )
 
 
@@ -139,6 +140,24 @@ def longrope(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple
     return plain_inv_freq(dim, base) / f, longrope_attention_factor(p)
 
 
+def proportional(dim: int, base: float, p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:
+    """Gemma-4: the first k = ⌊proportion·d/2⌋ frequencies keep θ_i = b^(−2i/d) (exponents over the whole
+    rotary width), the other d/2 − k are 0 (their pairs pass unturned); all divided by s (default 1)."""
+    theta = plain_inv_freq(dim, base)
+    turning = int(proportion_of(p) * dim // 2)
+    theta[turning:] = 0.0
+    return theta / (p.factor or 1.0), 1.0
+
+
+def proportion_of(p: Any) -> float:
+    """The fraction of frequencies that turn: transformers' default 1 when the block gives none."""
+    return 1.0 if p.proportion is None else p.proportion
+
+
+def check_proportional(p: Any) -> None:
+    check(0 < proportion_of(p) <= 1, "proportion", p.proportion, "the proportional scaling needs a number in (0, 1]")
+
+
 def check_base_exponent(p: Any) -> None:
     check(p.rotary_dim > 2, "rotary_dim", p.rotary_dim, f"the {p.scaling} scaling needs rotary_dim > 2 (its exponent is d/(d−2))")
 
@@ -219,6 +238,7 @@ SCALINGS: dict[str, Scaling] = {
         longrope, ("short_factor", "long_factor"), ("original_max_positions", "attention_factor"),
         check=check_longrope, source=REGIMES, switch=original_or_trained,
     ),
+    "proportional": Scaling(proportional, (), ("proportion", "factor"), check=check_proportional),
 }
 
 

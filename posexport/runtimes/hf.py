@@ -48,9 +48,12 @@ def model_bound(graph_bound: float, largest_position: int | None) -> float:
 MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
 CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
-    "apply": re.compile(r"apply_rotary_pos_emb(_interleave)?|apply_rotary_emb"),
-    "attention": re.compile(r"(UM)?T5Attention"),
-    "embeddings": re.compile(r"(ViT|DeiT)Embeddings"),
+    "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
+    "attention": re.compile(r"(UM)?T5Attention|Llama4TextAttention"),
+    "embeddings": re.compile(r"(ViT|DeiT|Beit|Swin|SiglipVision)Embeddings"),
+    "table": re.compile(r"position_embeddings|position_embedding\.weight"),
+    "scale": re.compile(r"get_llama_4_attn_scale"),
+    "create": re.compile(r"create_sinusoidal_positions"),
 }
 
 
@@ -77,6 +80,8 @@ def auto_config(entry: Mapping[str, Any]) -> Any:
     from transformers import AutoConfig
 
     cfg = AutoConfig.from_pretrained(entry["folder"], local_files_only=True)
+    if entry["hf"].get("vision_config"):
+        return cfg.vision_config
     return cfg.get_text_config() if entry["hf"].get("text_config") else cfg
 
 
@@ -98,8 +103,8 @@ class RopeSession(Session):
         self.bshd = artifact.params.layout == "bshd"
         # StableLM's attention splits off the rotary channels itself; its apply function rotates all it gets.
         self.split = bool(recipe.get("split"))
-        # DeepSeek-V3 with rope_interleave de-interleaves channels (2i, 2i+1) -> (i, i + n) before rotating.
-        self.deinterleaved = bool(recipe.get("deinterleaved"))
+        # Llama-4's apply_rotary_emb takes q as [batch, seq, heads, dim]; Gemma-4's rotates one tensor.
+        self.bshd_apply, self.single_apply = bool(recipe.get("bshd_apply")), bool(recipe.get("single_apply"))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -109,16 +114,40 @@ class RopeSession(Session):
         positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
         with torch.no_grad():
             emb = self.rotary(q, positions, *self.extra)
+            if self.bshd_apply:
+                out = self.apply(q.transpose(1, 2), q.transpose(1, 2), emb)[0]
+                return (out if self.bshd else out.transpose(1, 2)).numpy()
+            if self.single_apply:
+                out = self.apply(q, *emb)
+                return (out.transpose(1, 2) if self.bshd else out).numpy()
             if self.split:  # the model's own rotary width: cos has one entry per rotated channel
                 rotated, rest = q[..., : emb[0].shape[-1]], q[..., emb[0].shape[-1] :]
                 out = torch.cat([self.apply(rotated, rotated, *emb)[0], rest], dim=-1)
             else:
                 out, _ = self.apply(q, q, emb) if torch.is_tensor(emb) else self.apply(q, q, *emb)
-        if self.deinterleaved:
-            n = out.shape[-1] // 2
-            out = torch.stack([out[..., :n], out[..., n:]], dim=-1).flatten(-2)
         out = out.transpose(1, 2) if self.bshd else out
         return out.numpy()
+
+
+class VisionRopeSession(Session):
+    """A Qwen-VL vision tower's own axial VisionRotaryEmbedding on each patch's (height, width) and its
+    apply_rotary_pos_emb_vision, per batch row (the tower has no batch axis)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
+        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        p, x = self.p, torch_float(feeds["x"])
+        bshd = x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
+        rows = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))  # [2, batch, seq]
+        with torch.no_grad():
+            out = torch.stack([self.apply(bshd[b], bshd[b], *self.rotary(bshd[b], rows[:, b].T))[0] for b in range(bshd.shape[0])])
+        return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
 
 
 def trained(entry: Mapping[str, Any]) -> Any:
@@ -210,24 +239,27 @@ class LearnedSession(Session):
 
 
 class VitSession(Session):
-    """ViTEmbeddings' (DeiTEmbeddings') own interpolate_pos_encoding on the model's trained table, added to
-    [class (and distillation) tokens | patches]."""
+    """ViTEmbeddings' (DeiT's, BEiT's, Swin's) own interpolate_pos_encoding on the model's trained table,
+    added to [class (and distillation) tokens | patches] (Swin: the patches alone, y as a grid)."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
         self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
-        self.embeddings.position_embeddings.data = trained(entry).reshape(self.embeddings.position_embeddings.shape)
+        table = self.embeddings.get_parameter(recipe.get("table", "position_embeddings"))  # SigLIP: an nn.Embedding
+        table.data = trained(entry).reshape(table.shape)
         self.patch = entry["hf"]["patch_size"]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
 
-        x, cls = torch_float(feeds["x"]), torch_float(feeds["cls"])
+        x = torch_float(feeds["x"])
         batch, h, w, dim = x.shape
-        tokens = torch.cat([cls, x.reshape(batch, h * w, dim)], dim=1)
+        patches = x.reshape(batch, h * w, dim)
+        tokens = torch.cat([torch_float(feeds["cls"]), patches], dim=1) if "cls" in feeds else patches
         with torch.no_grad():
             positions = self.embeddings.interpolate_pos_encoding(tokens, h * self.patch, w * self.patch)
-            return (tokens + positions).numpy()
+            y = tokens + positions
+        return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
 
 
 class SwinSession(Session):
@@ -278,6 +310,114 @@ class WhisperSinusoidSession(Session):
         return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
 
 
+class QueryScaleSession(Session):
+    """x times the model's own get_llama_4_attn_scale(position_ids, β, F) (Ministral-3), broadcast over
+    heads and channels as the graph's layout has them."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        self.scale = import_attr(entry["hf"]["module"], entry["hf"]["scale"])
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            s = self.scale(positions, self.p.beta, self.p.floor_scale)[:, 0, :, 0].float()  # [batch, seq]
+        for axis in {"bshd": (2, 3), "bhsd": (1, 3), "bsh": (2,)}[self.p.layout]:
+            s = s.unsqueeze(axis)
+        return (torch_float(feeds["x"]) * s).numpy()
+
+
+class GptjSession(Session):
+    """GPT-J's (CodeGen's) own create_sinusoidal_positions rows at position_ids and its apply_rotary_pos_emb
+    on the first rotary_dim channels of x [batch, seq, heads, dim], as its attention does."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.create, self.apply = import_attr(recipe["module"], recipe["create"]), import_attr(recipe["module"], recipe["apply"])
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        p, x = self.p, torch_float(feeds["x"])
+        bshd = x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            sincos = self.create(int(positions.max()) + 1, p.rotary_dim)[positions]
+            sin, cos = torch.split(sincos, p.rotary_dim // 2, dim=-1)
+            out = torch.cat([self.apply(bshd[..., : p.rotary_dim], sin, cos), bshd[..., p.rotary_dim :]], dim=-1)
+        return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
+
+
+CAPTURE = "posexport_capture_query"
+
+
+def capture_query(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> tuple[Any, None]:
+    """An attention function that keeps the query it is handed (what the layer made of q) and attends to
+    nothing: the Llama-4 session reads the layer's own temperature-tuned q from it."""
+    module.captured_query = query
+    return query.new_zeros(query.shape).transpose(1, 2), None
+
+
+class PastLength:
+    """The cache Llama4TextAttention asks for the past length (its positions start there); it stores nothing."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
+
+    def update(self, key: Any, value: Any, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        return key, value
+
+
+class Llama4TemperatureSession(Session):
+    """Llama4TextAttention of a NoPE layer, q_proj the identity, run on x: its own temperature tuning scales
+    q at the cache positions; runs of consecutive positions go in one call (past length = the run's first
+    position), any other position on its own."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import copy
+
+        import torch
+        from transformers import AttentionInterface
+
+        p, recipe = artifact.params, entry["hf"]
+        AttentionInterface.register(CAPTURE, capture_query)
+        cfg = copy.deepcopy(auto_config(entry))
+        cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = p.heads * p.head_dim, p.heads, p.heads, p.head_dim
+        cfg._attn_implementation = CAPTURE
+        self.attention = import_attr(recipe["module"], recipe["attention"])(cfg, recipe["layer"]).eval()
+        with torch.no_grad():
+            self.attention.q_proj.weight.copy_(torch.eye(p.heads * p.head_dim))
+        self.p = p
+
+    def scaled(self, rows: Any, start: int) -> Any:
+        """[1, heads, seq, dim] of the layer for tokens at start, start + 1, …"""
+        import torch
+
+        with torch.no_grad():
+            self.attention(rows, position_embeddings=None, attention_mask=None, cache=PastLength(start))
+        return self.attention.captured_query
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        p, x = self.p, torch_float(feeds["x"])
+        bshd = x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
+        out = torch.empty_like(bshd)
+        for b, row in enumerate(np.asarray(feeds["position_ids"])):
+            runs = np.split(np.arange(len(row)), np.flatnonzero(np.diff(row) != 1) + 1)
+            for run in runs:
+                tokens = bshd[b : b + 1, run[0] : run[-1] + 1].flatten(-2)
+                out[b, run[0] : run[-1] + 1] = self.scaled(tokens, int(row[run[0]]))[0].transpose(0, 1)
+        y = out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)
+        return y.numpy()
+
+
 # The recipe's kind (posexport.models' roles) -> the session running the model's code for it.
 SESSIONS = {
     "rope": RopeSession,
@@ -288,6 +428,10 @@ SESSIONS = {
     "swin": SwinSession,
     "beit": BeitSession,
     "whisper-sinusoid": WhisperSinusoidSession,
+    "query-scale": QueryScaleSession,
+    "llama4-temperature": Llama4TemperatureSession,
+    "gptj": GptjSession,
+    "vision-rope": VisionRopeSession,
 }
 
 

@@ -9,6 +9,8 @@ Channel layouts of the rotated part (d = rotary_dim, n = d/2 frequencies):
 
     half:        x: [a0 a1 … a(n−1) | b0 b1 … b(n−1)]    a_i pairs with b_i   (GPT-NeoX, LLaMA)
     interleaved: x: [a0 b0 a1 b1 … a(n−1) b(n−1)]        a_i pairs with b_i   (GPT-J, original)
+    deinterleave: x as interleaved, y as half: [ya0 … ya(n−1) | yb0 … yb(n−1)]  (DeepSeek-V3's
+                  rope_interleave: the model de-interleaves the channels, then rotates half-split)
 
     y_a = a·cos_i − b·sin_i,  y_b = b·cos_i + a·sin_i     (cos_i, sin_i per token, attention factor inside)
 
@@ -38,6 +40,8 @@ from ..guards import position_guard, shared_axes
 from ..inputs import positions, random_normal, sequence_cases
 
 PAIR_LAYOUTS = ("half", "interleaved")
+# rope's layouts: also reading interleaved pairs and writing them half-split.
+ROPE_PAIR_LAYOUTS = (*PAIR_LAYOUTS, "deinterleave")
 LAYOUTS = ("bshd", "bhsd", "bsh")
 
 
@@ -64,7 +68,7 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, pair_layout: str
     else:
         a, b = x[..., 0 : 2 * n : 2], x[..., 1 : 2 * n : 2]
     ya, yb = a * cos - b * sin, b * cos + a * sin
-    if pair_layout == "half":
+    if pair_layout != "interleaved":
         return np.concatenate([ya, yb], axis=-1)
     return np.stack([ya, yb], axis=-1).reshape(x.shape[:-1] + (2 * n,))
 
@@ -98,7 +102,11 @@ class RotationModule(torch.nn.Module):
             xf = xf.unflatten(-1, (p.heads, p.head_dim))
         rot, rest = xf[..., : p.rotary_dim], xf[..., p.rotary_dim :]
         n = p.rotary_dim // 2
-        if p.pair_layout == "half":
+        if p.pair_layout == "deinterleave":
+            pairs = rot.unflatten(-1, (n, 2))
+            a, b = pairs[..., 0], pairs[..., 1]
+            y = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+        elif p.pair_layout == "half":
             a, b = rot[..., :n], rot[..., n:]
             y = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
         else:

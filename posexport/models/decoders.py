@@ -1,0 +1,276 @@
+"""Decoders (and a few encoders) whose rope transformers computes with one `<Prefix>RotaryEmbedding` class
+and the module's `apply_rotary_pos_emb`: one line each in DECODERS, read from config.json as transformers
+reads it (rope_values: rope_parameters or rope_scaling, rope_theta and partial_rotary_factor).
+
+What a line says, beyond the transformers module and class prefix: the defaults transformers' config class
+takes when a key is absent (max_position_embeddings, rope_theta, head_dim — None: hidden_size //
+num_attention_heads — and partial_rotary_factor), the pair layout its apply function rotates (`half`,
+or `interleaved` pairs (2i, 2i+1) for Cohere, ERNIE 4.5, Helium …), whether the rope is in a multimodal
+config's `text_config`, and which layers skip rope:
+
+- NO_ROPE_LAYERS (SmolLM3): `no_rope_layers[i]` is 1 where layer i rotates, 0 for a NoPE layer (default:
+  every `no_rope_layer_interval`-th layer, 4, is NoPE);
+- SLIDING_ONLY (Cohere2): only sliding-window layers rotate, and only when `sliding_window` is set;
+- GLOBAL_NOPE (EXAONE-4): with `sliding_window` set, full-attention layers are NoPE.
+
+`rope_parameters` keyed by layer type (OLMo-3, ModernBERT, …) gives one role per type, named as Gemma-3's
+(`rope-local` for sliding_attention, `rope-global` for full_attention, `rope-<type>` otherwise).
+Ministral-3's `llama_4_scaling_beta` in the rope block adds a query-scale role on every layer:
+q · (1 + β·ln(1 + ⌊p / original_max_position_embeddings⌋)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .config import ModelConfig
+from .plan import Role
+from .rope_family import LAYER_ROLES, heads_and_dim, hf_rope, rope_role, text_part
+from .rope_reading import rope_values
+
+NO_ROPE_LAYERS, SLIDING_ONLY, GLOBAL_NOPE = "no_rope_layers", "sliding_only", "global_nope"
+SLIDING = "sliding_attention"
+# Keys of attention masking and layer kinds: they choose keys, never positions.
+MASKING = ("use_sliding_window", "sliding_window", "max_window_layers", "sliding_window_pattern",
+           "_sliding_window_pattern", "no_rope_layer_interval")
+QUERY_SCALE = "llama_4_scaling_beta"
+
+
+@dataclass(frozen=True)
+class D:
+    module: str  # transformers.models.<module>.modeling_<module>
+    prefix: str  # <prefix>RotaryEmbedding
+    max_positions: int | None  # None: the config class has no default (the key is required)
+    theta: float | dict[str, float]  # per layer type for rope_parameters keyed by layer type
+    head_dim: int | None = None
+    partial: float | None = None
+    pair_layout: str = "half"
+    text: bool = False
+    nope: str = ""
+    single_apply: bool = False  # its apply_rotary_pos_emb rotates one tensor (Gemma-3n)
+
+
+DECODERS: dict[str, D] = {
+    "EvollaModel": D("evolla", "Evolla", 8192, 500000.0, None, None, "half"),
+    "afmoe": D("afmoe", "Afmoe", 16384, 10000.0, 128, None, "half"),
+    "apertus": D("apertus", "Apertus", 65536, 12000000.0, None, None, "half"),
+    "apertus1p5_text": D("apertus1p5", "Apertus1p5Text", 65536, 12000000.0, None, None, "half"),
+    "arcee": D("arcee", "Arcee", 4096, 10000.0, None, None, "half"),
+    "aria": D("aria", "AriaText", 2048, 10000.0, None, None, "half", text=True),
+    "aria_text": D("aria", "AriaText", 2048, 10000.0, None, None, "half"),
+    "bamba": D("bamba", "Bamba", 262144, 10000.0, None, None, "half"),
+    "bitnet": D("bitnet", "BitNet", 2048, 500000.0, None, None, "half"),
+    "blt_global_transformer": D("blt", "Blt", 4096, 500000.0, None, None, "interleaved"),
+    "blt_local_decoder": D("blt", "Blt", 24576, 500000.0, None, None, "interleaved"),
+    "blt_local_encoder": D("blt", "Blt", 24576, 500000.0, None, None, "interleaved"),
+    "blt_patcher": D("blt", "Blt", 8192, 10000.0, None, None, "interleaved"),
+    "chameleon": D("chameleon", "Chameleon", 4096, 10000.0, None, None, "half"),
+    "cohere": D("cohere", "Cohere", 8192, 500000.0, None, None, "interleaved"),
+    "cohere2": D("cohere2", "Cohere2", 8192, 10000.0, None, None, "interleaved", nope=SLIDING_ONLY),
+    "csm": D("csm", "Csm", 2048, 500000.0, None, None, "half"),
+    "csm_depth_decoder_model": D("csm", "Csm", 33, 500000.0, None, None, "half"),
+    "cwm": D("cwm", "Cwm", 131072, 1000000.0, 128, None, "half"),
+    "deepseek_ocr2": D("deepseek_ocr2", "DeepseekOcr2Text", 2048, 10000.0, None, None, "half", text=True),
+    "deepseek_ocr2_encoder": D("deepseek_ocr2", "DeepseekOcr2Text", 32768, 10000.0, None, None, "half"),
+    "deepseek_ocr2_text": D("deepseek_ocr2", "DeepseekOcr2Text", 2048, 10000.0, None, None, "half"),
+    "dia_decoder": D("dia", "Dia", 3072, 10000.0, 128, None, "half"),
+    "dia_encoder": D("dia", "Dia", 1024, 10000.0, 128, None, "half"),
+    "diffllama": D("diffllama", "DiffLlama", 2048, 10000.0, None, None, "half"),
+    "doge": D("doge", "Doge", 2048, 10000.0, None, None, "half"),
+    "dots1": D("dots1", "Dots1", 2048, 10000.0, None, None, "half"),
+    "emu3": D("emu3", "Emu3", 9216, 1000000.0, None, None, "half", text=True),
+    "emu3_text_model": D("emu3", "Emu3", 9216, 1000000.0, None, None, "half"),
+    "ernie4_5": D("ernie4_5", "Ernie4_5", 131072, 500000.0, 128, None, "interleaved"),
+    "ernie4_5_moe": D("ernie4_5_moe", "Ernie4_5_Moe", 131072, 500000.0, None, None, "interleaved"),
+    "esmc": D("esmc", "Esmc", 2048, 10000.0, None, None, "half"),
+    "eurobert": D("eurobert", "EuroBert", 8192, 10000.0, None, None, "half"),
+    "evolla": D("evolla", "Evolla", 8192, 500000.0, None, None, "half"),
+    "exaone4": D("exaone4", "Exaone4", 2048, 10000.0, None, None, "half", nope=GLOBAL_NOPE),
+    "exaone_moe": D("exaone_moe", "ExaoneMoe", 2048, 10000.0, None, None, "half", nope=GLOBAL_NOPE),
+    "falcon_h1": D("falcon_h1", "FalconH1", 8192, 10000.0, None, None, "half"),
+    "flex_olmo": D("flex_olmo", "FlexOlmo", 4096, 500000.0, None, None, "half"),
+    "glm4_moe": D("glm4_moe", "Glm4Moe", 131072, 10000.0, None, None, "half"),
+    "glmasr": D("glmasr", "GlmAsr", 2048, 10000.0, None, None, "half", text=True),
+    "glmasr_encoder": D("glmasr", "GlmAsr", 1500, 10000.0, None, None, "half"),
+    "gpt_neox_japanese": D("gpt_neox_japanese", "GPTNeoXJapanese", 2048, 10000.0, None, None, "half"),
+    "gpt_oss": D("gpt_oss", "GptOss", 131072, 150000.0, 64, None, "half"),
+    "granite": D("granite", "Granite", 2048, 10000.0, None, None, "half"),
+    "granite4_vision": D("granite4_vision", "Granite4VisionText", 2048, 10000.0, None, None, "half", text=True),
+    "granite4_vision_text": D("granite4_vision", "Granite4VisionText", 2048, 10000.0, None, None, "half"),
+    "granite_docling_text": D("granite_docling", "GraniteDoclingText", 32768, 10000.0, None, None, "half"),
+    "granitemoe": D("granitemoe", "GraniteMoe", 2048, 10000.0, None, None, "half"),
+    "granitemoehybrid": D("granitemoehybrid", "GraniteMoeHybrid", 2048, 10000.0, None, None, "half"),
+    "granitemoeshared": D("granitemoeshared", "GraniteMoeShared", 2048, 10000.0, None, None, "half"),
+    "gte": D("gte", "Gte", 8192, 160000.0, None, None, "half"),
+    "helium": D("helium", "Helium", 4096, 100000.0, 128, None, "interleaved"),
+    "higgs_audio_v2": D("higgs_audio_v2", "HiggsAudioV2", 2048, 10000.0, 128, None, "half"),
+    "hrm_text": D("hrm_text", "HrmText", 2048, 10000.0, 128, None, "half"),
+    "hunyuan_v1_dense": D("hunyuan_v1_dense", "HunYuanDenseV1", 2048, 10000.0, None, None, "half"),
+    "hunyuan_v1_moe": D("hunyuan_v1_moe", "HunYuanMoEV1", 2048, 10000.0, None, None, "half"),
+    "hy_v3": D("hy_v3", "HYV3", 131072, 11158840.0, 128, None, "half"),
+    "hyperclovax": D("hyperclovax", "HyperCLOVAX", 2048, 10000.0, None, None, "half"),
+    "idefics": D("idefics", "Idefics", 2048, 10000.0, None, None, "half"),
+    "jais2": D("jais2", "Jais2", 8192, 10000.0, None, None, "half"),
+    "jina_embeddings_v3": D("jina_embeddings_v3", "JinaEmbeddingsV3", 8194, 20000.0, None, None, "half"),
+    "kolibri1": D("kolibri1", "Kolibri1", 262144, 10000.0, 128, None, "half", nope=GLOBAL_NOPE),
+    "lara_mini": D("lara_mini", "LaraMini", 131072, 10000.0, 128, None, "half"),
+    "lfm2": D("lfm2", "Lfm2", 128000, 1000000.0, None, None, "half"),
+    "lfm2_moe": D("lfm2_moe", "Lfm2Moe", 128000, 1000000.0, None, None, "half"),
+    "mimi": D("mimi", "Mimi", 8000, 10000.0, None, None, "half"),
+    "mimi_decoder": D("mimi", "Mimi", 8000, 10000.0, None, None, "half"),
+    "mimi_encoder": D("mimi", "Mimi", 8000, 10000.0, None, None, "half"),
+    "minimax": D("minimax", "MiniMax", 131072, 1000000.0, None, None, "half"),
+    "minimax_m2": D("minimax_m2", "MiniMaxM2", 196608, 5000000.0, 128, None, "half"),
+    "ministral": D("ministral", "Ministral", 131072, 10000.0, None, None, "half"),
+    "moonshine_streaming": D("moonshine_streaming", "MoonshineStreaming", 4096, 10000.0, None, None, "interleaved"),
+    "muse_glimmer_assistant": D("muse_glimmer_assistant", "MuseGlimmerAssistant", 131072, 500000.0, 128, None, "half"),
+    "nemotron": D("nemotron", "Nemotron", 4096, 10000.0, None, None, "half"),
+    "nemotron3_5_transcribe_asr_audio": D("nemotron3_5_transcribe", "Nemotron3_5Transcribe", 5000, 10000.0, None, None, "half"),
+    "nemotron3_diarization_audio": D("nemotron3_diarization", "Nemotron3Diarization", 5000, 10000.0, None, None, "half"),
+    "neucodec": D("neucodec", "NeuCodec", 4096, 10000.0, 64, None, "half"),
+    "nomic_bert": D("nomic_bert", "NomicBert", 2048, 1000.0, None, None, "half"),
+    "olmo": D("olmo", "Olmo", 2048, 10000.0, None, None, "half"),
+    "olmo2": D("olmo2", "Olmo2", 2048, 10000.0, None, None, "half"),
+    "olmoe": D("olmoe", "Olmoe", 4096, 10000.0, None, None, "half"),
+    "openai_privacy_filter": D("openai_privacy_filter", "OpenAIPrivacyFilter", 131072, 150000.0, 64, None, "interleaved"),
+    "pe_audio_encoder": D("pe_audio", "PeAudioEncoder", 10000, 20000.0, 128, None, "interleaved"),
+    "pe_audio_video_encoder": D("pe_audio_video", "PeAudioVideoEncoder", 10000, 20000.0, 128, None, "interleaved"),
+    "pe_video_encoder": D("pe_video", "PeVideoEncoder", 10000, 20000.0, 128, None, "interleaved"),
+    "phimoe": D("phimoe", "Phimoe", 131072, 1000000.0, None, None, "half"),
+    "pocket_tts_audio_tokenizer": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0, None, None, "half"),
+    "qwen2_5_omni_dit": D("qwen2_5_omni", "Qwen2_5OmniDiT", 32768, 10000.0, 64, None, "half"),
+    "qwen3_5": D("qwen3_5", "Qwen3_5Text", 32768, 10000.0, 256, None, "half", text=True),
+    "qwen3_5_moe": D("qwen3_5_moe", "Qwen3_5MoeText", 32768, 10000.0, 256, None, "half", text=True),
+    "qwen3_5_moe_text": D("qwen3_5_moe", "Qwen3_5MoeText", 32768, 10000.0, 256, None, "half"),
+    "qwen3_5_text": D("qwen3_5", "Qwen3_5Text", 32768, 10000.0, 256, None, "half"),
+    "qwen3_next": D("qwen3_next", "Qwen3Next", 32768, 10000.0, 256, None, "half"),
+    "qwen4_exp": D("qwen4_exp", "Qwen4ExpText", 32768, 10000.0, 256, None, "half", text=True),
+    "qwen4_exp_text": D("qwen4_exp", "Qwen4ExpText", 32768, 10000.0, 256, None, "half"),
+    "seed_oss": D("seed_oss", "SeedOss", 524288, 10000.0, 128, None, "half"),
+    "smollm3": D("smollm3", "SmolLM3", 32768, 2000000.0, None, None, "half", nope=NO_ROPE_LAYERS),
+    "solar_open": D("solar_open", "SolarOpen", 131072, 1000000.0, 128, None, "half"),
+    "starcoder2": D("starcoder2", "Starcoder2", 4096, 10000.0, None, None, "half"),
+    "t5_gemma_module": D("t5gemma", "T5Gemma", 8192, 10000.0, 256, None, "half"),
+    "unlimited_ocr": D("unlimited_ocr", "UnlimitedOcrText", 32768, 10000.0, None, None, "half", text=True),
+    "unlimited_ocr_text": D("unlimited_ocr", "UnlimitedOcrText", 32768, 10000.0, None, None, "half"),
+    "vaultgemma": D("vaultgemma", "VaultGemma", 8192, 10000.0, 256, None, "half"),
+    "voxtral_realtime": D("voxtral_realtime", "VoxtralRealtime", 131072, 10000.0, None, None, "half", text=True),
+    "voxtral_realtime_encoder": D("voxtral_realtime", "VoxtralRealtime", 1500, 10000.0, 64, None, "half"),
+    "voxtral_realtime_text": D("voxtral_realtime", "VoxtralRealtime", 131072, 10000.0, None, None, "half"),
+    "xcodec2": D("xcodec2", "Xcodec2", 4096, 10000.0, 64, None, "half"),
+    "olmo3": D("olmo3", "Olmo3", 2048, 500000.0),
+    "modernbert": D("modernbert", "ModernBert", 8192, {"full_attention": 160000.0, SLIDING: 10000.0}),
+    "modernbert-decoder": D("modernbert_decoder", "ModernBertDecoder", 8192, {"full_attention": 160000.0, SLIDING: 10000.0}),
+    "mellum": D("mellum", "Mellum", 131072, {"full_attention": 500000.0, SLIDING: 10000.0}, 128),
+    "ultrabert": D("ultrabert", "Ultrabert", 32768, {"full_attention": 2560000.0, SLIDING: 10000.0}),
+    "laguna": D("laguna", "Laguna", 131072, {"full_attention": 500000.0, SLIDING: 10000.0}, 128),
+    "mimo_v2_flash": D("mimo_v2_flash", "MiMoV2Flash", 131072, {"full_attention": 5000000.0, SLIDING: 10000.0}, 192),
+    "ministral3": D("ministral3", "Ministral3", 262144, 10000.0, 128),
+    "gemma3n": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, text=True, single_apply=True),
+    "gemma3n_text": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, single_apply=True),
+    "lfm3": D("lfm3", "Lfm3", 128000, {"full_attention": 1000000.0, SLIDING: 10000.0}, 128),
+}
+
+
+def read(cfg: ModelConfig) -> list[Role]:
+    spec = DECODERS[cfg.architecture]
+    text = text_part(cfg) if spec.text else cfg
+    heads, head_dim = heads_and_dim(text, spec.head_dim)
+    text.ignore(*MASKING)
+    max_positions = text.number("max_position_embeddings", spec.max_positions, integer=True)
+    count = text.number("num_hidden_layers", 0, integer=True)
+    rotating = rope_layers(text, spec, count)
+    roles = []
+    for layer_type, block, block_name in blocks(text):
+        block, beta = split_query_scale(block)
+        theta = spec.theta.get(layer_type, 10000.0) if isinstance(spec.theta, dict) else spec.theta
+        values = rope_values(text, block, head_dim=head_dim, heads=heads, block_name=block_name,
+                             max_positions=max_positions, theta=text.number("rope_theta", theta),
+                             partial=text.get("partial_rotary_factor", spec.partial), pair_layout=spec.pair_layout)
+        extra = {**({"layer_type": layer_type} if layer_type else {}), **({"single_apply": True} if spec.single_apply else {})}
+        hf = hf_rope(f"{spec.module}.modeling_{spec.module}", f"{spec.prefix}RotaryEmbedding", text_config=spec.text, **extra)
+        ids = tuple(i for i in of_type(text, layer_type, count) if i in rotating) if count else ()
+        name = LAYER_ROLES.get(layer_type, f"rope-{layer_type}") if layer_type else "rope"
+        roles.append(rope_role(values, text, hf, name, ids))
+        if beta is not None:
+            roles.append(query_scale_role(text, spec, heads, head_dim, beta, values, count))
+    if text is not cfg:
+        text.check_all_read()
+    return roles
+
+
+def blocks(cfg: ModelConfig) -> list[tuple[str, dict[str, Any] | None, str]]:
+    """(layer type or '', rope block, its name): one block for every layer, or one per layer type."""
+    present = [n for n in ("rope_parameters", "rope_scaling") if cfg.has(n)]
+    if len(present) == 2:
+        cfg.fail("rope_scaling", cfg.get("rope_scaling"), "the config also has rope_parameters; keep one of them")
+    name = present[0] if present else "rope_parameters"
+    block = cfg.get(name, None)
+    if isinstance(block, dict) and block and all(isinstance(v, (dict, type(None))) for v in block.values()):
+        types = set(layer_types(cfg, cfg.number("num_hidden_layers", 0, integer=True)))
+        return [(t, b, f"{name}.{t}") for t, b in block.items() if b is not None and (not types or t in types)]
+    return [("", block, name)]
+
+
+def layer_types(cfg: ModelConfig, count: int) -> list[str]:
+    """layer_types as written, else transformers' rule: every sliding_window_pattern-th layer (default 4)
+    is full attention, the rest slide."""
+    types = cfg.get("layer_types", None)
+    if types is not None:
+        if not isinstance(types, list) or (count and len(types) != count) or not all(isinstance(t, str) for t in types):
+            cfg.fail("layer_types", types, f"expected {count} layer type names")
+        return types
+    pattern = cfg.get("sliding_window_pattern", 4)
+    if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern < 1:
+        return ["full_attention"] * count
+    return [SLIDING if (i + 1) % pattern else "full_attention" for i in range(count)]
+
+
+def of_type(cfg: ModelConfig, layer_type: str, count: int) -> list[int]:
+    if not layer_type:
+        return list(range(count))
+    return [i for i, t in enumerate(layer_types(cfg, count)) if t == layer_type]
+
+
+def rope_layers(cfg: ModelConfig, spec: D, count: int) -> set[int]:
+    """The layers that rotate q/k: attention layers (layer_types naming something else, such as LFM2's
+    conv layers, have no attention) less the architecture's NoPE layers."""
+    if not count:
+        return set()
+    types = layer_types(cfg, count) if cfg.has("layer_types") or spec.nope in (SLIDING_ONLY, GLOBAL_NOPE) else ["full_attention"] * count
+    attention = {i for i, t in enumerate(types) if "attention" in t}
+    windowed = cfg.get("sliding_window", None) is not None
+    if spec.nope == NO_ROPE_LAYERS:
+        interval = cfg.number("no_rope_layer_interval", 4, integer=True)
+        flags = cfg.get("no_rope_layers", None) or [int((i + 1) % interval != 0) for i in range(count)]
+        if not isinstance(flags, list) or len(flags) < count or set(flags) - {0, 1}:
+            cfg.fail("no_rope_layers", flags, f"expected {count} flags, 1 where the layer uses rope and 0 for NoPE")
+        return {i for i in attention if flags[i]}
+    if spec.nope == SLIDING_ONLY:
+        return {i for i in attention if windowed and types[i] == SLIDING}
+    if spec.nope == GLOBAL_NOPE:
+        return {i for i in attention if not windowed or types[i] == SLIDING}
+    return attention
+
+
+def split_query_scale(block: dict[str, Any] | None) -> tuple[dict[str, Any] | None, float | None]:
+    """The rope block without Ministral-3's llama_4_scaling_beta (and the max_position_embeddings its
+    rope functions never read), and that β."""
+    if not isinstance(block, dict) or QUERY_SCALE not in block:
+        return block, None
+    rest = {k: v for k, v in block.items() if k not in (QUERY_SCALE, "max_position_embeddings")}
+    return rest, block[QUERY_SCALE]
+
+
+def query_scale_role(cfg: ModelConfig, spec: D, heads: int, head_dim: int, beta: Any, rope: dict[str, Any], count: int) -> Role:
+    floor = rope.get("original_max_positions") or rope["max_positions"]
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+        cfg.fail(f"rope_parameters.{QUERY_SCALE}", beta, "expected a number")
+    values = {"heads": heads, "head_dim": head_dim, "beta": float(beta), "floor_scale": int(floor), "offset": 0,
+              "max_positions": rope["max_positions"]}
+    hf = {"kind": "query-scale", "module": f"transformers.models.{spec.module}.modeling_{spec.module}",
+          "scale": "get_llama_4_attn_scale"}
+    notes = ("x is the rotated q, [batch, seq, heads, head_dim]; position_ids are the model's own",
+             f"q · (1 + β·ln(1 + ⌊p / {floor}⌋)), β = llama_4_scaling_beta = {beta}: every layer, after rope")
+    return Role("query-scale", "query-scale", values, tuple(range(count)), notes, hf)

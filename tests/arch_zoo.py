@@ -1,0 +1,58 @@
+"""Tiny configs of every model type in transformers' config registry, saved by transformers' own config
+classes (save_pretrained) into a temp folder: hidden 64, 4 heads (2 key/value), head_dim 16, 4 layers,
+vocab 64. A multimodal config gets these sizes in its text_config. Nothing is downloaded."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+SIZES = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4,
+             intermediate_size=32, vocab_size=64, head_dim=16)
+# Per type: what the tiny sizes must also say (keys whose defaults do not fit them).
+EXTRA: dict[str, dict[str, Any]] = {
+    "esmc": {"num_key_value_heads": 4},
+    "smollm3": {"pad_token_id": 0},
+    "gemma4": {"global_head_dim": 32}, "gemma4_text": {"global_head_dim": 32},
+    **dict.fromkeys(("gemma3n", "gemma3n_text"), {"layer_types": ["sliding_attention"] * 3 + ["full_attention"]}),
+    "gptj": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
+    "codegen": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
+    "moonshine": {"hidden_size": 64, "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4,
+                  "encoder_num_key_value_heads": 4, "decoder_num_key_value_heads": 4},  # its default pad id is past the tiny vocabulary
+    "mimo_v2_flash": {"head_dim": 48},  # partial_rotary_factor 0.334 of 48 is an even 16
+}
+QWEN2_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1000000.0}}
+QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True,
+                                "rope_theta": 500000.0}}
+EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl"), QWEN2_VL))
+EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"), QWEN3_VL))
+
+
+def config_class(model_type: str) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    return CONFIG_MAPPING[model_type]
+
+
+def sized(cls: Any, model_type: str) -> dict[str, Any]:
+    """The tiny sizes the class knows (a key it has no attribute for is left out)."""
+    fields = cls().to_dict()
+    known = {k: v for k, v in SIZES.items() if k in fields or k in getattr(cls, "__annotations__", {})}
+    return {**known, **EXTRA.get(model_type, {})}
+
+
+def tiny(model_type: str, folder: Path, **overrides: Any) -> Path:
+    """config.json of a tiny model of this type, written by transformers' config class."""
+    cls = config_class(model_type)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        default = cls()
+        text = default.get_text_config()
+        if text is default:
+            config = cls(**{**sized(cls, model_type), **overrides})
+        else:
+            inner = {"model_type": text.model_type, **sized(type(text), model_type), **overrides}
+            config = cls(text_config=inner)
+        config.save_pretrained(folder)
+    return folder
