@@ -147,8 +147,8 @@ def model_parity_command(
     from .parity import report_files
 
     for option, path in (("--model", model), ("--against", against), ("--original", original)):
-        if path is not None and not path.is_file():
-            raise PosexportError(f"{option} {path}: no such model file")
+        if path is not None and not (path.exists() or path.is_symlink()):
+            raise PosexportError(f"{option} {path}: no such file")
     if against_hf is not None:
         if not (against_hf / "config.json").is_file():
             raise PosexportError(f"--against-hf {against_hf}: not a transformers model folder (no config.json)")

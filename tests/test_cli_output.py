@@ -164,8 +164,8 @@ def test_patch_out_makes_its_folders_and_shows_what_it_recovered(torch_llama, tm
 def test_model_parity_with_a_missing_file_is_one_line(torch_llama, tmp_path):
     folder, model = torch_llama
     missing = tmp_path / "missing.onnx"
-    for args, needle in ((["--model", missing, "--against-hf", folder], f"--model {missing}: no such model file"),
-                         (["--model", model, "--against", missing], f"--against {missing}: no such model file"),
+    for args, needle in ((["--model", missing, "--against-hf", folder], f"--model {missing}: no such file"),
+                         (["--model", model, "--against", missing], f"--against {missing}: no such file"),
                          (["--model", model, "--against-hf", tmp_path], "no config.json")):
         one_error(*cli("model-parity", *map(str, args)), needle)
 

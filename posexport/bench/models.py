@@ -116,8 +116,8 @@ def bench_models(model: str | Path, against: str | Path, prompts: Sequence[int] 
     """Prompts of each length and a decode step at each position, both models interleaved."""
     model, against = Path(model), Path(against)
     for option, path in (("--model", model), ("--against", against)):
-        if not path.is_file():
-            raise PosexportError(f"{option} {path}: no such model file")
+        if not (path.exists() or path.is_symlink()):
+            raise PosexportError(f"{option} {path}: no such file")
     sig = signature(model)
     theirs = signature(against)
     if [i[0] for i in sig.inputs] != [i[0] for i in theirs.inputs]:
