@@ -69,8 +69,9 @@ def disconnected(graph: Graph, sites: list[Site]) -> str | None:
 def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None,
              model_path: Path | None = None) -> dict[str, Any]:
     """The doctor's report for a loaded model; ``values`` are the rope options (one or several candidates)
-    the model should compute, e.g. from its folder."""
-    graph = Graph(model)
+    the model should compute, e.g. from its folder. External data not loaded is read from beside
+    ``model_path``, only for the tensors a site needs."""
+    graph = Graph(model, model_path)
     sites = find_in(graph)
     values = candidates(values)
     context = {"scalings": {v.get("scaling", "default") for v in values or []}, "position_limit": position_limit}
@@ -94,6 +95,7 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
 
 
 def doctor(path: str | Path, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None) -> dict[str, Any]:
-    """The doctor's report for the model file at ``path`` (external data read from beside it)."""
+    """The doctor's report for the model file at ``path``: its graph, and from the external data beside
+    it only the tensors a site reads (frequencies, caches, slopes), each by offset and length."""
     path = Path(path)
     return diagnose(load(path), values, position_limit, path)

@@ -1,8 +1,10 @@
-"""An exported model as surgery sees it: nodes with their producers and consumers, initializers as
-numpy arrays, and a deterministic writer that keeps external data external, beside the output."""
+"""An exported model as surgery sees it: nodes with their producers and consumers, initializers whose
+values are read on demand (external data by offset and length, never the whole file), and a deterministic
+writer that keeps external data external, beside the output, carrying the bytes it does not change."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,36 +14,40 @@ import onnx.numpy_helper as onh
 from google.protobuf.message import DecodeError
 
 from ..errors import PosexportError
+from .external import DataFile, ExternalTensor, all_tensors, external_data, read_tensor
 
 # Tensors at least this large go to the external data file when the source model used one.
 EXTERNAL_THRESHOLD = 1024
 
 
 def load(path: str | Path) -> onnx.ModelProto:
-    """The model with its external data read in (the tensors' data, not their locations, are kept)."""
+    """The model's graph, without its external data (tensors stored outside keep their locations, read
+    on demand by ``Graph.array``)."""
     path = Path(path)
     if not path.is_file():
         raise PosexportError(f"{path}: no such model file")
     try:
-        return onnx.load(str(path), load_external_data=True)
+        return onnx.load(str(path), load_external_data=False)
     except (OSError, ValueError, DecodeError) as e:
         raise PosexportError(f"{path}: cannot read it as an ONNX model ({e})") from None
 
 
-def external_names(path: str | Path) -> set[str]:
-    """Initializers the model file keeps in external data."""
-    head = onnx.load(str(path), load_external_data=False)
-    return {t.name for t in head.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+def external_names(model: onnx.ModelProto) -> set[str]:
+    """Initializers the model keeps in external data."""
+    return {t.name for t in all_tensors(model.graph) if t.data_location == onnx.TensorProto.EXTERNAL}
 
 
 @dataclass
 class Graph:
-    """Index of a model's main graph: who produces and who consumes each tensor."""
+    """Index of a model's main graph: who produces and who consumes each tensor. ``source`` is the model
+    file its external data lies beside (None for a model held whole in memory)."""
 
     model: onnx.ModelProto
+    source: Path | None = None
     producer: dict[str, onnx.NodeProto] = field(default_factory=dict)
     consumers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
     initializers: dict[str, onnx.TensorProto] = field(default_factory=dict)
+    stored: dict[str, ExternalTensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         g = self.model.graph
@@ -53,20 +59,36 @@ class Graph:
             for name in node.input:
                 if name:
                     self.consumers.setdefault(name, []).append(node)
+        if external_names(self.model):
+            if self.source is None:
+                raise PosexportError("the model keeps tensors in external data that is not loaded: give its path, "
+                                     "or load it with onnx.load(path) (external data included)")
+            self.stored = {t.name: t for t in external_data(self.model, self.source)}
 
     @property
     def outputs(self) -> set[str]:
         return {o.name for o in self.model.graph.output}
 
+    def is_constant(self, name: str) -> bool:
+        """An initializer or a Constant node's output (known without reading its value)."""
+        node = self.producer.get(name)
+        return name in self.initializers or (node is not None and node.op_type == "Constant" and node.domain in ("", "ai.onnx"))
+
+    def tensor(self, tensor: onnx.TensorProto) -> np.ndarray:
+        """A tensor's value, read from its external data file (that tensor's bytes only) when stored there."""
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            return read_tensor(self.stored[tensor.name])
+        return onh.to_array(tensor)
+
     def array(self, name: str) -> np.ndarray | None:
         """The value of an initializer or a Constant node's output, else None."""
         if name in self.initializers:
-            return onh.to_array(self.initializers[name])
+            return self.tensor(self.initializers[name])
         node = self.producer.get(name)
         if node is not None and node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             for a in node.attribute:
                 if a.name == "value":
-                    return onh.to_array(a.t)
+                    return self.tensor(a.t)
                 if a.name in ("value_float", "value_int", "value_floats", "value_ints"):
                     return np.array(onnx.helper.get_attribute_value(a))
         return None
@@ -89,36 +111,60 @@ def node_label(node: onnx.NodeProto) -> str:
     return f"{node.op_type} node {node.name or '(unnamed)'!r}"
 
 
-def externalise(model: onnx.ModelProto, location: str, names: set[str]) -> bytes:
-    """Move the named initializers, and new ones of EXTERNAL_THRESHOLD bytes or more, into one blob
-    (in graph order, 16-byte aligned) and point the model at ``location``; returns the blob."""
-    blob = bytearray()
-    for tensor in model.graph.initializer:
-        raw = onh.to_array(tensor).tobytes() if not tensor.raw_data else tensor.raw_data
-        if tensor.name not in names and (len(raw) < EXTERNAL_THRESHOLD or not tensor.name.startswith("posexport.")):
+def aligned(offset: int, size: int) -> int:
+    """The next offset for a tensor of ``size`` bytes: 16-byte aligned, page aligned from 1 MiB (so that
+    runtimes can map it and filesystems can share its blocks)."""
+    step = 4096 if size >= 1 << 20 else 16
+    return offset + (-offset % step)
+
+
+def point(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    """Make ``tensor`` a reference to ``length`` bytes at ``offset`` of ``location`` (its value dropped)."""
+    name, dims, dtype = tensor.name, list(tensor.dims), tensor.data_type
+    tensor.Clear()
+    tensor.name, tensor.data_type = name, dtype
+    tensor.dims.extend(dims)
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+
+
+def externalise(model: onnx.ModelProto, location: str, names: set[str], stored: Mapping[str, ExternalTensor]) -> DataFile:
+    """Point the model at one data file ``location`` holding, in graph order: every tensor still stored
+    in the source's data (``stored``: carried, not read), and the named initializers and new ones of
+    EXTERNAL_THRESHOLD bytes or more (now in memory); returns that file's layout."""
+    parts: list[tuple[int, bytes | ExternalTensor]] = []
+    end = 0
+    initializers = len(model.graph.initializer)  # all_tensors gives them first
+    for index, tensor in enumerate(all_tensors(model.graph)):
+        content: bytes | ExternalTensor
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            content = stored[tensor.name]
+            size = content.length
+        elif index < initializers:
+            content = tensor.raw_data or onh.to_array(tensor).tobytes()
+            size = len(content)
+            if tensor.name not in names and (size < EXTERNAL_THRESHOLD or not tensor.name.startswith("posexport.")):
+                continue
+        else:
             continue
-        blob.extend(b"\0" * (-len(blob) % 16))
-        offset = len(blob)
-        blob.extend(raw)
-        name, dims, dtype = tensor.name, list(tensor.dims), tensor.data_type
-        tensor.Clear()
-        tensor.name, tensor.data_type = name, dtype
-        tensor.dims.extend(dims)
-        tensor.data_location = onnx.TensorProto.EXTERNAL
-        for key, value in (("location", location), ("offset", str(offset)), ("length", str(len(raw)))):
-            entry = tensor.external_data.add()
-            entry.key, entry.value = key, value
-    return bytes(blob)
+        offset = aligned(end, size)
+        point(tensor, location, offset, size)
+        parts.append((offset, content))
+        end = offset + size
+    return DataFile(location, parts, end)
 
 
-def serialise(model: onnx.ModelProto, path: str | Path, external: set[str]) -> dict[Path, bytes]:
+def serialise(model: onnx.ModelProto, path: str | Path, external: set[str],
+              stored: Mapping[str, ExternalTensor] | None = None) -> dict[Path, bytes | DataFile]:
     """The bytes of the model file at ``path`` and, when the source kept ``external`` initializers outside,
-    of its external data PATH.data: deterministic, ready to be written as one set."""
+    the layout of its external data PATH.data: deterministic, ready to be written as one set."""
     path = Path(path)
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    files = {}
+    files: dict[Path, bytes | DataFile] = {}
     if external:
         data_path = path.with_name(path.name + ".data")
-        files[data_path] = externalise(out, data_path.name, external)
+        files[data_path] = externalise(out, data_path.name, external, stored or {})
     return {path: out.SerializeToString(deterministic=True)} | files

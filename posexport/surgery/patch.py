@@ -4,6 +4,7 @@ checked before anything is rewritten, so an unsafe or ambiguous site leaves no o
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,10 @@ import onnx
 
 from .. import params as params_mod
 from ..errors import PosexportError
-from ..files import check_destination, write_files
+from ..files import Content, check_destination, write_files
 from ..rope.encoding import RopeParams
 from .find import KINDS, find_in
-from .graph import Graph, external_names, load, serialise
+from .graph import Graph, load, serialise
 from .rope_cache import CacheKind
 from .sites import Site
 from .source import Candidates, choose
@@ -54,39 +55,72 @@ def plan(graph: Graph, values: dict[str, Any] | Candidates | None, position_limi
 
 def patch(model: onnx.ModelProto | str | Path, values: dict[str, Any] | Candidates | None = None,
           position_limit: int | None = None) -> Patched:
-    """Patch a model (a ModelProto, which is not changed, or a path): the patched copy and what was used.
+    """Patch a model (a ModelProto, which is not changed, or a path, whose external data is read only
+    where a site needs it and stays referenced, not loaded): the patched copy and what was used.
     ``values`` are rope options (as ``requested_values`` gives them); None: each site's recognised rope."""
-    if isinstance(model, (str, Path)):
-        model = load(model)
+    source = Path(model) if isinstance(model, (str, Path)) else None
     copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    graph = Graph(copy)
+    copy.CopyFrom(load(source) if source is not None else model)
+    return rewritten(Graph(copy, source), values, position_limit)
+
+
+def rewritten(graph: Graph, values: dict[str, Any] | Candidates | None, position_limit: int | None) -> Patched:
+    """Rewrite every site of ``graph`` in place (checked first) and check the result as the source was."""
+    passed = passes_checker(graph.model)  # some exporters' models (contrib ops in the default domain) never pass it
     chosen = plan(graph, values, position_limit)
     for site, p in chosen:
         KINDS[site.kind].rewrite(graph, site, p)
-    if passes_checker(model):  # some exporters' models (contrib ops in the default domain) never pass it
-        onnx.checker.check_model(copy)
-    return Patched(copy, chosen)
+    if passed:
+        onnx.checker.check_model(weightless(graph.model))
+    return Patched(graph.model, chosen)
+
+
+def weightless(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy with each initializer kept in external data turned into a graph input of its type and
+    shape: what the checker and shape inference look at, without reading or serialising the weights."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    g = copy.graph
+    inputs = {i.name for i in g.input}
+    stored = [t for t in g.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    for tensor in stored:
+        if tensor.name not in inputs:
+            g.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+        g.initializer.remove(tensor)
+    return copy
 
 
 def passes_checker(model: onnx.ModelProto) -> bool:
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(weightless(model))
     except onnx.checker.ValidationError:
         return False
     return True
 
 
+def apart(src: Path, out: Path, graph: Graph) -> None:
+    """Refuse an output that is one of the files the patch reads (the model or its data, by any name)."""
+    if out.resolve() == src.resolve():
+        raise PosexportError(f"--out {out}: choose a path other than the model being patched")
+    read = [src, *sorted({t.path for t in graph.stored.values()})]
+    for written in (out, out.with_name(out.name + ".data")):
+        clash = next((r for r in read if written.exists() and os.path.samefile(written, r)), None)
+        if clash is not None:
+            raise PosexportError(f"--out {out}: writing {written} would replace {clash}, which the model being patched "
+                                 "reads; choose another name or folder")
+
+
 def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candidates | None = None,
                position_limit: int | None = None) -> Patched:
     """Patch the model at ``src`` into ``out`` (external data beside it when the source had some); for
-    an onnxruntime-genai folder also write genai_config.json with the new context length."""
+    an onnxruntime-genai folder also write genai_config.json with the new context length. Only the
+    tensors a site reads are loaded; every other stored tensor is carried into the new data file."""
     src, out = Path(src), Path(out)
-    if out.resolve() == src.resolve():
-        raise PosexportError(f"--out {out}: choose a path other than the model being patched")
+    graph = Graph(load(src), src)
+    apart(src, out, graph)
     check_destination(out, "--out")
-    done = patch(load(src), values, position_limit)
-    files = serialise(done.model, out, external_names(src))
+    done = rewritten(graph, values, position_limit)
+    files: dict[Path, Content] = serialise(done.model, out, set(graph.stored), graph.stored)
     if (src.parent / GENAI_CONFIG).is_file():
         files |= genai_folder(src, out, done)
     # The model, its data and the folder's files are written as one set: all of them, or none.

@@ -1,0 +1,69 @@
+"""A synthetic model of any size for the real-size checks (tests/test_surgery_size.py, benchmarks/size.py):
+input_ids → Gather from an embedding table [rows, HEADS·DIM] → com.microsoft RotaryEmbedding reading
+cos/sin caches of 4096 rows built the usual way (float32 angles), all of it in external data. The data
+file is sparse: the table is holes except a seeded block of float32 values every BLOCK_EVERY bytes, so a
+copy that drops or shifts bytes is caught, and a 4 GiB model costs no disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+
+ROWS, HEADS, DIM = 4096, 2, 16
+WIDTH = HEADS * DIM
+BLOCK_EVERY = 64 << 20  # bytes between the table's seeded blocks
+BLOCK = 64 << 10  # bytes of each seeded block
+TABLE = "embed_tokens.weight"
+
+
+def caches() -> tuple[np.ndarray, np.ndarray]:
+    inv_freq = 10000.0 ** (-np.arange(0, DIM, 2, dtype=np.float32) / DIM)
+    angles = np.arange(ROWS, dtype=np.float32)[:, None] * inv_freq
+    return np.cos(angles), np.sin(angles)
+
+
+def stored(name: str, dims: list[int], location: str, offset: int, length: int) -> onnx.TensorProto:
+    tensor = onnx.TensorProto(name=name, data_type=onnx.TensorProto.FLOAT, dims=dims, data_location=onnx.TensorProto.EXTERNAL)
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        tensor.external_data.add(key=key, value=value)
+    return tensor
+
+
+def seeded_rows(table_rows: int) -> list[int]:
+    """Rows of the table that hold seeded values (the first row of each block): what a test can gather."""
+    row_bytes = WIDTH * 4
+    return [offset // row_bytes for offset in range(0, table_rows * row_bytes - BLOCK + 1, BLOCK_EVERY)]
+
+
+def synthetic_model(folder: Path, data_bytes: int, name: str = "model.onnx") -> Path:
+    """``folder/name`` and its data ``name.data`` with a table of about ``data_bytes`` (made once)."""
+    path = folder / name
+    if path.is_file():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    location = name + ".data"
+    cos, sin = caches()
+    rows = max(1, data_bytes // (WIDTH * 4))
+    start = 2 * cos.nbytes + (-2 * cos.nbytes % 4096)
+    with open(folder / location, "wb") as f:
+        f.truncate(start + rows * WIDTH * 4)
+        os.pwrite(f.fileno(), cos.tobytes() + sin.tobytes(), 0)
+        rng = np.random.default_rng(0)
+        for offset in range(0, rows * WIDTH * 4 - BLOCK + 1, BLOCK_EVERY):
+            os.pwrite(f.fileno(), rng.standard_normal(BLOCK // 4).astype(np.float32).tobytes(), start + offset)
+    tensors = [stored("cos_cache", list(cos.shape), location, 0, cos.nbytes),
+               stored("sin_cache", list(sin.shape), location, cos.nbytes, sin.nbytes),
+               stored(TABLE, [rows, WIDTH], location, start, rows * WIDTH * 4)]
+    nodes = [oh.make_node("Gather", [TABLE, "input_ids"], ["x"], name="embed"),
+             oh.make_node("RotaryEmbedding", ["x", "position_ids", "cos_cache", "sin_cache"], ["y"], domain="com.microsoft",
+                          name="rope", interleaved=0, num_heads=HEADS)]
+    graph = oh.make_graph(nodes, "synthetic", [oh.make_tensor_value_info("input_ids", onnx.TensorProto.INT64, ["batch", "seq"]),
+                                               oh.make_tensor_value_info("position_ids", onnx.TensorProto.INT64, ["batch", "seq"])],
+                          [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", "seq", WIDTH])], initializer=tensors)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("com.microsoft", 1)], ir_version=10)
+    path.write_bytes(model.SerializeToString(deterministic=True))
+    return path
