@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from .encodings.base import Encoding
 from .encodings.guards import guard_graph
 from .errors import PosexportError
 from .files import check_stem, write_files
+from .guarded import is_external, model_tensors
 from .registry import ENCODINGS, get_encoding
 from .rope.backends import resolve_backend
 from .script import callees_first, called_functions, check_opset, newest_opset, standard_opset
@@ -319,41 +320,11 @@ def check_pinned_weights(params: dict[str, Any], json_path: Path) -> None:
                              "of the weights file, as `posexport build` records it (an unpinned file is refused)")
 
 
-def tensors_of(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor a graph holds: initializers, sparse initializers, node attributes, subgraphs."""
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield from (sparse.values, sparse.indices)
-    for node in graph.node:
-        yield from attribute_tensors(node.attribute)
-
-
-def attribute_tensors(attributes: Iterable[onnx.AttributeProto]) -> Iterator[onnx.TensorProto]:
-    for attr in attributes:
-        yield from [attr.t, *attr.tensors]
-        for sparse in [attr.sparse_tensor, *attr.sparse_tensors]:
-            yield from (sparse.values, sparse.indices)
-        for sub in [attr.g, *attr.graphs]:
-            yield from tensors_of(sub)
-
-
-def model_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor of a model: its graph's, its functions' (nodes and attribute defaults), training graphs'."""
-    yield from tensors_of(model.graph)
-    for function in model.functions:
-        yield from attribute_tensors(function.attribute_proto)
-        for node in function.node:
-            yield from attribute_tensors(node.attribute)
-    for info in model.training_info:
-        yield from tensors_of(info.initialization)
-        yield from tensors_of(info.algorithm)
-
-
 def refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
     """posexport never writes external data; a graph that points at other files (which runtimes would
     read from the working directory) is refused before any runtime sees it."""
     for tensor in model_tensors(model):
-        if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+        if is_external(tensor):
             location = next((e.value for e in tensor.external_data if e.key == "location"), "?")
             raise PosexportError(
                 f"{path}: tensor {tensor.name[:80]!r} is stored as external data ({location[:80]!r}); posexport only loads "

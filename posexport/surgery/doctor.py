@@ -3,7 +3,6 @@ faults with numbers, as a report (dict, JSON-able) that the CLI renders as a tab
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import onnx
 
 from ..errors import PosexportError
 from ..rope.encoding import RopeParams
+from . import genai
 from .find import KINDS, find_in
 from .graph import Graph, load
 from .sites import Fault, Site
@@ -19,12 +19,7 @@ from .source import Candidates, candidates, choose
 
 def genai_context(model_path: Path | None) -> int | None:
     """context_length of an onnxruntime-genai folder's genai_config.json, if the model sits in one."""
-    if model_path is None or not (model_path.parent / "genai_config.json").is_file():
-        return None
-    try:
-        return int(json.loads((model_path.parent / "genai_config.json").read_text())["model"]["context_length"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    return None if model_path is None else genai.context_length(model_path.parent)
 
 
 def params_or_fault(site: Site, values: Candidates | None, graph: Graph) -> RopeParams | None:

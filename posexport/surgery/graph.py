@@ -4,37 +4,31 @@ writer that keeps external data external, beside the output, carrying the bytes 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnx.numpy_helper as onh
-from google.protobuf.message import DecodeError
 
+from .. import guarded
 from ..errors import PosexportError
-from .external import DataFile, ExternalTensor, all_tensors, external_data, read_tensor
+from ..guarded import ExternalTensor, is_external, model_tensors
+from .external import DataFile, read_tensor
 
 # Tensors at least this large go to the external data file when the source model used one.
 EXTERNAL_THRESHOLD = 1024
 
 
 def load(path: str | Path) -> onnx.ModelProto:
-    """The model's graph, without its external data (tensors stored outside keep their locations, read
-    on demand by ``Graph.array``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise PosexportError(f"{path}: no such model file")
-    try:
-        return onnx.load(str(path), load_external_data=False)
-    except (OSError, ValueError, DecodeError) as e:
-        raise PosexportError(f"{path}: cannot read it as an ONNX model ({e})") from None
+    """The model's graph, without its external data: tensors stored outside keep their locations, and
+    are read on demand, each by offset and length (``Graph.array``)."""
+    return guarded.load_model(path)
 
 
 def external_names(model: onnx.ModelProto) -> set[str]:
     """Initializers the model keeps in external data."""
-    return {t.name for t in all_tensors(model.graph) if t.data_location == onnx.TensorProto.EXTERNAL}
+    return {t.name for t in model.graph.initializer if is_external(t)}
 
 
 @dataclass
@@ -59,11 +53,11 @@ class Graph:
             for name in node.input:
                 if name:
                     self.consumers.setdefault(name, []).append(node)
-        if external_names(self.model):
+        if any(is_external(t) for t in model_tensors(self.model)):
             if self.source is None:
                 raise PosexportError("the model keeps tensors in external data that is not loaded: give its path, "
                                      "or load it with onnx.load(path) (external data included)")
-            self.stored = {t.name: t for t in external_data(self.model, self.source)}
+            self.stored = {t.name: t for t in guarded.external_data(self.model, self.source)}
 
     @property
     def outputs(self) -> set[str]:
@@ -76,7 +70,7 @@ class Graph:
 
     def tensor(self, tensor: onnx.TensorProto) -> np.ndarray:
         """A tensor's value, read from its external data file (that tensor's bytes only) when stored there."""
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        if is_external(tensor):
             return read_tensor(self.stored[tensor.name])
         return onh.to_array(tensor)
 
@@ -130,17 +124,19 @@ def point(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> 
         entry.key, entry.value = key, value
 
 
-def externalise(model: onnx.ModelProto, location: str, names: set[str], stored: Mapping[str, ExternalTensor]) -> DataFile:
-    """Point the model at one data file ``location`` holding, in graph order: every tensor still stored
-    in the source's data (``stored``: carried, not read), and the named initializers and new ones of
-    EXTERNAL_THRESHOLD bytes or more (now in memory); returns that file's layout."""
+def externalise(model: onnx.ModelProto, location: str, names: set[str], source: Path | None) -> DataFile:
+    """Point the model at one data file ``location`` holding, in graph order: every tensor still kept in
+    the data of the model at ``source`` (carried from there, not read), then the named initializers and
+    new ones of EXTERNAL_THRESHOLD bytes or more (now in memory); returns that file's layout."""
+    # The same walk in the same order as the model's own: the n-th stored tensor is the n-th located one.
+    located = iter(guarded.external_data(model, source) if source is not None else [])
     parts: list[tuple[int, bytes | ExternalTensor]] = []
     end = 0
-    initializers = len(model.graph.initializer)  # all_tensors gives them first
-    for index, tensor in enumerate(all_tensors(model.graph)):
+    initializers = len(model.graph.initializer)  # model_tensors gives them first
+    for index, tensor in enumerate(model_tensors(model)):
         content: bytes | ExternalTensor
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            content = stored[tensor.name]
+        if is_external(tensor):
+            content = next(located)
             size = content.length
         elif index < initializers:
             content = tensor.raw_data or onh.to_array(tensor).tobytes()
@@ -156,15 +152,15 @@ def externalise(model: onnx.ModelProto, location: str, names: set[str], stored: 
     return DataFile(location, parts, end)
 
 
-def serialise(model: onnx.ModelProto, path: str | Path, external: set[str],
-              stored: Mapping[str, ExternalTensor] | None = None) -> dict[Path, bytes | DataFile]:
-    """The bytes of the model file at ``path`` and, when the source kept ``external`` initializers outside,
-    the layout of its external data PATH.data: deterministic, ready to be written as one set."""
+def serialise(model: onnx.ModelProto, path: str | Path, external: set[str], source: Path | None = None) -> dict[Path, bytes | DataFile]:
+    """The bytes of the model file at ``path`` and, when the source (the model file at ``source``, whose
+    external data the model may still reference) kept ``external`` initializers outside, the layout of
+    its external data PATH.data: deterministic, ready to be written as one set."""
     path = Path(path)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     files: dict[Path, bytes | DataFile] = {}
     if external:
         data_path = path.with_name(path.name + ".data")
-        files[data_path] = externalise(out, data_path.name, external, stored or {})
+        files[data_path] = externalise(out, data_path.name, external, source)
     return {path: out.SerializeToString(deterministic=True)} | files

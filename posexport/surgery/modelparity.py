@@ -6,7 +6,6 @@ with exact caches) or a transformers model run in float64 (see ``hf_reference``)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,9 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import PosexportError
+from .. import guarded
+from ..errors import PosexportError, one_line
+from . import genai
 
 RUNTIMES = {"ort": True, "ort-noopt": False}  # onnxruntime CPU with graph optimisation on / off
 TOLERANCE = 1e-4
@@ -55,15 +56,14 @@ def vocabulary(model: onnx.ModelProto, ids: str) -> int:
 
 def signature(path: str | Path, dims: Mapping[str, int] | None = None) -> Signature:
     path = Path(path)
-    model = onnx.load(str(path), load_external_data=False)
+    model = guarded.load_model(path)
+    guarded.external_data(model, path)  # every location checked before onnxruntime opens any
     inputs = [(i.name, i.type.tensor_type.elem_type, [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim])
               for i in model.graph.input]
     known = dict(dims or {})
-    genai = path.parent / "genai_config.json"
-    if genai.is_file():
-        decoder = json.loads(genai.read_text()).get("model", {}).get("decoder", {})
-        if "head_size" in decoder:
-            known.setdefault("kv_cache_dim", int(decoder["head_size"]))
+    head_size = genai.head_size(path.parent)
+    if head_size is not None:
+        known.setdefault("kv_cache_dim", head_size)
     ids = next((name for name, _, _ in inputs if "input_ids" in name), None)
     vocab = vocabulary(model, ids) if ids else 0
     return Signature(inputs, [o.name for o in model.graph.output], vocab, known)
@@ -136,7 +136,11 @@ def ort_runner(path: str | Path, optimize: bool = True) -> Runner:
     options = ort.SessionOptions()
     options.log_severity_level = 4
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    guarded.external_data(guarded.load_model(path), path)  # checked here too: the reference and the original
+    try:
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime's own errors have no common base class
+        raise PosexportError(f"{path}: onnxruntime cannot load it ({one_line(e, 300)})") from None
     names = [o.name for o in session.get_outputs()]
 
     def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -4,24 +4,24 @@ checked before anything is rewritten, so an unsafe or ambiguous site leaves no o
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import onnx
 
-from .. import params as params_mod
+from .. import guarded, params as params_mod
 from ..errors import PosexportError
 from ..files import Content, check_destination, write_files
 from ..rope.encoding import RopeParams
+from . import genai
 from .find import KINDS, find_in
 from .graph import Graph, load, serialise
 from .rope_cache import CacheKind
 from .sites import Site
 from .source import Candidates, choose
 
-GENAI_CONFIG = "genai_config.json"
+PATCHED_KEY = "posexport.patched_from"  # marks a model posexport patch wrote (its source file name)
 
 
 @dataclass
@@ -98,52 +98,87 @@ def passes_checker(model: onnx.ModelProto) -> bool:
     return True
 
 
-def apart(src: Path, out: Path, graph: Graph) -> None:
-    """Refuse an output that is one of the files the patch reads (the model or its data, by any name)."""
-    if out.resolve() == src.resolve():
-        raise PosexportError(f"--out {out}: choose a path other than the model being patched")
-    read = [src, *sorted({t.path for t in graph.stored.values()})]
-    for written in (out, out.with_name(out.name + ".data")):
-        clash = next((r for r in read if written.exists() and os.path.samefile(written, r)), None)
-        if clash is not None:
-            raise PosexportError(f"--out {out}: writing {written} would replace {clash}, which the model being patched "
-                                 "reads; choose another name or folder")
-
-
 def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candidates | None = None,
                position_limit: int | None = None) -> Patched:
     """Patch the model at ``src`` into ``out`` (external data beside it when the source had some); for
-    an onnxruntime-genai folder also write genai_config.json with the new context length. Only the
-    tensors a site reads are loaded; every other stored tensor is carried into the new data file."""
+    an onnxruntime-genai folder also write genai_config.json with the new context length, and, in a new
+    folder, the files the folder needs. Nothing written may be a file the source reads. Only the tensors
+    a site reads are loaded; every other stored tensor is carried into the new data file."""
     src, out = Path(src), Path(out)
-    graph = Graph(load(src), src)
-    apart(src, out, graph)
     check_destination(out, "--out")
+    sources = source_files(src)
+    graph = Graph(load(src), src)
+    stored = set(graph.stored)
     done = rewritten(graph, values, position_limit)
-    files: dict[Path, Content] = serialise(done.model, out, set(graph.stored), graph.stored)
-    if (src.parent / GENAI_CONFIG).is_file():
-        files |= genai_folder(src, out, done)
+    done.model.metadata_props.add(key=PATCHED_KEY, value=src.name)
+    files: dict[Path, Content] = serialise(done.model, out, stored, src)
+    config = genai.read_config(src.parent)
+    if config is not None:
+        files |= genai_folder(src, out, done, config)
+    check_outputs(files, sources, src, out)
     # The model, its data and the folder's files are written as one set: all of them, or none.
     done.files = write_files(files, "--out", stem=out.stem)
     return done
 
 
-def genai_folder(src: Path, out: Path, done: Patched) -> dict[Path, bytes]:
+def source_files(src: Path) -> dict[Path, str]:
+    """Every file the source reads, resolved, with what it is to the source."""
+    files = {guarded.regular_file(src).resolve(): "the model being patched"}
+    for entry in guarded.external_data(guarded.load_model(src), src):
+        files.setdefault(entry.path, f"its external data {entry.location!r}")
+    config = genai.read_config(src.parent)
+    if config is not None:
+        files.setdefault((src.parent / genai.GENAI_CONFIG).resolve(), f"its folder's {genai.GENAI_CONFIG}")
+        for name in genai.companions(src.parent, config, src.name):
+            files.setdefault((src.parent / name).resolve(), f"its folder's {name}")
+    return files
+
+
+def check_outputs(files: dict[Path, Content], sources: dict[Path, str], src: Path, out: Path) -> None:
+    """No file written is one the source reads (symlinks followed), and every file already there is
+    one a previous patch wrote."""
+    ours = previous_outputs(out)
+    for path in files:
+        target = path.resolve()
+        if target in sources:
+            raise PosexportError(f"--out {out}: would write {path}, which is {sources[target]} ({src}); choose a new "
+                                 "folder or name for --out (the source is never modified)")
+        if (path.exists() or path.is_symlink()) and path not in ours:
+            raise PosexportError(f"--out {out}: {path} exists and is not a file `posexport patch` wrote; remove it or "
+                                 "choose another --out")
+
+
+def previous_outputs(out: Path) -> set[Path]:
+    """Files at ``out`` a previous patch wrote (so a patch may be rerun in place): the model, when it
+    carries posexport's mark, its data, and the genai files of a folder whose config names it."""
+    if not out.is_file() or out.is_symlink():
+        return set()
+    try:
+        if not any(entry.key == PATCHED_KEY for entry in guarded.load_model(out).metadata_props):
+            return set()
+        config = genai.read_config(out.parent)
+    except PosexportError:
+        return set()
+    found = {out, out.with_name(out.name + ".data")}
+    if config is not None and out.name in genai.named_files(config, out.parent / genai.GENAI_CONFIG):
+        found |= {out.parent / genai.GENAI_CONFIG} | {out.parent / n for n in genai.TOKENIZER_FILES}
+    return found
+
+
+def genai_folder(src: Path, out: Path, done: Patched, config: dict[str, Any]) -> dict[Path, bytes]:
     """genai_config.json beside the output (decoder file name and context length updated) and, in a new
-    folder, the folder's other small files (tokenizer, processing config)."""
-    config = json.loads((src.parent / GENAI_CONFIG).read_text())
+    folder, the files the source folder's config names and its tokenizer's (regular files inside it)."""
     limits = [p.position_limit for s, p in done.sites if s.kind == CacheKind.name]
-    model_cfg = config.get("model", {})
+    model_cfg = config.setdefault("model", {})
     old = model_cfg.get("context_length")
     if limits:
         model_cfg["context_length"] = min(limits)
         search = config.get("search", {})
         if search.get("max_length") == old:
             search["max_length"] = min(limits)
-    model_cfg.get("decoder", {})["filename"] = out.name
-    files = {out.parent / GENAI_CONFIG: (json.dumps(config, indent=4) + "\n").encode()}
+    model_cfg.setdefault("decoder", {})["filename"] = out.name
+    files = {out.parent / genai.GENAI_CONFIG: (json.dumps(config, indent=4) + "\n").encode()}
     if out.parent.resolve() != src.parent.resolve():
-        for extra in sorted(src.parent.iterdir()):
-            if extra.is_file() and extra.name != GENAI_CONFIG and not extra.name.startswith((src.name, ".")):
-                files[out.parent / extra.name] = extra.read_bytes()
+        for name in genai.companions(src.parent, config, out.name):
+            files[out.parent / name] = guarded.read_bytes(name, root=src.parent)
     return files
