@@ -1,0 +1,172 @@
+"""doctor, patch and model-parity on synthetic models of 0.5 to 4 GiB of external data (tests/size_model.py:
+a sparse data file, so the source costs no disk), against a plain copy of the same data file: each step's
+wall time and peak resident memory (of its own process, measured by the kernel), and how both grow with
+the model's size. Writes benchmarks/size.json and benchmarks/size.md (see `make bench-size`).
+
+    .venv/bin/python benchmarks/size.py --sizes 0.5,1,2,4 --json benchmarks/size.json --markdown benchmarks/size.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.size_model import synthetic_model  # noqa: E402
+
+GIB = 1 << 30
+TARGETS = {"doctor": 1000, "patch": 1500}  # peak MB the issue sets
+TIME_RATIO = 1.5  # patch's time may be at most this times a plain copy's
+
+
+def step(name: str, model: Path, out: Path) -> None:
+    """One step in this process (imports first, so start-up is not timed); prints its seconds."""
+    from posexport import surgery
+
+    calls = {
+        "doctor": lambda: surgery.doctor(model),
+        "patch": lambda: surgery.patch_file(model, out, position_limit=8192),
+        "model-parity": lambda: surgery.model_parity(out, model, [surgery.FeedCase(16)], runtimes=("ort",)),
+    }
+    start = time.perf_counter()
+    calls[name]()
+    print(time.perf_counter() - start)
+
+
+def measured(command: list[str]) -> tuple[float, float, float]:
+    """(seconds of the work, wall seconds, peak resident MB) of one command in its own process; the work's
+    seconds are what it prints last (a step), else the wall time (the copy)."""
+    start = time.perf_counter()
+    read, write = os.pipe()
+    pid = os.posix_spawn(command[0], command, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, write, 1)])
+    os.close(write)
+    with os.fdopen(read) as printed:
+        text = printed.read().split()
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed ({os.waitstatus_to_exitcode(status)}): {' '.join(command)}")
+    return (float(text[-1]) if text else wall), wall, usage.ru_maxrss / 1024
+
+
+def one_size(size_gib: float, scratch: Path, repeats: int) -> dict[str, float]:
+    """Every step on a model of ``size_gib``; the fastest of ``repeats`` runs of each (the machine is shared)."""
+    here = [sys.executable, str(Path(__file__).resolve()), "--step"]
+    folder = scratch / f"{size_gib:g}gib"
+    model = synthetic_model(folder, int(size_gib * GIB))
+    data = model.with_name(model.name + ".data")
+    out = folder / "out" / "patched.onnx"
+    out.parent.mkdir(exist_ok=True)
+    steps = {
+        "doctor": [*here, "doctor", str(model), str(out)],
+        "patch": [*here, "patch", str(model), str(out)],
+        "copy": ["/bin/cp", "--reflink=never", "--sparse=never", str(data), str(folder / "copy.data")],
+        "model-parity": [*here, "model-parity", str(model), str(out)],
+    }
+    row: dict[str, float] = {"size_gib": size_gib, "data_bytes": data.stat().st_size}
+    for name, command in steps.items():
+        runs = []
+        for _ in range(repeats if name in ("patch", "copy") else 1):
+            if name == "patch":
+                shutil.rmtree(out.parent)
+                out.parent.mkdir()
+            os.sync()  # each run starts with no other run's bytes still to be written back
+            runs.append(measured(command))
+            (folder / "copy.data").unlink(missing_ok=True)
+        row[f"{name}_s"] = min(r[0] for r in runs)
+        row[f"{name}_wall_s"] = min(r[1] for r in runs)
+        row[f"{name}_peak_mb"] = max(r[2] for r in runs)
+        print(f"{size_gib:g} GiB {name}: {row[f'{name}_s']:.2f} s, peak {row[f'{name}_peak_mb']:.0f} MB", file=sys.stderr)
+    shutil.rmtree(folder)
+    return row
+
+
+def slope(rows: list[dict[str, float]], key: str) -> float:
+    """Least-squares growth of ``key`` per GiB of data."""
+    xs, ys = [r["size_gib"] for r in rows], [r[key] for r in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def summary(rows: list[dict[str, float]]) -> dict[str, object]:
+    biggest = rows[-1]
+    return {
+        "slopes_per_gib": {k: round(slope(rows, k), 3) for k in
+                           ("doctor_s", "doctor_peak_mb", "patch_s", "patch_peak_mb", "copy_s", "model-parity_peak_mb")},
+        "largest": biggest["size_gib"],
+        "doctor_within_target": all(r["doctor_peak_mb"] < TARGETS["doctor"] for r in rows),
+        "patch_within_target": all(r["patch_peak_mb"] < TARGETS["patch"] for r in rows),
+        "patch_over_copy": [round(r["patch_s"] / r["copy_s"], 2) for r in rows],
+        "patch_within_time": all(r["patch_s"] <= TIME_RATIO * r["copy_s"] for r in rows),
+    }
+
+
+def markdown(report: dict[str, object]) -> str:
+    rows, s = report["rows"], report["summary"]
+    lines = [
+        "# doctor, patch and model-parity on real-size models", "",
+        f"Command: `{report['command']}`  ", f"Machine: {report['machine']}", "",
+        "A synthetic model (tests/size_model.py): a Gather from an embedding table in a sparse external-data file and "
+        "a RotaryEmbedding with 4096-row caches, patched to 8192 rows. Each step runs in its own process: peak memory "
+        "is that process's (the kernel's maximum resident size, Python and imports included); a step's time is the "
+        "library call alone, timed after the imports (the start-up, mostly importing torch, does not grow with the "
+        f"model and is shown apart). Patch and the copy (`cp --sparse=never`: the same bytes read and written) keep "
+        f"the fastest of {report['repeats']} runs, each started after a sync; the machine is shared.", "",
+        "| data | start-up s | doctor s | doctor peak MB | patch s | patch peak MB | copy s | patch / copy | model-parity s | model-parity peak MB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['size_gib']:g} GiB | {r['doctor_wall_s'] - r['doctor_s']:.1f} | {r['doctor_s']:.2f} | "
+                     f"{r['doctor_peak_mb']:.0f} | {r['patch_s']:.2f} | {r['patch_peak_mb']:.0f} | {r['copy_s']:.2f} | "
+                     f"{r['patch_s'] / r['copy_s']:.2f} | {r['model-parity_s']:.2f} | {r['model-parity_peak_mb']:.0f} |")
+    g = s["slopes_per_gib"]
+    lines += [
+        "", "Growth per GiB of data (least squares over the sizes):", "",
+        f"- doctor: {g['doctor_s']:+.3f} s, {g['doctor_peak_mb']:+.1f} MB",
+        f"- patch: {g['patch_s']:+.3f} s, {g['patch_peak_mb']:+.1f} MB; the copy: {g['copy_s']:+.3f} s",
+        f"- model-parity: {g['model-parity_peak_mb']:+.1f} MB (onnxruntime maps the aligned external data)", "",
+        f"Targets: doctor < {TARGETS['doctor']} MB: {'met' if s['doctor_within_target'] else 'MISSED'}; "
+        f"patch < {TARGETS['patch']} MB: {'met' if s['patch_within_target'] else 'MISSED'}; "
+        f"patch ≤ {TIME_RATIO}× the copy: {'met' if s['patch_within_time'] else 'MISSED'}.", "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="0.5,1,2,4", help="GiB of external data, comma-separated")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of patch and of the copy; the fastest is kept")
+    parser.add_argument("--scratch", type=Path, default=None, help="folder for the models (default: a temporary one)")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--markdown", type=Path, default=None)
+    parser.add_argument("--step", nargs=3, metavar=("NAME", "MODEL", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.step:
+        return step(args.step[0], Path(args.step[1]), Path(args.step[2]))
+    scratch = Path(tempfile.mkdtemp(prefix="posexport-size-", dir=args.scratch))
+    try:
+        rows = [one_size(float(s), scratch, args.repeats) for s in args.sizes.split(",")]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    report = {"command": "python benchmarks/size.py " + " ".join(sys.argv[1:]), "repeats": args.repeats,
+              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Linux {platform.release()}, Python {platform.python_version()}",
+              "rows": rows}
+    report["summary"] = summary(rows)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    if args.markdown:
+        args.markdown.write_text(markdown(report))
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
