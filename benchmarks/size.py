@@ -58,18 +58,18 @@ def measured(command: list[str]) -> tuple[float, float, float]:
     return (float(text[-1]) if text else wall), wall, usage.ru_maxrss / 1024
 
 
-def one_size(size_gib: float, scratch: Path, repeats: int) -> dict[str, float]:
+def one_size(size_gib: float, scratch: Path, repeats: int, dense: bool) -> dict[str, float]:
     """Every step on a model of ``size_gib``; the fastest of ``repeats`` runs of each (the machine is shared)."""
     here = [sys.executable, str(Path(__file__).resolve()), "--step"]
     folder = scratch / f"{size_gib:g}gib"
-    model = synthetic_model(folder, int(size_gib * GIB))
+    model = synthetic_model(folder, int(size_gib * GIB), dense=dense)
     data = model.with_name(model.name + ".data")
     out = folder / "out" / "patched.onnx"
     out.parent.mkdir(exist_ok=True)
     steps = {
         "doctor": [*here, "doctor", str(model), str(out)],
         "patch": [*here, "patch", str(model), str(out)],
-        "copy": ["/bin/cp", "--reflink=never", "--sparse=never", str(data), str(folder / "copy.data")],
+        "copy": ["/bin/cp", "--reflink=never", str(data), str(folder / "copy.data")],
         "model-parity": [*here, "model-parity", str(model), str(out)],
     }
     row: dict[str, float] = {"size_gib": size_gib, "data_bytes": data.stat().st_size}
@@ -113,14 +113,18 @@ def summary(rows: list[dict[str, float]]) -> dict[str, object]:
 def markdown(report: dict[str, object]) -> str:
     rows, s = report["rows"], report["summary"]
     lines = [
-        "# doctor, patch and model-parity on real-size models", "",
+        f"# doctor, patch and model-parity on real-size models ({'dense' if report['dense'] else 'sparse'} data)", "",
         f"Command: `{report['command']}`  ", f"Machine: {report['machine']}", "",
-        "A synthetic model (tests/size_model.py): a Gather from an embedding table in a sparse external-data file and "
-        "a RotaryEmbedding with 4096-row caches, patched to 8192 rows. Each step runs in its own process: peak memory "
-        "is that process's (the kernel's maximum resident size, Python and imports included); a step's time is the "
-        "library call alone, timed after the imports (the start-up, mostly importing torch, does not grow with the "
-        f"model and is shown apart). Patch and the copy (`cp --sparse=never`: the same bytes read and written) keep "
-        f"the fastest of {report['repeats']} runs, each started after a sync; the machine is shared.", "",
+        "A synthetic model (tests/size_model.py): a Gather from an embedding table in external data and a "
+        "RotaryEmbedding with 4096-row caches, patched to 8192 rows. "
+        + ("The data file is filled (no holes), as real weights are. " if report["dense"] else
+           "The data file is sparse (seeded 64 KiB blocks every 64 MiB, holes between): patch and the copy both "
+           "skip the holes, so this measures everything but the bytes; the dense run below measures the bytes. ")
+        + "Each step runs in its own process: peak memory is that process's (the kernel's maximum resident size, "
+        "Python and imports included); a step's time is the library call alone, timed after the imports (the "
+        "start-up, mostly importing torch, does not grow with the model and is shown apart). Patch and the copy "
+        f"(`cp --reflink=never`) keep the fastest of {report['repeats']} runs, each started after a sync; the "
+        "machine is shared.", "",
         "| data | start-up s | doctor s | doctor peak MB | patch s | patch peak MB | copy s | patch / copy | model-parity s | model-parity peak MB |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -144,6 +148,7 @@ def markdown(report: dict[str, object]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="0.5,1,2,4", help="GiB of external data, comma-separated")
+    parser.add_argument("--dense", action="store_true", help="fill the data file (no holes), as real weights are")
     parser.add_argument("--repeats", type=int, default=2, help="runs of patch and of the copy; the fastest is kept")
     parser.add_argument("--scratch", type=Path, default=None, help="folder for the models (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=None)
@@ -154,10 +159,10 @@ def main() -> None:
         return step(args.step[0], Path(args.step[1]), Path(args.step[2]))
     scratch = Path(tempfile.mkdtemp(prefix="posexport-size-", dir=args.scratch))
     try:
-        rows = [one_size(float(s), scratch, args.repeats) for s in args.sizes.split(",")]
+        rows = [one_size(float(s), scratch, args.repeats, args.dense) for s in args.sizes.split(",")]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    report = {"command": "python benchmarks/size.py " + " ".join(sys.argv[1:]), "repeats": args.repeats,
+    report = {"command": "python benchmarks/size.py " + " ".join(sys.argv[1:]), "repeats": args.repeats, "dense": args.dense,
               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Linux {platform.release()}, Python {platform.python_version()}",
               "rows": rows}
     report["summary"] = summary(rows)

@@ -2,7 +2,8 @@
 input_ids → Gather from an embedding table [rows, HEADS·DIM] → com.microsoft RotaryEmbedding reading
 cos/sin caches of 4096 rows built the usual way (float32 angles), all of it in external data. The data
 file is sparse: the table is holes except a seeded block of float32 values every BLOCK_EVERY bytes, so a
-copy that drops or shifts bytes is caught, and a 4 GiB model costs no disk."""
+copy that drops or shifts bytes is caught, and a 4 GiB model costs no disk; ``dense`` fills it all (what a
+real model's weights are: no holes to skip)."""
 
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ def stored(name: str, dims: list[int], location: str, offset: int, length: int) 
 def seeded_rows(table_rows: int) -> list[int]:
     """Rows of the table that hold seeded values (the first row of each block): what a test can gather."""
     row_bytes = WIDTH * 4
-    return [offset // row_bytes for offset in range(0, table_rows * row_bytes - BLOCK + 1, BLOCK_EVERY)]
+    return [offset // row_bytes for offset in range(0, table_rows * row_bytes, BLOCK_EVERY)]
 
 
-def synthetic_model(folder: Path, data_bytes: int, name: str = "model.onnx") -> Path:
+def synthetic_model(folder: Path, data_bytes: int, name: str = "model.onnx", dense: bool = False) -> Path:
     """``folder/name`` and its data ``name.data`` with a table of about ``data_bytes`` (made once)."""
     path = folder / name
     if path.is_file():
@@ -53,8 +54,10 @@ def synthetic_model(folder: Path, data_bytes: int, name: str = "model.onnx") -> 
         f.truncate(start + rows * WIDTH * 4)
         os.pwrite(f.fileno(), cos.tobytes() + sin.tobytes(), 0)
         rng = np.random.default_rng(0)
-        for offset in range(0, rows * WIDTH * 4 - BLOCK + 1, BLOCK_EVERY):
-            os.pwrite(f.fileno(), rng.standard_normal(BLOCK // 4).astype(np.float32).tobytes(), start + offset)
+        block = BLOCK_EVERY if dense else BLOCK
+        for offset in range(0, rows * WIDTH * 4, BLOCK_EVERY):
+            count = min(block, rows * WIDTH * 4 - offset) // 4
+            os.pwrite(f.fileno(), rng.standard_normal(count, dtype=np.float32).tobytes(), start + offset)
     tensors = [stored("cos_cache", list(cos.shape), location, 0, cos.nbytes),
                stored("sin_cache", list(sin.shape), location, cos.nbytes, sin.nbytes),
                stored(TABLE, [rows, WIDTH], location, start, rows * WIDTH * 4)]

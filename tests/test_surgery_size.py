@@ -5,6 +5,8 @@ onnxruntime with exact tables past the old limit, and every other tensor is carr
 from __future__ import annotations
 
 import filecmp
+import io
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from posexport import surgery
+from posexport import progress, surgery
 from posexport.errors import PosexportError
 from posexport.rope.encoding import RopeParams, reference
 
@@ -66,18 +68,28 @@ def test_the_meter_sees_a_model_loaded_with_its_weights(model):
     assert peak_growth(lambda: onnx.load(str(model))) > 0.8 * SIZE
 
 
-def test_doctor_and_patch_leave_the_weights_on_disk(model, tmp_path):
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_doctor_and_patch_leave_the_weights_on_disk(model, tmp_path, capsys, monkeypatch):
     report: dict = {}
     assert peak_growth(lambda: report.update(surgery.doctor(model))) < ALLOWED
     (site,) = report["sites"]
     assert site["kind"] == "rope-cache" and {f["fault"]: f["value"] for f in site["faults"]}["position-limit"] == ROWS
     out = tmp_path / "patched.onnx"
+    monkeypatch.setattr(progress, "AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "EVERY_S", 0.0)
     assert peak_growth(lambda: surgery.patch_file(model, out, position_limit=2 * ROWS)) < ALLOWED
+    assert capsys.readouterr().err == ""  # no terminal: no progress
     assert surgery.doctor(out)["faults"] == 0
     assert same_bytes(stored_span(model, TABLE), stored_span(out, TABLE))
     again = tmp_path / "again" / "patched.onnx"
     again.parent.mkdir()
+    monkeypatch.setattr(sys, "stderr", Terminal())
     surgery.patch_file(model, again, position_limit=2 * ROWS)
+    assert "writing patched.onnx.data: 300.5 MiB in " in sys.stderr.getvalue()
     assert all(filecmp.cmp(out.with_name(n), again.with_name(n), shallow=False) for n in ("patched.onnx", "patched.onnx.data"))
 
 

@@ -49,33 +49,71 @@ def open_regular(stored: ExternalTensor) -> int:
     return fd
 
 
-def copy_span(stored: ExternalTensor, fd: int, offset: int, advance: Callable[[int], None]) -> None:
-    """``stored``'s bytes into ``fd`` at ``offset``: copy_file_range (in the kernel, a clone where the
-    filesystem shares blocks), else through a CHUNK-sized buffer; never the whole tensor in memory."""
-    kernel = hasattr(os, "copy_file_range")
+def data_runs(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The runs of ``[start, end)`` holding data; a sparse file's holes (zeros, never written) are left
+    out, so they stay holes in the copy. Where the filesystem cannot tell, the whole range."""
+    runs, pos = [], start
+    try:
+        while pos < end:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # nothing but a hole up to the file's end
+                    break
+                raise
+            if data >= end:
+                break
+            pos = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+            runs.append((data, pos))
+    except OSError as e:
+        if e.errno not in NO_KERNEL_COPY:
+            raise
+        return [(start, end)]
+    return runs
+
+
+def copy_run(source: int, fd: int, start: int, end: int, to: int, kernel: bool) -> bool:
+    """Bytes ``[start, end)`` of ``source`` into ``fd`` from ``to``, in CHUNK steps: copy_file_range (in
+    the kernel, a clone where the filesystem shares blocks), else through a buffer; whether the kernel
+    copy still works."""
+    while start < end:
+        count = min(CHUNK, end - start)
+        if kernel:
+            try:
+                moved = os.copy_file_range(source, fd, count, start, to)
+            except OSError as e:
+                if e.errno not in NO_KERNEL_COPY:
+                    raise
+                kernel = False
+                continue
+        else:
+            chunk = os.pread(source, count, start)
+            write_all(fd, chunk, to)
+            moved = len(chunk)
+        if moved == 0:
+            raise PosexportError(f"ended at byte {start}; the file changed while it was copied")
+        start, to = start + moved, to + moved
+    return kernel
+
+
+def copy_span(stored: ExternalTensor, fd: int, offset: int, advance: Callable[[int], None], kernel: bool = True) -> bool:
+    """``stored``'s bytes into ``fd`` (a new file, zeros where nothing is written) at ``offset``, never
+    the whole tensor in memory; whether the kernel copy still works (the next span skips it if not)."""
     source = open_regular(stored)
     try:
-        done = 0
-        while done < stored.length:
-            count = min(CHUNK, stored.length - done)
-            if kernel:
-                try:
-                    moved = os.copy_file_range(source, fd, count, stored.offset + done, offset + done)
-                except OSError as e:
-                    if e.errno not in NO_KERNEL_COPY:
-                        raise
-                    kernel = False
-                    continue
-            else:
-                chunk = os.pread(source, count, stored.offset + done)
-                write_all(fd, chunk, offset + done)
-                moved = len(chunk)
-            if moved == 0:
-                raise PosexportError(f"{stored.path}: ended before byte {stored.offset + stored.length}; the file changed while it was copied")
-            done += moved
-            advance(moved)
+        start, end = stored.offset, stored.offset + stored.length
+        done = start
+        for run_start, run_end in data_runs(source, start, end):
+            try:
+                kernel = copy_run(source, fd, run_start, run_end, offset + run_start - start, kernel and hasattr(os, "copy_file_range"))
+            except PosexportError as e:
+                raise PosexportError(f"{stored.path}: {e}") from None
+            advance(run_end - done)
+            done = run_end
+        advance(end - done)
     finally:
         os.close(source)
+    return kernel
 
 
 @dataclass
@@ -90,9 +128,10 @@ class DataFile:
     def __call__(self, fd: int) -> None:
         os.ftruncate(fd, 0)
         with progress(f"writing {self.name}", self.size) as advance:
+            kernel = True
             for offset, content in self.parts:
                 if isinstance(content, ExternalTensor):
-                    copy_span(content, fd, offset, advance)
+                    kernel = copy_span(content, fd, offset, advance, kernel)
                 else:
                     write_all(fd, content, offset)
                     advance(len(content))

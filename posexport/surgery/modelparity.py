@@ -16,6 +16,7 @@ import onnx
 
 from .. import guarded
 from ..errors import PosexportError, one_line
+from ..progress import progress
 from . import genai
 
 RUNTIMES = {"ort": True, "ort-noopt": False}  # onnxruntime CPU with graph optimisation on / off
@@ -189,6 +190,30 @@ def with_original(rows: list[dict[str, Any]], original: list[dict[str, Any]]) ->
             row["original_error"] = theirs["error"]
 
 
+def runtime_rows(sig: Signature, runtime: str, model: str | Path, reference: str | Path | Runner, original: str | Path | None,
+                 cases: list[FeedCase], seed: int, outputs: list[str] | None, tolerance: float,
+                 advance: Callable[[float], None]) -> list[dict[str, Any]]:
+    """The rows of one runtime. Each session is made once, from the model's path (onnxruntime reads or
+    maps the external data itself), each case's outputs are compared as they come and dropped, and the
+    sessions go when the runtime is done, before the next runtime's are made."""
+    run_model = ort_runner(model, RUNTIMES[runtime])
+    run_ref = reference if callable(reference) else ort_runner(reference, RUNTIMES[runtime])
+    run_original = ort_runner(original, RUNTIMES[runtime]) if original is not None else None
+    rows = []
+    for index, case in enumerate(cases):
+        feeds = make_feeds(sig, case, seed + index)
+        ref = attempt(run_ref, feeds)
+        case_rows = compare(attempt(run_model, feeds), ref, outputs)
+        if run_original is not None:
+            with_original(case_rows, compare(attempt(run_original, feeds), ref, outputs))
+        for row in case_rows:
+            row |= {"runtime": runtime, "case": case.label}
+            row["ok"] = not row["model_fails"] and row.get("error", 0.0) <= tolerance
+            rows.append(row)
+        advance(1)
+    return rows
+
+
 def model_parity(model: str | Path, reference: str | Path | Runner, cases: list[FeedCase], *, runtimes: tuple[str, ...] = ("ort",),
                  tolerance: float = TOLERANCE, seed: int = 0, dims: Mapping[str, int] | None = None,
                  outputs: list[str] | None = None, original: str | Path | None = None) -> dict[str, Any]:
@@ -197,22 +222,11 @@ def model_parity(model: str | Path, reference: str | Path | Runner, cases: list[
     within ``tolerance``; a reference that fails where the model runs is reported, not failed. With
     ``original`` (the model before a patch), each row also shows where the original fails or drifts."""
     sig = signature(model, dims)
-    rows = []
-    for runtime in runtimes:
-        if runtime not in RUNTIMES:
-            raise PosexportError(f"--runtimes {runtime}: choose from {', '.join(RUNTIMES)}")
-        run_model = ort_runner(model, RUNTIMES[runtime])
-        run_ref = reference if callable(reference) else ort_runner(reference, RUNTIMES[runtime])
-        run_original = ort_runner(original, RUNTIMES[runtime]) if original is not None else None
-        for index, case in enumerate(cases):
-            feeds = make_feeds(sig, case, seed + index)
-            ref = attempt(run_ref, feeds)
-            case_rows = compare(attempt(run_model, feeds), ref, outputs)
-            if run_original is not None:
-                with_original(case_rows, compare(attempt(run_original, feeds), ref, outputs))
-            for row in case_rows:
-                row |= {"runtime": runtime, "case": case.label}
-                row["ok"] = not row["model_fails"] and row.get("error", 0.0) <= tolerance
-                rows.append(row)
+    rows: list[dict[str, Any]] = []
+    with progress("model-parity", len(runtimes) * len(cases), " cases") as advance:
+        for runtime in runtimes:
+            if runtime not in RUNTIMES:
+                raise PosexportError(f"--runtimes {runtime}: choose from {', '.join(RUNTIMES)}")
+            rows += runtime_rows(sig, runtime, model, reference, original, cases, seed, outputs, tolerance, advance)
     return {"model": str(model), "reference": str(reference) if not callable(reference) else getattr(reference, "label", "runner"),
             "tolerance": tolerance, "rows": rows, "ok": all(r["ok"] for r in rows)}
