@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # pulling a multi-GB CUDA build when the project's `torch>=2.6` is resolved.
 TORCH ?= torch==2.13.0
 
-.PHONY: install run test bench bench-gpu
+.PHONY: install run test bench bench-gpu bench-size
 
 install: $(VENV)/.installed
 
@@ -38,3 +38,10 @@ bench: install
 # (docs/benchmarks.md); nothing in CI depends on it.
 bench-gpu: install
 	VENV=$(VENV) sh benchmarks/bench-gpu.sh
+
+# doctor, patch and model-parity on synthetic models of 0.5-4 GiB of external data, sparse (no disk for the
+# source) and dense (the bytes of real weights), against cp: benchmarks/size{,-dense}.{md,json} (about 10
+# minutes and 16 GB of free disk at the peak for the dense 4 GiB model, its patched copy and the plain copy).
+bench-size: install
+	$(PY) benchmarks/size.py --sizes 0.5,1,2,4 --json benchmarks/size.json --markdown benchmarks/size.md
+	$(PY) benchmarks/size.py --dense --sizes 0.5,1,2,4 --json benchmarks/size-dense.json --markdown benchmarks/size-dense.md

@@ -105,7 +105,7 @@ def summary(rows: list[dict[str, float]]) -> dict[str, object]:
         "largest": biggest["size_gib"],
         "doctor_within_target": all(r["doctor_peak_mb"] < TARGETS["doctor"] for r in rows),
         "patch_within_target": all(r["patch_peak_mb"] < TARGETS["patch"] for r in rows),
-        "patch_over_copy": [round(r["patch_s"] / r["copy_s"], 2) for r in rows],
+        "patch_over_copy": [round(r["patch_s"] / max(r["copy_s"], 1e-3), 2) for r in rows],
         "patch_within_time": all(r["patch_s"] <= TIME_RATIO * r["copy_s"] for r in rows),
     }
 
@@ -129,9 +129,9 @@ def markdown(report: dict[str, object]) -> str:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['size_gib']:g} GiB | {r['doctor_wall_s'] - r['doctor_s']:.1f} | {r['doctor_s']:.2f} | "
-                     f"{r['doctor_peak_mb']:.0f} | {r['patch_s']:.2f} | {r['patch_peak_mb']:.0f} | {r['copy_s']:.2f} | "
-                     f"{r['patch_s'] / r['copy_s']:.2f} | {r['model-parity_s']:.2f} | {r['model-parity_peak_mb']:.0f} |")
+        lines.append(f"| {r['size_gib']:g} GiB | {r['doctor_wall_s'] - r['doctor_s']:.1f} | {r['doctor_s']:.3f} | "
+                     f"{r['doctor_peak_mb']:.0f} | {r['patch_s']:.3f} | {r['patch_peak_mb']:.0f} | {r['copy_s']:.3f} | "
+                     f"{r['patch_s'] / max(r['copy_s'], 1e-3):.2f} | {r['model-parity_s']:.3f} | {r['model-parity_peak_mb']:.0f} |")
     g = s["slopes_per_gib"]
     lines += [
         "", "Growth per GiB of data (least squares over the sizes):", "",
@@ -140,7 +140,9 @@ def markdown(report: dict[str, object]) -> str:
         f"- model-parity: {g['model-parity_peak_mb']:+.1f} MB (onnxruntime maps the aligned external data)", "",
         f"Targets: doctor < {TARGETS['doctor']} MB: {'met' if s['doctor_within_target'] else 'MISSED'}; "
         f"patch < {TARGETS['patch']} MB: {'met' if s['patch_within_target'] else 'MISSED'}; "
-        f"patch ≤ {TIME_RATIO}× the copy: {'met' if s['patch_within_time'] else 'MISSED'}.", "",
+        + (f"patch ≤ {TIME_RATIO}× the copy: {'met' if s['patch_within_time'] else 'MISSED'}." if report["dense"] else
+           f"patch ≤ {TIME_RATIO}× the copy: judged on the dense run (here both skip the holes and take milliseconds, "
+           "so the ratio is start-of-call overhead: reading the graph, building the tables, the checker)."), "",
     ]
     return "\n".join(lines)
 
@@ -153,10 +155,15 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=None, help="folder for the models (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--markdown", type=Path, default=None)
+    parser.add_argument("--render", type=Path, default=None, help="only write --markdown again from this JSON report")
     parser.add_argument("--step", nargs=3, metavar=("NAME", "MODEL", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.step:
         return step(args.step[0], Path(args.step[1]), Path(args.step[2]))
+    if args.render:
+        report = json.loads(args.render.read_text())
+        report["summary"] = summary(report["rows"])
+        return write(report, None, args.markdown)
     scratch = Path(tempfile.mkdtemp(prefix="posexport-size-", dir=args.scratch))
     try:
         rows = [one_size(float(s), scratch, args.repeats, args.dense) for s in args.sizes.split(",")]
@@ -166,10 +173,14 @@ def main() -> None:
               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Linux {platform.release()}, Python {platform.python_version()}",
               "rows": rows}
     report["summary"] = summary(rows)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
-    if args.markdown:
-        args.markdown.write_text(markdown(report))
+    write(report, args.json, args.markdown)
+
+
+def write(report: dict[str, object], json_path: Path | None, markdown_path: Path | None) -> None:
+    if json_path:
+        json_path.write_text(json.dumps(report, indent=2) + "\n")
+    if markdown_path:
+        markdown_path.write_text(markdown(report))
     print(markdown(report))
 
 

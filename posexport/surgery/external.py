@@ -42,7 +42,10 @@ def write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
 def open_regular(stored: ExternalTensor) -> int:
     """A descriptor on ``stored``'s file, opened without blocking and refused unless still a regular file
     (a FIFO swapped in after the check never hangs the copy)."""
-    fd = os.open(stored.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fd = os.open(stored.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise PosexportError(f"{stored.path}: cannot read it ({e.strerror}); it changed while the model was read") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise PosexportError(f"{stored.path}: is no longer a regular file; it changed while the model was read")

@@ -26,11 +26,6 @@ def load(path: str | Path) -> onnx.ModelProto:
     return guarded.load_model(path)
 
 
-def external_names(model: onnx.ModelProto) -> set[str]:
-    """Initializers the model keeps in external data."""
-    return {t.name for t in model.graph.initializer if is_external(t)}
-
-
 @dataclass
 class Graph:
     """Index of a model's main graph: who produces and who consumes each tensor. ``source`` is the model
