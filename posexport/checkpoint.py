@@ -1,53 +1,119 @@
 """Tensors of a model folder, as transformers saves them: model.safetensors, sharded safetensors with
 model.safetensors.index.json, or pytorch_model.bin (read with torch.load(weights_only=True)) and its index.
 
-Only the named tensor is read: a bias table never loads a whole checkpoint.
+Only the named tensor is read: a bias table never loads a whole checkpoint. Every file is reached through
+posexport.guarded (inside the folder, or its Hugging Face cache's blobs/; a regular file in the byte
+budget), and a safetensors header is checked against the file (known dtypes, sizes = shape × itemsize,
+offsets in the file and not overlapping) before any tensor is read.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import pickle
+import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from .errors import PosexportError
+from . import guarded
+from .errors import PosexportError, one_line
+from .weights import PICKLE_REFUSED
 
 SINGLE = ("model.safetensors", "pytorch_model.bin")
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+# safetensors dtypes posexport reads, as numpy dtypes (BF16 widened to float32 by hand).
+SAFETENSORS = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I64": np.int64,
+               "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+MAX_HEADER = 100 << 20  # safetensors' own limit
+
+
+def present(folder: Path, name: str) -> bool:
+    return (folder / name).exists() or (folder / name).is_symlink()
 
 
 def weight_files(folder: Path) -> list[Path]:
     """The folder's checkpoint files (safetensors first), or an error saying what was looked for."""
-    files = [folder / name for name in SINGLE if (folder / name).is_file()]
+    files = [checked(folder, name) for name in SINGLE if present(folder, name)]
     for index in INDEXES:
-        if (folder / index).is_file():
-            files += sorted({folder / shard for shard in read_index(folder / index).values()})
+        if present(folder, index):
+            files += sorted({checked(folder, shard) for shard in read_index(folder, index).values()})
     if not files:
         raise PosexportError(f"{folder}: no weights ({', '.join(SINGLE + INDEXES)}); this model's encoding has trained tables")
     return files
 
 
-def read_index(path: Path) -> dict[str, str]:
+def checked(folder: Path, name: str) -> Path:
+    """``name`` in ``folder``: contained, a regular file within the budget."""
+    return guarded.regular_file(guarded.inside(folder, name))
+
+
+def read_index(folder: Path, name: str) -> dict[str, str]:
+    path = folder / name
+    index = guarded.read_json(guarded.inside(folder, name))
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not (isinstance(weight_map, dict) and all(isinstance(v, str) and v for v in weight_map.values())):
+        raise PosexportError(f"{path}: not a checkpoint index (expected weight_map, an object of tensor names to file names)")
+    return weight_map
+
+
+def safetensors_header(path: Path) -> dict[str, dict[str, Any]]:
+    """The tensors of a safetensors file (name -> dtype, shape, absolute byte range), checked."""
+    size = guarded.file_size(path)
+    (length,) = struct.unpack("<Q", guarded.read_bytes(path, 0, 8)) if size >= 8 else (None,)
+    if length is None or length > min(size - 8, MAX_HEADER):
+        raise PosexportError(f"{path}: not a safetensors file (its header length is past the file)")
     try:
-        return dict(json.loads(path.read_text())["weight_map"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise PosexportError(f"{path}: not a checkpoint index ({e})") from None
+        header = json.loads(guarded.read_bytes(path, 8, length).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise PosexportError(f"{path}: not a safetensors file (header: {one_line(e, 120)})") from None
+    if not isinstance(header, dict):
+        raise PosexportError(f"{path}: not a safetensors file (its header is not an object)")
+    header.pop("__metadata__", None)
+    tensors, start = {}, 8 + length
+    for name, entry in header.items():
+        tensors[name] = header_entry(path, name, entry, start, size)
+    spans = sorted(t["span"] for t in tensors.values())
+    if any(a[1] > b[0] for a, b in zip(spans, spans[1:])):
+        raise PosexportError(f"{path}: not a safetensors file posexport reads (tensors' byte ranges overlap)")
+    return tensors
+
+
+def header_entry(path: Path, name: str, entry: Any, start: int, size: int) -> dict[str, Any]:
+    fields = entry if isinstance(entry, dict) else {}
+    dtype, shape, offsets = fields.get("dtype"), fields.get("shape"), fields.get("data_offsets")
+    if dtype not in SAFETENSORS:
+        raise PosexportError(f"{path}: tensor {name[:80]!r} has dtype {json.dumps(dtype)[:40]}; posexport reads "
+                             f"{', '.join(SAFETENSORS)}")
+    integers = isinstance(shape, list) and isinstance(offsets, list) and len(offsets) == 2 and all(
+        type(v) is int and v >= 0 for v in (*shape, *offsets))
+    if not integers:
+        raise PosexportError(f"{path}: tensor {name[:80]!r}: shape and data_offsets must be non-negative integers")
+    first, last = offsets
+    nbytes = math.prod(shape) * np.dtype(SAFETENSORS[dtype]).itemsize
+    if last - first != nbytes or start + last > size:
+        raise PosexportError(f"{path}: tensor {name[:80]!r}: bytes {first}..{last} do not hold its shape {shape} "
+                             f"of {dtype}, or lie past the file's end")
+    return {"dtype": dtype, "shape": shape, "span": (start + first, start + last)}
 
 
 def file_keys(path: Path) -> list[str]:
     if path.suffix == ".safetensors":
-        from safetensors import safe_open
-
-        with safe_open(str(path), "pt") as f:
-            return list(f.keys())
+        return list(safetensors_header(path))
     return list(torch_state(path))
 
 
 def torch_state(path: Path) -> dict:
     import torch
 
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise PosexportError(f"{path}: refused: {PICKLE_REFUSED}") from None
+    except Exception as e:  # a damaged archive: torch's errors have no common base
+        raise PosexportError(f"{path}: cannot read it as a torch checkpoint ({one_line(e, 200)})") from None
     if not isinstance(state, dict):
         raise PosexportError(f"{path}: expected a state dict (names to tensors)")
     return state
@@ -57,24 +123,31 @@ def locate(folder: Path, keys: tuple[str, ...]) -> tuple[Path, str]:
     """(file, key) of the first of ``keys`` found in the folder's checkpoint (names differ by prefix:
     `transformer.wpe.weight` in a GPT2LMHeadModel, `wpe.weight` in a GPT2Model)."""
     for index in INDEXES:
-        if (folder / index).is_file():
-            mapping = read_index(folder / index)
+        if present(folder, index):
+            mapping = read_index(folder, index)
             for key in keys:
                 if key in mapping:
-                    return folder / mapping[key], key
+                    return checked(folder, mapping[key]), key
     for path in weight_files(folder):
-        present = set(file_keys(path))
+        found = set(file_keys(path))
         for key in keys:
-            if key in present:
+            if key in found:
                 return path, key
     raise PosexportError(f"{folder}: the checkpoint holds none of {', '.join(keys)}")
 
 
 def read_tensor(path: Path, key: str) -> np.ndarray:
     """One tensor as float64."""
-    if path.suffix == ".safetensors":
-        from safetensors import safe_open
-
-        with safe_open(str(path), "pt") as f:
-            return f.get_tensor(key).double().numpy()
-    return torch_state(path)[key].double().numpy()
+    if path.suffix != ".safetensors":
+        state = torch_state(path)
+        if key not in state:
+            raise PosexportError(f"{path}: holds no tensor {key!r}")
+        return state[key].double().numpy()
+    entry = safetensors_header(path).get(key)
+    if entry is None:
+        raise PosexportError(f"{path}: holds no tensor {key!r}")
+    first, last = entry["span"]
+    raw = np.frombuffer(guarded.read_bytes(path, first, last - first), dtype=np.dtype(SAFETENSORS[entry["dtype"]]).newbyteorder("<"))
+    if entry["dtype"] == "BF16":  # the top half of a float32
+        raw = (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.astype(np.float64).reshape(entry["shape"])

@@ -34,6 +34,12 @@ def check(ok: bool, name: str, value: object, allowed: str) -> None:
         raise ParamError(name, value, allowed)
 
 
+def check_seed(params: Any) -> None:
+    """A table's seed is what numpy's generator takes: an integer in [0, 2^63)."""
+    seed = params.seed
+    check(isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 1 << 63, "seed", seed, "must be an integer in [0, 2^63)")
+
+
 def check_choices(params: Any) -> None:
     """Validate every field that declares choices."""
     for f in dataclasses.fields(params):

@@ -23,7 +23,7 @@ from ..contract import BuildOptions, Case, Tables
 from ..dtypes import COMPUTE
 from ..errors import PosexportError
 from .. import limits
-from ..params import check, check_choices, param
+from ..params import check, check_choices, check_seed, param
 from ..script import POSEXPORT
 from ..weights import load_table, pin_params
 from .guards import OUT_OF_RANGE, name_nodes
@@ -78,6 +78,7 @@ class LearnedParams:
     extend_strategy: str = param("mean", "how extension makes new rows (see posexport extend)", STRATEGIES)
 
     def __post_init__(self) -> None:
+        check_seed(self)
         check_choices(self)
         check(isinstance(self.row_offset, int) and self.row_offset >= 0, "row_offset", self.row_offset, "must be ≥ 0")
         if pin_params(self):

@@ -27,7 +27,7 @@ from .. import properties as props
 from .. import weights as weights_mod
 from ..dtypes import COMPUTE, DType
 from .. import limits
-from ..params import check, param
+from ..params import check, check_seed, param
 from ..contract import BuildOptions, Case, Property, Runner, Tables, TensorSpec
 from ..script import POSEXPORT
 from .base import Assembled
@@ -52,6 +52,7 @@ class SwinParams:
     output: str = param("scores", "scores: y = scores + bias; bias: only the bias [1, heads, N, N] (a graph without inputs)", OUTPUTS)
 
     def __post_init__(self) -> None:
+        check_seed(self)
         check(1 <= self.window_h <= MAX_WINDOW, "window_h", self.window_h, f"must be in [1, {MAX_WINDOW}]")
         check(1 <= self.window_w <= MAX_WINDOW, "window_w", self.window_w, f"must be in [1, {MAX_WINDOW}]")
         check(self.heads >= 1, "heads", self.heads, "needs at least 1 head")

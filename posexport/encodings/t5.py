@@ -26,7 +26,7 @@ from .. import properties as props
 from ..contract import BuildOptions, Property, Tables
 from ..dtypes import COMPUTE
 from .. import limits
-from ..params import check, param
+from ..params import check, check_seed, param
 from ..script import POSEXPORT
 from ..weights import load_table, pin_params
 from .kinds.bias import OUTPUTS, AttentionBias, positions_function
@@ -49,6 +49,7 @@ class T5Params:
     output: str = param("scores", "scores: y = scores + bias; bias: only the bias [1, heads, q_len, k_len] of q/k positions", OUTPUTS)
 
     def __post_init__(self) -> None:
+        check_seed(self)
         weighted = pin_params(self)
         if not weighted:
             for name, default in (("heads", DEFAULT_HEADS), ("num_buckets", DEFAULT_BUCKETS)):

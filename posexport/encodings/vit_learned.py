@@ -35,7 +35,7 @@ from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
 from ..dtypes import COMPUTE, DType
 from ..errors import ParamError
 from .. import limits
-from ..params import check, param
+from ..params import check, check_seed, param
 from ..script import POSEXPORT
 from .inputs import random_normal
 from .kinds.grid import GridEncoding
@@ -68,6 +68,7 @@ class VitLearnedParams:
     weights_sha256: str | None = param(None, "sha256 of --weights, filled in at build; a file that changed since is an error")
 
     def __post_init__(self) -> None:
+        check_seed(self)
         check(self.dim >= 1, "dim", self.dim, "must be ≥ 1")
         check(self.trained_h >= 1, "trained_h", self.trained_h, "must be ≥ 1")
         check(self.trained_w >= 1, "trained_w", self.trained_w, "must be ≥ 1")

@@ -14,6 +14,7 @@ import importlib
 from pathlib import Path
 
 from ..errors import PosexportError
+from ..registry import get_encoding
 from . import config
 from .plan import ModelPlan, Role
 
@@ -77,7 +78,18 @@ def read_model(folder: str | Path) -> ModelPlan:
     cfg = config.ModelConfig(data, architecture, source, folder)
     roles = importlib.import_module(f"{__name__}.{READERS[architecture]}").read(cfg)
     cfg.check_all_read()
+    for role in roles:
+        judged(role, source)
     return ModelPlan(architecture, folder, tuple(roles))
+
+
+def judged(role: Role, source: str) -> None:
+    """A role's values judged as `build` judges them (the encoding's own parameter checks), so that
+    doctor, patch, --against-hf and build refuse one config with the same words."""
+    try:
+        get_encoding(role.encoding).params(**role.values)
+    except PosexportError as e:
+        raise PosexportError(f"{source}: {role.role}: {e}") from None
 
 
 __all__ = ["ModelPlan", "Role", "read_model", "supported_architectures", "READERS"]

@@ -5,9 +5,11 @@ misread).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+from .. import guarded
 from ..errors import PosexportError
 # POSITION_WORDS: key names that speak of positions. A key matching it that the architecture's reader did
 # not take, or did not declare harmless, stops the build.
@@ -39,9 +41,17 @@ class ModelConfig:
 
     def number(self, key: str, default: Any = MISSING, *, integer: bool = False) -> Any:
         value = self.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and int(value) != value):
-            self.fail(key, value, f"expected {'an integer' if integer else 'a number'}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or (integer and int(value) != value):
+            self.fail(key, value, f"expected {'an integer' if integer else 'a finite number'}")
         return int(value) if integer else value
+
+    def count(self, key: str, default: Any = MISSING) -> int:
+        """A positive integer (heads, dimensions)."""
+        value = self.number(key, default, integer=True)
+        if value < 1:
+            self.fail(key, value, "expected a positive integer")
+        return value
 
     def ignore(self, *keys: str) -> None:
         """Keys that match the position words but do not change the encoding (a reader says why)."""
@@ -62,7 +72,7 @@ def load(folder: Path) -> dict[str, Any]:
         raise PosexportError(f"--from-model {folder}: not a folder; pass a model folder holding config.json")
     if not (folder / "config.json").is_file():
         raise PosexportError(f"--from-model {folder}: no config.json in it")
-    data = read_json(folder / "config.json", "--from-model")
+    data = read_json(guarded.inside(folder, "config.json"), "--from-model")
     if not isinstance(data, dict):
         raise PosexportError(f"{folder / 'config.json'}: a model config is a JSON object")
     return data

@@ -15,12 +15,12 @@ CONTRACT = ("x is one head-split q or k, [batch, seq, heads, head_dim] (transpos
 def heads_and_dim(cfg: ModelConfig, head_dim_default: int | None = None) -> tuple[int, int]:
     """(num_attention_heads, head_dim): head_dim when the config has it, else the architecture's default,
     else hidden_size // num_attention_heads."""
-    heads = cfg.number("num_attention_heads", integer=True)
+    heads = cfg.count("num_attention_heads")
     if cfg.has("head_dim"):
-        return heads, cfg.number("head_dim", integer=True)
+        return heads, cfg.count("head_dim")
     if head_dim_default is not None:
         return heads, head_dim_default
-    return heads, cfg.number("hidden_size", integer=True) // heads
+    return heads, cfg.count("hidden_size") // heads
 
 
 def layers(cfg: ModelConfig, key: str = "num_hidden_layers") -> tuple[int, ...]:

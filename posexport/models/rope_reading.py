@@ -32,6 +32,9 @@ def block_kind(block: dict[str, Any]) -> str:
 def scaled_block(cfg: ModelConfig, block: dict[str, Any], max_positions: int, original_top: int | None) -> dict[str, Any]:
     """The block with transformers' implicit values made explicit, in posexport's scaling terms."""
     block = {k: v for k, v in block.items() if v is not None}
+    for key in ("rope_type", "type"):
+        if not isinstance(block.get(key, ""), str):
+            cfg.fail(key, block[key], "expected the name of a rope type")
     kind = block_kind(block)
     block["rope_type"] = kind
     block.pop("type", None)

@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from . import scaling
+from .. import guarded
 from ..errors import ParamError, PosexportError
 from ..params import json_mismatch
 from ..registry import get_encoding
@@ -208,11 +209,11 @@ def checked_values(cfg: Any, source: str) -> dict[str, Any]:
 def read_json(path: Path, what: str) -> Any:
     """A JSON file's value; a file that is not JSON text (binary, too large, nested too deep) is one error."""
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise PosexportError(f"{what} {path}: {path.stat().st_size} bytes; a model config is at most {MAX_CONFIG_BYTES >> 20} MiB")
-        return json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as e:
-        raise PosexportError(f"{what} {path}: cannot read it ({e.strerror})") from None
+        data = guarded.read_bytes(path, max_bytes=MAX_CONFIG_BYTES)  # a regular file: a FIFO never blocks it
+    except PosexportError as e:
+        raise PosexportError(f"{what} {e}") from None
+    try:
+        return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise PosexportError(f"{what} {path}: not JSON (not UTF-8 text: a binary file?)") from None
     except json.JSONDecodeError as e:

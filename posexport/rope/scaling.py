@@ -246,6 +246,29 @@ def validate(p: Any) -> None:
               f"must be in [1, max_positions={p.max_positions}]")
     if spec.check:
         spec.check(p)
+    check_frequencies(p)
+
+
+# Below this angle cos rounds to 1 in float32 (1 − θ²/2 is within half a float32 step of 1).
+CONSTANT_ANGLE = 2.0 ** -12
+
+
+def check_frequencies(p: Any) -> None:
+    """Finite but absurd bases and factors: refused when the frequencies are not finite in float32 up to
+    position_limit, or when at most one pair's angles ever reach CONSTANT_ANGLE (every other cos table constant)."""
+    name = "factor" if p.factor is not None else "base"
+    value = getattr(p, name)
+    try:
+        inv_freq, factor = frequencies(p)
+    except (OverflowError, ZeroDivisionError, ValueError):
+        inv_freq, factor = np.array([math.inf]), math.inf
+    largest = float(np.max(inv_freq)) * max(p.position_limit - 1, 1)
+    if not (np.all(np.isfinite(inv_freq)) and math.isfinite(factor) and largest < float(np.finfo(np.float32).max)):
+        check(False, name, value, "gives frequencies or angles past float32's range; no table can hold them")
+    rotating = int(np.sum(inv_freq * max(p.position_limit - 1, 1) >= CONSTANT_ANGLE))
+    check(rotating > min(1, inv_freq.size - 1), name, value,
+          f"leaves {rotating} of {inv_freq.size} frequency pairs rotating up to position {p.position_limit}: the "
+          f"others' angles stay below {CONSTANT_ANGLE:.1e} rad, so their cos tables are constant 1")
 
 
 def frequencies(p: Any, seq_len: int | None = None) -> tuple[np.ndarray, float]:

@@ -10,7 +10,7 @@ import onnx
 
 from ..errors import PosexportError
 from ..rope.encoding import RopeParams
-from . import genai
+from .genai import context_length
 from .find import KINDS, find_in
 from .graph import Graph, load
 from .sites import Fault, Site
@@ -19,7 +19,7 @@ from .source import Candidates, candidates, choose
 
 def genai_context(model_path: Path | None) -> int | None:
     """context_length of an onnxruntime-genai folder's genai_config.json, if the model sits in one."""
-    return None if model_path is None else genai.context_length(model_path.parent)
+    return None if model_path is None else context_length(model_path.parent)
 
 
 def params_or_fault(site: Site, values: Candidates | None, graph: Graph) -> RopeParams | None:

@@ -12,7 +12,7 @@ import onnx
 import onnx.numpy_helper as onh
 
 from .. import guarded
-from ..errors import PosexportError
+from ..errors import PosexportError, one_line
 from ..guarded import ExternalTensor, is_external, model_tensors
 from .external import DataFile, read_tensor
 
@@ -67,7 +67,7 @@ class Graph:
         """A tensor's value, read from its external data file (that tensor's bytes only) when stored there."""
         if is_external(tensor):
             return read_tensor(self.stored[tensor.name])
-        return onh.to_array(tensor)
+        return values(tensor)
 
     def array(self, name: str) -> np.ndarray | None:
         """The value of an initializer or a Constant node's output, else None."""
@@ -87,6 +87,15 @@ class Graph:
 
     def opset(self) -> int:
         return next(o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def values(tensor: onnx.TensorProto) -> np.ndarray:
+    """A tensor's values; one that cannot be read (a dtype onnx does not know, fewer values than its dims
+    say) is a user error naming it."""
+    try:
+        return onh.to_array(tensor)
+    except (ValueError, TypeError, KeyError) as e:
+        raise PosexportError(f"tensor {tensor.name[:80]!r}: cannot read its values ({one_line(e, 200)})") from None
 
 
 def attribute(node: onnx.NodeProto, name: str, default: object = None) -> object:

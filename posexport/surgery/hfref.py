@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import params as params_mod
-from ..errors import PosexportError
+from .. import checkpoint, params as params_mod
+from ..errors import PosexportError, one_line
 from ..rope.encoding import RopeParams, inv_freq_and_factor
 from .modelparity import Runner
 from .source import model_values
@@ -50,7 +50,11 @@ def hf_reference(directory: str | Path) -> Runner:
     ropes = model_values(directory)
     if len(ropes) != 1:
         raise PosexportError(f"--against-hf {directory}: the float64 oracle takes a model with one rope; this one has {len(ropes)}")
-    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float64).eval()
+    checkpoint.weight_files(directory)  # contained, regular, in budget, before transformers opens any
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float64).eval()
+    except (OSError, ValueError, KeyError, RuntimeError) as e:  # transformers' refusals, often several lines
+        raise PosexportError(f"--against-hf {directory}: transformers cannot load it ({one_line(e, 300)})") from None
     rotary = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
     if not rotary:
         raise PosexportError(f"--against-hf {directory}: the model has no rotary embedding module posexport can make exact")

@@ -17,7 +17,7 @@ import onnx
 from .. import guarded
 from ..errors import PosexportError, one_line
 from ..progress import progress
-from . import genai
+from .genai import head_size
 
 RUNTIMES = {"ort": True, "ort-noopt": False}  # onnxruntime CPU with graph optimisation on / off
 TOLERANCE = 1e-4
@@ -62,9 +62,9 @@ def signature(path: str | Path, dims: Mapping[str, int] | None = None) -> Signat
     inputs = [(i.name, i.type.tensor_type.elem_type, [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim])
               for i in model.graph.input]
     known = dict(dims or {})
-    head_size = genai.head_size(path.parent)
-    if head_size is not None:
-        known.setdefault("kv_cache_dim", head_size)
+    head = head_size(path.parent)
+    if head is not None:
+        known.setdefault("kv_cache_dim", head)
     ids = next((name for name, _, _ in inputs if "input_ids" in name), None)
     vocab = vocabulary(model, ids) if ids else 0
     return Signature(inputs, [o.name for o in model.graph.output], vocab, known)

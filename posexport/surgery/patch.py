@@ -14,7 +14,7 @@ from .. import guarded, params as params_mod
 from ..errors import PosexportError
 from ..files import Content, check_destination, write_files
 from ..rope.encoding import RopeParams
-from . import genai
+from .genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from .find import KINDS, find_in
 from .graph import Graph, load, serialise
 from .rope_cache import CacheKind
@@ -106,16 +106,14 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     a site reads are loaded; every other stored tensor is carried into the new data file."""
     src, out = Path(src), Path(out)
     check_destination(out, "--out")
-    sources = source_files(src)
     graph = Graph(load(src), src)
-    stored = set(graph.stored)
+    external, config = set(graph.stored), read_config(src.parent)
+    check_outputs(planned_outputs(src, out, external, config), source_files(src), src, out)
     done = rewritten(graph, values, position_limit)
     done.model.metadata_props.add(key=PATCHED_KEY, value=src.name)
-    files: dict[Path, Content] = serialise(done.model, out, stored, src)
-    config = genai.read_config(src.parent)
+    files: dict[Path, Content] = serialise(done.model, out, external, src)
     if config is not None:
         files |= genai_folder(src, out, done, config)
-    check_outputs(files, sources, src, out)
     # The model, its data and the folder's files are written as one set: all of them, or none.
     done.files = write_files(files, "--out", stem=out.stem)
     return done
@@ -126,15 +124,24 @@ def source_files(src: Path) -> dict[Path, str]:
     files = {guarded.regular_file(src).resolve(): "the model being patched"}
     for entry in guarded.external_data(guarded.load_model(src), src):
         files.setdefault(entry.path, f"its external data {entry.location!r}")
-    config = genai.read_config(src.parent)
+    config = read_config(src.parent)
     if config is not None:
-        files.setdefault((src.parent / genai.GENAI_CONFIG).resolve(), f"its folder's {genai.GENAI_CONFIG}")
-        for name in genai.companions(src.parent, config, src.name):
-            files.setdefault((src.parent / name).resolve(), f"its folder's {name}")
+        for name in [GENAI_CONFIG, *companions(src.parent, config, src.name)]:
+            files.setdefault(guarded.regular_file(guarded.inside(src.parent, name)), f"its folder's {name}")
     return files
 
 
-def check_outputs(files: dict[Path, Content], sources: dict[Path, str], src: Path, out: Path) -> None:
+def planned_outputs(src: Path, out: Path, external: set[str], config: dict[str, Any] | None) -> list[Path]:
+    """The files a patch of ``src`` into ``out`` writes (as patch_file then writes them)."""
+    planned = [out] + ([out.with_name(out.name + ".data")] if external else [])
+    if config is not None:
+        planned.append(out.parent / GENAI_CONFIG)
+        if out.parent.resolve() != src.parent.resolve():
+            planned += [out.parent / name for name in companions(src.parent, config, src.name)]
+    return planned
+
+
+def check_outputs(files: list[Path], sources: dict[Path, str], src: Path, out: Path) -> None:
     """No file written is one the source reads (symlinks followed), and every file already there is
     one a previous patch wrote."""
     ours = previous_outputs(out)
@@ -156,12 +163,12 @@ def previous_outputs(out: Path) -> set[Path]:
     try:
         if not any(entry.key == PATCHED_KEY for entry in guarded.load_model(out).metadata_props):
             return set()
-        config = genai.read_config(out.parent)
+        config = read_config(out.parent)
     except PosexportError:
         return set()
     found = {out, out.with_name(out.name + ".data")}
-    if config is not None and out.name in genai.named_files(config, out.parent / genai.GENAI_CONFIG):
-        found |= {out.parent / genai.GENAI_CONFIG} | {out.parent / n for n in genai.TOKENIZER_FILES}
+    if config is not None and out.name in named_files(config, out.parent / GENAI_CONFIG):
+        found |= {out.parent / GENAI_CONFIG} | {out.parent / n for n in TOKENIZER_FILES}
     return found
 
 
@@ -177,8 +184,8 @@ def genai_folder(src: Path, out: Path, done: Patched, config: dict[str, Any]) ->
         if search.get("max_length") == old:
             search["max_length"] = min(limits)
     model_cfg.setdefault("decoder", {})["filename"] = out.name
-    files = {out.parent / genai.GENAI_CONFIG: (json.dumps(config, indent=4) + "\n").encode()}
+    files = {out.parent / GENAI_CONFIG: (json.dumps(config, indent=4) + "\n").encode()}
     if out.parent.resolve() != src.parent.resolve():
-        for name in genai.companions(src.parent, config, out.name):
+        for name in companions(src.parent, config, out.name):
             files[out.parent / name] = guarded.read_bytes(name, root=src.parent)
     return files

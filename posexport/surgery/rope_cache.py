@@ -23,7 +23,7 @@ from ..errors import PosexportError
 from ..rope import encoding as rope
 from ..rope.scaling import switch_length
 from .freqs import PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache, recognise
-from .graph import Graph, attribute, node_label
+from .graph import Graph, attribute, node_label, values
 from .sites import Fault, Site, SiteKind
 
 # op type -> (cos_cache input index, sin_cache input index, pair-layout attribute)
@@ -38,6 +38,7 @@ PAST_LIMIT = {
     "RotaryEmbedding": "onnxruntime raises (position_ids value … is out of range [0, rows))",
 }
 METADATA_KEY = "posexport.position_limits"
+FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 def reads_caches(node: onnx.NodeProto) -> tuple[int, int, str] | None:
@@ -53,7 +54,14 @@ def chosen_limits(model: onnx.ModelProto) -> dict[str, int]:
     """Cache names whose rows a posexport patch chose on request (recorded in the model's metadata)."""
     for entry in model.metadata_props:
         if entry.key == METADATA_KEY:
-            return json.loads(entry.value)
+            try:
+                limits = json.loads(entry.value)
+            except (ValueError, RecursionError):
+                limits = None
+            if not (isinstance(limits, dict) and all(type(v) is int and v > 0 for v in limits.values())):
+                raise PosexportError(f"the model's {METADATA_KEY} metadata {entry.value[:60]!r} is not the object of "
+                                     "cache rows posexport patch records; remove it")
+            return limits
     return {}
 
 
@@ -90,6 +98,8 @@ def stored(graph: Graph, cos: str, sin: str) -> CachePair | None:
 def branch_pair(branch: onnx.GraphProto, cos_index: int, sin_index: int) -> CachePair | None:
     """The Constant cos/sin an If branch returns at these output positions."""
     producers = {o: n for n in branch.node for o in n.output}
+    if len(branch.output) <= max(cos_index, sin_index):
+        return None
     nodes = [producers.get(branch.output[i].name) for i in (cos_index, sin_index)]
     if any(n is None or n.op_type != "Constant" or [a.name for a in n.attribute] != ["value"] for n in nodes):
         return None
@@ -99,7 +109,7 @@ def branch_pair(branch: onnx.GraphProto, cos_index: int, sin_index: int) -> Cach
         for tensor, value in zip(tensors, (new_cos, new_sin)):
             tensor.CopyFrom(onh.from_array(value, tensor.name))
 
-    return CachePair(onh.to_array(tensors[0]), onh.to_array(tensors[1]), write)
+    return CachePair(values(tensors[0]), values(tensors[1]), write)
 
 
 def switched(graph: Graph, cos: str, sin: str) -> tuple[list[CachePair], int] | None:
@@ -171,6 +181,10 @@ class CacheKind(SiteKind):
         found = read_caches(graph, *key)
         if found is None or any(c.cos.ndim != 2 or c.cos.shape != c.sin.shape for c in found[0]):
             recovered["caches"] = "computed in the graph (neither constant [rows, n] caches nor an If between two such pairs)"
+            return site
+        if any(0 in c.cos.shape or c.cos.dtype not in FLOATS or c.sin.dtype != c.cos.dtype for c in found[0]):
+            shapes = ", ".join(f"{list(c.cos.shape)} {c.cos.dtype}/{c.sin.dtype}" for c in found[0])
+            recovered["caches"] = f"constant but empty or not floats ({shapes})"
             return site
         site.tensors |= {"pairs": found[0], "switch": found[1]}
         recovered |= describe_pairs(*found)

@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import params as params_mod
 from ..errors import PosexportError
+from ..limits import check_product
 from ..models import read_model
 from ..rope import config
 from ..rope.encoding import RopeParams
@@ -97,4 +98,6 @@ def site_params(site: Site, values: dict[str, Any] | None, position_limit: int |
         position_limit = max(site.recovered["rows"], int(values["max_positions"]))
     if position_limit is not None:
         values["position_limit"] = position_limit
+        # A rebuilt cache is [position_limit, width / 2] cos and sin, formed from float64 angles.
+        check_product([("position_limit", position_limit), ("rotary_dim", 3 * max(width // 2, 1))], "the rebuilt cos/sin caches in float64")
     return params_mod.build(RopeParams, values)
