@@ -110,9 +110,9 @@ def node_label(node: onnx.NodeProto) -> str:
 
 
 def aligned(offset: int, size: int) -> int:
-    """The next offset for a tensor of ``size`` bytes: 16-byte aligned, page aligned from 1 MiB (so that
-    runtimes can map it and filesystems can share its blocks)."""
-    step = 4096 if size >= 1 << 20 else 16
+    """The next offset for a tensor of ``size`` bytes: 16-byte aligned, and from 1 MiB on a 64 KiB boundary
+    (any platform's mapping granularity, so runtimes map it instead of reading it; onnx's own largest)."""
+    step = 1 << 16 if size >= 1 << 20 else 16
     return offset + (-offset % step)
 
 
