@@ -41,7 +41,7 @@ bench-gpu: install
 
 # doctor, patch and model-parity on synthetic models of 0.5-4 GiB of external data, sparse (no disk for the
 # source) and dense (the bytes of real weights), against cp: benchmarks/size{,-dense}.{md,json} (about 10
-# minutes and 16 GB of free disk at the peak for the dense 4 GiB model, its patched copy and the plain copy).
+# minutes and 12 GiB of free disk at the peak for the dense 4 GiB model, its patched copy and the plain copy).
 bench-size: install
 	$(PY) benchmarks/size.py --sizes 0.5,1,2,4 --json benchmarks/size.json --markdown benchmarks/size.md
 	$(PY) benchmarks/size.py --dense --sizes 0.5,1,2,4 --json benchmarks/size-dense.json --markdown benchmarks/size-dense.md

@@ -70,3 +70,39 @@ def synthetic_model(folder: Path, data_bytes: int, name: str = "model.onnx", den
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18), oh.make_opsetid("com.microsoft", 1)], ir_version=10)
     path.write_bytes(model.SerializeToString(deterministic=True))
     return path
+
+
+def stored_span(path: Path, name: str) -> tuple[Path, int, int]:
+    """(data file, offset, length) of the stored tensor ``name`` of the model at ``path``."""
+    tensor = next(t for t in onnx.load(str(path), load_external_data=False).graph.initializer if t.name == name)
+    entries = {e.key: e.value for e in tensor.external_data}
+    return path.parent / entries["location"], int(entries["offset"]), int(entries["length"])
+
+
+def same_bytes(a: tuple[Path, int, int], b: tuple[Path, int, int], chunk: int = 16 << 20) -> bool:
+    """Whether two stored spans hold the same bytes (read a chunk at a time)."""
+    if a[2] != b[2]:
+        return False
+    with open(a[0], "rb") as fa, open(b[0], "rb") as fb:
+        fa.seek(a[1])
+        fb.seek(b[1])
+        return all(fa.read(min(chunk, a[2] - done)) == fb.read(min(chunk, a[2] - done)) for done in range(0, a[2], chunk))
+
+
+def error_past_limit(model: Path, patched: Path) -> float:
+    """onnxruntime's y of the patched model against the float64 rope of the source's seeded table rows, at
+    positions up to twice the old limit: max |y − ref| / max(1, max |ref|)."""
+    import onnxruntime as ort
+
+    from posexport.rope.encoding import RopeParams, reference
+
+    path, offset, length = stored_span(model, TABLE)
+    table = np.memmap(path, dtype=np.float32, mode="r", offset=offset, shape=(length // (WIDTH * 4), WIDTH))
+    first, last = seeded_rows(len(table))[0], seeded_rows(len(table))[-1]
+    rows = np.minimum([first, first + 1, last, last + 1, first + 2, last + 2], len(table) - 1)[None]
+    positions = np.array([0, 1, ROWS - 1, ROWS, ROWS + 7, 2 * ROWS - 1])[None]
+    x = np.asarray(table[rows[0]], dtype=np.float32)[None]
+    assert np.abs(x).max() > 0.5  # seeded rows, not holes
+    (y,) = ort.InferenceSession(str(patched), providers=["CPUExecutionProvider"]).run(None, {"input_ids": rows, "position_ids": positions})
+    expected = reference(RopeParams(head_dim=DIM, heads=HEADS), {"x": x.reshape(1, 6, HEADS, DIM), "position_ids": positions})
+    return float(np.abs(y.reshape(expected.shape) - expected).max() / max(1.0, np.abs(expected).max()))
