@@ -28,8 +28,15 @@ TARGETS = {"doctor": 1000, "patch": 1500}  # peak MB the issue sets
 TIME_RATIO = 1.5  # patch's time may be at most this times a plain copy's
 
 
+def peak_kb() -> int:
+    """This process's peak resident memory since its exec (VmHWM; ru_maxrss would count the spawning
+    parent's memory too)."""
+    line = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1])
+
+
 def step(name: str, model: Path, out: Path) -> None:
-    """One step in this process (imports first, so start-up is not timed); prints its seconds."""
+    """One step in this process (imports first, so start-up is not timed); prints its seconds and peak."""
     from posexport import surgery
 
     calls = {
@@ -39,23 +46,25 @@ def step(name: str, model: Path, out: Path) -> None:
     }
     start = time.perf_counter()
     calls[name]()
-    print(time.perf_counter() - start)
+    print(time.perf_counter() - start, peak_kb())
 
 
 def measured(command: list[str]) -> tuple[float, float, float]:
-    """(seconds of the work, wall seconds, peak resident MB) of one command in its own process; the work's
-    seconds are what it prints last (a step), else the wall time (the copy)."""
+    """(seconds of the work, wall seconds, peak resident MB) of one command in its own process: a step
+    prints its seconds and peak last; for the copy, the wall time and no peak (NaN)."""
     start = time.perf_counter()
     read, write = os.pipe()
     pid = os.posix_spawn(command[0], command, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, write, 1)])
     os.close(write)
     with os.fdopen(read) as printed:
         text = printed.read().split()
-    _, status, usage = os.wait4(pid, 0)
+    _, status, _ = os.wait4(pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"failed ({os.waitstatus_to_exitcode(status)}): {' '.join(command)}")
-    return (float(text[-1]) if text else wall), wall, usage.ru_maxrss / 1024
+    if command[0] == sys.executable:
+        return float(text[-2]), wall, int(text[-1]) / 1024
+    return wall, wall, float("nan")
 
 
 def cold(path: Path) -> None:
@@ -96,8 +105,8 @@ def one_size(size_gib: float, scratch: Path, repeats: int, dense: bool) -> dict[
     for name, done in runs.items():
         row[f"{name}_s"] = min(r[0] for r in done)
         row[f"{name}_wall_s"] = min(r[1] for r in done)
-        row[f"{name}_peak_mb"] = max(r[2] for r in done)
-        print(f"{size_gib:g} GiB {name}: {row[f'{name}_s']:.2f} s, peak {row[f'{name}_peak_mb']:.0f} MB", file=sys.stderr)
+        row[f"{name}_peak_mb"] = max(r[2] for r in done) if name != "copy" else None
+        print(f"{size_gib:g} GiB {name}: {row[f'{name}_s']:.2f} s, peak {row[f'{name}_peak_mb']} MB", file=sys.stderr)
     # What the patch must give at any size: the table carried byte for byte, the rope exact past the old limit.
     row["table_identical"] = same_bytes(stored_span(model, TABLE), stored_span(out, TABLE))
     row["error_past_limit"] = error_past_limit(model, out)
@@ -139,7 +148,7 @@ def markdown(report: dict[str, object]) -> str:
         + ("The data file is filled (no holes), as real weights are. " if report["dense"] else
            "The data file is sparse (seeded 64 KiB blocks every 64 MiB, holes between): patch and the copy both "
            "skip the holes, so this measures everything but the bytes; the dense run below measures the bytes. ")
-        + "Each step runs in its own process: peak memory is that process's (the kernel's maximum resident size, "
+        + "Each step runs in its own process: peak memory is that process's (the kernel's VmHWM, "
         "Python and imports included); a step's time is the library call alone, timed after the imports (the "
         "start-up, mostly importing torch, does not grow with the model and is shown apart). Patch and the copy "
         f"(`cp --reflink=never`) take turns, {report['repeats']} runs each, every run from a cold source (synced, "
