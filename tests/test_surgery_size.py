@@ -1,11 +1,14 @@
 """doctor and patch on a model with 300 MB of external data (a sparse file): neither loads the weights
 (the process's peak memory is measured, and the meter is shown to see a load), the patched model runs in
-onnxruntime with exact tables past the old limit, and every other tensor is carried byte for byte."""
+onnxruntime with exact tables past the old limit, and every other tensor is carried byte for byte, by the
+kernel or, where it cannot copy, through a bounded buffer."""
 
 from __future__ import annotations
 
+import errno
 import filecmp
 import io
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -90,3 +93,17 @@ def test_an_output_that_would_replace_the_source_data_is_refused(model, tmp_path
     with pytest.raises(PosexportError, match="which is its external data"):
         surgery.patch_file(model, out, position_limit=2 * ROWS)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["linked.onnx.data"]
+
+
+def test_where_the_kernel_cannot_copy_a_buffer_carries_the_same_bytes(model, tmp_path, monkeypatch):
+    kernel, buffered = tmp_path / "kernel" / "p.onnx", tmp_path / "buffered" / "p.onnx"
+    for out in (kernel, buffered):
+        out.parent.mkdir()
+    surgery.patch_file(model, kernel, position_limit=2 * ROWS)
+
+    def cross_device(*args: object) -> int:
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    monkeypatch.setattr(os, "copy_file_range", cross_device)  # as between two filesystems
+    assert peak_growth(lambda: surgery.patch_file(model, buffered, position_limit=2 * ROWS)) < ALLOWED
+    assert filecmp.cmp(kernel.with_name("p.onnx.data"), buffered.with_name("p.onnx.data"), shallow=False)
