@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # pulling a multi-GB CUDA build when the project's `torch>=2.6` is resolved.
 TORCH ?= torch==2.13.0
 
-.PHONY: install run test bench bench-gpu bench-t5-patch matrix
+.PHONY: install run test bench bench-gpu bench-t5-patch matrix bench-size
 
 install: $(VENV)/.installed
 
@@ -54,3 +54,10 @@ matrix: install
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix --jobs 2 --work build/matrix --json docs/compatibility.json --markdown docs/compatibility.md
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix.cost --matrix docs/compatibility.json --work build/matrix-cost \
 		--json benchmarks/patch-cost.json --markdown benchmarks/patch-cost.md
+
+# doctor, patch and model-parity on synthetic models of 0.5-4 GiB of external data, sparse (no disk for the
+# source) and dense (the bytes of real weights), against cp: benchmarks/size{,-dense}.{md,json} (about 10
+# minutes and 12 GiB of free disk at the peak for the dense 4 GiB model, its patched copy and the plain copy).
+bench-size: install
+	$(PY) benchmarks/size.py --sizes 0.5,1,2,4 --json benchmarks/size.json --markdown benchmarks/size.md
+	$(PY) benchmarks/size.py --dense --sizes 0.5,1,2,4 --json benchmarks/size-dense.json --markdown benchmarks/size-dense.md

@@ -17,7 +17,7 @@ import fcntl
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from .errors import PosexportError
@@ -27,6 +27,9 @@ LOCK_SUFFIX = ".posexport.lock"
 TEMPORARY = re.compile(r"\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp")
 MAX_STEM = 200
 SEPARATORS = {"/", "\\", os.sep, os.altsep or "/"}
+# A file's content: bytes, or a function that writes it through an open file descriptor (a large file
+# streamed from its sources instead of held in memory).
+Content = bytes | Callable[[int], None]
 
 
 def current_umask() -> int:
@@ -104,12 +107,15 @@ def remove_stale_temporaries(folder: Path, targets: set[str]) -> None:
                     os.unlink(entry.path)
 
 
-def write_temporary(path: Path, data: bytes) -> str:
+def write_temporary(path: Path, data: Content) -> str:
     """``data`` in a new temporary file beside ``path``, with plain-open() permissions; its name."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f.fileno())
+            else:
+                f.write(data)
         # mkstemp creates 0600; give the file the permissions a plain open() would have.
         os.chmod(tmp, 0o666 & ~current_umask())
     except BaseException:
@@ -119,7 +125,7 @@ def write_temporary(path: Path, data: bytes) -> str:
     return tmp
 
 
-def atomic_write(files: Mapping[Path, bytes]) -> None:
+def atomic_write(files: Mapping[Path, Content]) -> None:
     """Write every file's temporary, then rename them all: a failure before the renames (a full disk, a
     folder where a file should go) leaves every target as it was and no temporary behind."""
     temporaries: dict[Path, str] = {}
@@ -139,7 +145,7 @@ def atomic_write(files: Mapping[Path, bytes]) -> None:
         raise
 
 
-def write_files(files: Mapping[str | Path, bytes | str], option: str, stem: str | None = None) -> list[Path]:
+def write_files(files: Mapping[str | Path, Content | str], option: str, stem: str | None = None) -> list[Path]:
     """Write files of one folder as a set (see the module's docstring), under the lock of ``stem`` (default:
     the first file's stem); an OS failure is one error line naming ``option``."""
     targets = {Path(path): data.encode() if isinstance(data, str) else data for path, data in files.items()}

@@ -35,7 +35,7 @@ def position_source(graph: Graph, name: str, depth: int = 0) -> str | None:
         return "Slice" if arange and data.size > 1 else None
     if node.op_type not in PASS_THROUGH:
         return None
-    found = [position_source(graph, i, depth + 1) for i in node.input if i and graph.array(i) is None]
+    found = [position_source(graph, i, depth + 1) for i in node.input if i and not graph.is_constant(i)]
     return next((f for f in found if f), None)
 
 

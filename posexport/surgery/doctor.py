@@ -71,8 +71,9 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
              model_path: Path | None = None, from_model: Path | None = None) -> dict[str, Any]:
     """The doctor's report for a loaded model; ``values`` are the rope options (one or several candidates)
     the model should compute, e.g. from its folder ``from_model``, whose config is then checked against
-    the exporter's known faults."""
-    graph = Graph(model)
+    the exporter's known faults. External data not loaded is read from beside ``model_path``, only for
+    the tensors a site needs."""
+    graph = Graph(model, model_path)
     sites = find_in(graph)
     values = candidates(values)
     context = {"scalings": {v.get("scaling", "default") for v in values or []}, "position_limit": position_limit}
@@ -101,7 +102,8 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
 
 def doctor(path: str | Path, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None,
            from_model: str | Path | None = None) -> dict[str, Any]:
-    """The doctor's report for the model file at ``path`` (external data read from beside it); with
+    """The doctor's report for the model file at ``path``: its graph, and from the external data beside
+    it only the tensors a site reads (frequencies, caches, slopes), each by offset and length; with
     ``from_model`` (the folder ``values`` were read from) also the exporter's known faults."""
     path = Path(path)
     return diagnose(load(path), values, position_limit, path, Path(from_model) if from_model else None)

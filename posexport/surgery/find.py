@@ -33,7 +33,7 @@ KINDS: dict[str, SiteKind] = {
 
 def find(model: onnx.ModelProto | str | Path) -> list[Site]:
     """Every positional-encoding site of ``model`` (a ModelProto or a path), in graph order."""
-    graph = Graph(load(model) if isinstance(model, (str, Path)) else model)
+    graph = Graph(load(model), Path(model)) if isinstance(model, (str, Path)) else Graph(model)
     return find_in(graph)
 
 

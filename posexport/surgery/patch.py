@@ -12,11 +12,11 @@ import onnx
 
 from .. import guarded, params as params_mod
 from ..errors import PosexportError
-from ..files import check_destination, write_files
+from ..files import Content, check_destination, write_files
 from ..rope.encoding import RopeParams
 from .genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from .find import KINDS, find_in
-from .graph import Graph, external_names, load, serialise
+from .graph import Graph, load, serialise
 from .learned_table import Extension
 from .rope_cache import CacheKind
 from .sites import Site
@@ -79,25 +79,46 @@ def plan(graph: Graph, values: dict[str, Any] | Candidates | None, position_limi
 
 def patch(model: onnx.ModelProto | str | Path, values: dict[str, Any] | Candidates | None = None,
           position_limit: int | None = None, extension: Extension | None = None) -> Patched:
-    """Patch a model (a ModelProto, which is not changed, or a path): the patched copy and what was used.
+    """Patch a model (a ModelProto, which is not changed, or a path, whose external data is read only
+    where a site needs it and stays referenced, not loaded): the patched copy and what was used.
     ``values`` are rope options (as ``requested_values`` gives them); None: each site's recognised rope.
     ``extension`` grows every learned position table (``--extend-learned N --strategy S``)."""
-    if isinstance(model, (str, Path)):
-        model = load(model)
+    source = Path(model) if isinstance(model, (str, Path)) else None
     copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    graph = Graph(copy)
+    copy.CopyFrom(load(source) if source is not None else model)
+    return rewritten(Graph(copy, source), values, position_limit, extension)
+
+
+def rewritten(graph: Graph, values: dict[str, Any] | Candidates | None, position_limit: int | None,
+              extension: Extension | None = None) -> Patched:
+    """Rewrite every site of ``graph`` in place (checked first) and check the result as the source was."""
+    passed = passes_checker(graph.model)  # some exporters' models (contrib ops in the default domain) never pass it
     chosen = plan(graph, values, position_limit, extension)
     for site, p in chosen:
         KINDS[site.kind].rewrite(graph, site, p)
-    if passes_checker(model):  # some exporters' models (contrib ops in the default domain) never pass it
-        onnx.checker.check_model(copy)
-    return Patched(copy, chosen)
+    if passed:
+        onnx.checker.check_model(weightless(graph.model))
+    return Patched(graph.model, chosen)
+
+
+def weightless(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy with each initializer kept in external data turned into a graph input of its type and
+    shape: what the checker and shape inference look at, without reading or serialising the weights."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    g = copy.graph
+    inputs = {i.name for i in g.input}
+    stored = [t for t in g.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    for tensor in stored:
+        if tensor.name not in inputs:
+            g.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+        g.initializer.remove(tensor)
+    return copy
 
 
 def passes_checker(model: onnx.ModelProto) -> bool:
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(weightless(model))
     except onnx.checker.ValidationError:
         return False
     return True
@@ -107,14 +128,16 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
                position_limit: int | None = None, extension: Extension | None = None) -> Patched:
     """Patch the model at ``src`` into ``out`` (external data beside it when the source had some); for
     an onnxruntime-genai folder also write genai_config.json with the new context length, and, in a new
-    folder, the files the folder needs. Nothing written may be a file the source reads."""
+    folder, the files the folder needs. Nothing written may be a file the source reads. Only the tensors
+    a site reads are loaded; every other stored tensor is carried into the new data file."""
     src, out = Path(src), Path(out)
     check_destination(out, "--out", folders=True)
-    external, config = external_names(src), read_config(src.parent)
+    graph = Graph(load(src), src)
+    external, config = set(graph.stored), read_config(src.parent)
     check_outputs(planned_outputs(src, out, external, config), source_files(src), src, out)
-    done = patch(load(src), values, position_limit, extension)
+    done = rewritten(graph, values, position_limit, extension)
     done.model.metadata_props.add(key=PATCHED_KEY, value=src.name)
-    files = serialise(done.model, out, external)
+    files: dict[Path, Content] = serialise(done.model, out, external, src)
     if config is not None:
         files |= genai_folder(src, out, done, config)
     # The model, its data and the folder's files are written as one set: all of them, or none.

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..comparison import compare
 from ..errors import PosexportError
+from ..progress import progress
 from ..runtimes import ModelSession, Runtime, get_runtime
 from .graphs import describe, valid_bound
 from .hf_oracle import HfOracle, cache_slot
@@ -28,7 +29,6 @@ from .report import CaseResult, NotCompared, Report
 
 DEFAULT_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
 TOLERANCE = 1e-4
-Progress = Callable[[int, int, str], None]
 # A run's outputs, or None and the runner's message.
 Attempt = tuple["dict[str, np.ndarray] | None", str]
 
@@ -88,8 +88,7 @@ class ModelRun:
     seed: int
     outputs: list[str] | None
     report: Report
-    progress: Progress | None = None
-    done: int = 0
+    advance: Callable[[float], None] = lambda n: None
 
     def chosen(self, names: Sequence[str]) -> list[str]:
         if not self.outputs:
@@ -130,10 +129,6 @@ class ModelRun:
         value, why = aligned(np.asarray(out[output]), expected[slot], output)
         return why or f"{compare(value, expected[slot], self.tolerance).normalised:.2e}"
 
-    def step(self, what: str) -> None:
-        self.done += 1
-        if self.progress:
-            self.progress(self.done, len(self.cases) * max(1, len(self.report.runtimes)), what)
 
 
 def load(runtime: Runtime, path: Path) -> tuple[ModelSession | None, str]:
@@ -168,15 +163,14 @@ def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, 
             ref = attempt(sessions["reference"].run, feeds)
         before = attempt(sessions["original"].run, feeds) if "original" in sessions else None
         run.judge(runtime.name, case, attempt(sessions["model"].run, feeds), ref, before)
-        run.step(f"{case.label} on {runtime.name}")
+        run.advance(1)
 
 
 def model_parity(model: str | Path, against: str | Path | None = None, *, against_hf: str | Path | None = None,
                  oracle: Runner | None = None,
                  cases: Sequence[FeedCase] = (FeedCase(16),), runtimes: Sequence[str] = DEFAULT_RUNTIMES,
                  tolerance: float = TOLERANCE, seed: int = 0, dims: Mapping[str, int] | None = None,
-                 outputs: Sequence[str] | None = None, original: str | Path | None = None,
-                 progress: Progress | None = None) -> Report:
+                 outputs: Sequence[str] | None = None, original: str | Path | None = None) -> Report:
     """``model`` against ``against`` (an ONNX model run on the same runner), ``against_hf`` (a
     transformers model folder, run in float64) or ``oracle`` (a float64 runner of one's own: feeds in,
     outputs out, named as HfOracle's; its ``label`` attribute names it), every case on every runner. An
@@ -206,8 +200,10 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
                               "outputs": list(outputs or [])})
     report.graphs[model.name] = {"kind": "model", "model": str(model), "reference": judge.label,
                                  "original": str(original) if original else None}
-    run = ModelRun(model.name, judge, sig, list(cases), tolerance, seed, list(outputs or []) or None, report, progress)
+    run = ModelRun(model.name, judge, sig, list(cases), tolerance, seed, list(outputs or []) or None, report)
     hf_outputs: dict[int, Attempt] = {}
-    for runtime in chosen:
-        run_on(run, runtime, model, Path(original) if original is not None else None, hf_outputs)
+    # One runner's sessions at a time: each loads from the path, and goes before the next one's are made.
+    with progress("model-parity", len(chosen) * len(cases), " cases") as run.advance:
+        for runtime in chosen:
+            run_on(run, runtime, model, Path(original) if original is not None else None, hf_outputs)
     return report
