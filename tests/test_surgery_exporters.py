@@ -72,7 +72,7 @@ def test_transformers_exporter_with_ort_fusions_gets_exact_per_token_caches(fusi
     before_nodes, after_nodes = nodes_by_name(model), nodes_by_name(fixed)
     for name in site.feeds:
         assert list(after_nodes[name].input) == list(before_nodes[name].input)
-    graph = Graph(onnx.load(str(model), load_external_data=False))
+    graph = Graph(onnx.load(str(model), load_external_data=False), model)
     rope_nodes = set().union(*(reaching(graph, name) for pair in site.tensors["pairs"] for name in pair))
     assert set(before_nodes) - set(after_nodes) <= rope_nodes
     reference = (folder("llama"))

@@ -17,25 +17,12 @@ import onnx
 
 from ..errors import PosexportError, one_line
 from ..runtimes import SessionOptions
-from ..runtimes.ort import OrtSession
+from ..runtimes.ort import OrtModelSession
 from ..verdicts.model_feeds import FeedCase, Signature, make_feeds, signature
 from .engine import machine
 from .timing import time_interleaved
 
 TARGET = 1.03  # a patched model's median over the original's, on every call
-
-
-class FileSession(OrtSession):
-    """An onnxruntime CPU session of a model file (its external data read from beside it), bound like
-    posexport's own graphs are."""
-
-    def __init__(self, path: Path, options: SessionOptions):
-        import onnxruntime as ort
-
-        self.ort = ort
-        ort.set_default_logger_severity(4)
-        self.session = ort.InferenceSession(str(path), self.session_options(True, options, None), providers=["CPUExecutionProvider"])
-        self.device = "cpu"
 
 
 @dataclass
@@ -84,7 +71,7 @@ def feeds_for(sig: Signature, case: FeedCase) -> tuple[dict[str, np.ndarray], st
 
 
 def bound(path: Path, feeds: dict[str, np.ndarray], threads: int) -> Any:
-    return FileSession(path, SessionOptions(threads, spinning=False)).bind(feeds)
+    return OrtModelSession(path, ["CPUExecutionProvider"], True, SessionOptions(threads, spinning=False)).bind(feeds)
 
 
 def time_call(model: Path, against: Path, sig: Signature, case: FeedCase, threads: int, warmup: int, repeats: int) -> ModelRow:

@@ -21,7 +21,6 @@ import re
 from typing import Any
 
 from . import scaling
-from .. import guarded
 from ..errors import ParamError, PosexportError
 from ..params import json_mismatch
 from ..registry import get_encoding
@@ -219,7 +218,10 @@ def checked_values(cfg: Any, source: str) -> dict[str, Any]:
 def read_json(path: Path, what: str) -> Any:
     """A JSON file's value; a file that is not JSON text (binary, too large, nested too deep) is one error."""
     try:
-        data = guarded.read_bytes(path, max_bytes=MAX_CONFIG_BYTES)  # a regular file: a FIFO never blocks it
+        # Imported here: the guarded reader pulls in onnx, which `posexport list` and --help never load.
+        from ..guarded import read_bytes
+
+        data = read_bytes(path, max_bytes=MAX_CONFIG_BYTES)  # a regular file: a FIFO never blocks it
     except PosexportError as e:
         raise PosexportError(f"{what} {e}") from None
     try:

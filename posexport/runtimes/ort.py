@@ -110,14 +110,17 @@ class OrtSession(Session):
         return sorted(((op, t / total) for op, t in by_op.items()), key=lambda kv: -kv[1])[:5]
 
 
-class OrtModelSession(ModelSession):
-    """A whole model from its path: onnxruntime reads its external data from beside it, by path."""
+class OrtModelSession(OrtSession, ModelSession):
+    """A whole model from its path: onnxruntime reads its external data from beside it, by path. It binds
+    for timing as a graph's session does (bench --model)."""
 
     def __init__(self, path: Path, providers: list[str], optimize: bool, options: SessionOptions = SessionOptions(),
                  config: Mapping[str, str] | None = None):
         import onnxruntime as ort
 
+        self.ort = ort
         self.session = ort.InferenceSession(str(path), session_options(optimize, options, config), providers=providers)
+        self.device = "cuda" if providers[0].startswith("CUDA") else "cpu"
         self.names = [o.name for o in self.session.get_outputs()]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

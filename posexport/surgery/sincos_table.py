@@ -52,10 +52,11 @@ class SinCosTableKind(RefusedKind):
         for node in graph.model.graph.node:
             if node.op_type not in GATHERS or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
                 continue
-            table = table_of(graph, node.input[0])
+            # Positions first, from the graph alone: an embedding table gathered by token ids is never read.
+            source = position_source(graph, node.input[1])
+            table = table_of(graph, node.input[0]) if source is not None else None
             halves = sin_cos(table)
-            source = position_source(graph, node.input[1]) if halves is not None else None
-            if source is None:
+            if halves is None:
                 continue
             inv_freq, _ = from_cache(halves[1], halves[0])
             recovered = {"op": node.op_type, "rows": int(table.shape[0]), "rotary_dim": int(table.shape[1]), "layout": "sin | cos",
