@@ -57,3 +57,21 @@ def test_a_cache_frozen_at_max_position_embeddings_fails_past_it():
     assert inside.passed and not inside.not_compared, inside  # logits and present.* against float64 transformers
     past = judged(model, folder, [FeedCase(100)])
     assert not past.passed and past.results[0].status == "error" and "cos_cache" in past.results[0].message
+
+
+def test_transformers_exporters_model_is_judged_on_its_caches_too(llama, tmp_path):
+    """transformers 5's own OnnxExporter returns the cache as cache.layers.N.keys/values: mapped by layer
+    and compared with float64 transformers' own, beside the logits; a base 1% off fails on the keys."""
+    from . import exporter_fixtures as ef
+
+    try:
+        model = ef.transformers_onnx(llama, tmp_path / "transformers")
+        wrong = ef.transformers_onnx(sf.default_init_llama("verdict-llama-base-off", base=10100.0, weights_of=llama),
+                                     tmp_path / "transformers-base-off")
+    except ef.ExporterMissing as e:
+        pytest.skip(str(e))
+    report = judged(model, llama)
+    caches = {r.output for r in report.results} - {"logits"}
+    assert report.passed and not report.not_compared and len(caches) == 4, report
+    bad = judged(wrong, llama)
+    assert not bad.passed and worst(bad, "logits") < 1e-4 < max(r.comparison.normalised for r in bad.results if "key" in r.output)

@@ -20,13 +20,11 @@ from typing import Any
 from ..rope import config as rope_config
 from .config import ModelConfig
 
-LEGACY = {"su": "longrope"}
 WITH_ORIGINAL = ("llama3", "yarn", "longrope")
 
 
 def block_kind(block: dict[str, Any]) -> str:
-    kind = block.get("rope_type", block.get("type")) or "default"
-    return LEGACY.get(kind, kind)
+    return rope_config.block_type(block) or "default"
 
 
 def scaled_block(cfg: ModelConfig, block: dict[str, Any], max_positions: int, original_top: int | None) -> dict[str, Any]:
@@ -87,9 +85,9 @@ def rope_values(
 def top_block(cfg: ModelConfig) -> tuple[str, dict[str, Any] | None]:
     """transformers 5's `rope_parameters` or the older `rope_scaling`; both at once is an error (transformers
     silently takes rope_scaling)."""
-    present = [name for name in ("rope_parameters", "rope_scaling") if cfg.has(name)]
+    present = [name for name in rope_config.BLOCK_NAMES if cfg.has(name)]
     if len(present) == 2:
-        cfg.fail("rope_scaling", cfg.get("rope_scaling"), "the config also has rope_parameters; keep one of them")
+        cfg.fail("rope_scaling", cfg.get("rope_scaling"), rope_config.BOTH_BLOCKS)
     name = present[0] if present else "rope_parameters"
     block = cfg.get(name, None)
     if not isinstance(block, (dict, type(None))):

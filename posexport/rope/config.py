@@ -80,9 +80,21 @@ class Origins(dict):
         return PosexportError(f"{source}: {key} = {value}: {e.allowed}")
 
 
+BLOCK_NAMES = ("rope_parameters", "rope_scaling")  # transformers 5's name, then the older one
+BOTH_BLOCKS = "the config also has rope_parameters; keep one of them"  # transformers silently takes rope_scaling
+
+
+def block_type(block: dict[str, Any]) -> Any:
+    """The rope type a block names: rope_type, else the older type, legacy names mapped ("su": longrope)."""
+    kind = block.get("rope_type") if block.get("rope_type") is not None else block.get("type")
+    return LEGACY_TYPES.get(kind, kind) if isinstance(kind, str) else kind
+
+
 def scaling_block(cfg: dict[str, Any], source: str) -> tuple[str, dict[str, Any]]:
     """(block name, block) of rope_parameters or rope_scaling; ("", {}) for plain rope."""
-    for name in ("rope_parameters", "rope_scaling"):
+    if all(cfg.get(name) is not None for name in BLOCK_NAMES):
+        raise PosexportError(f"{source}: rope_scaling = {shown(cfg['rope_scaling'])}: {BOTH_BLOCKS}")
+    for name in BLOCK_NAMES:
         block = cfg.get(name)
         if block is None:
             continue
@@ -94,12 +106,13 @@ def scaling_block(cfg: dict[str, Any], source: str) -> tuple[str, dict[str, Any]
 
 def scaling_kind(block_name: str, block: dict[str, Any], source: str) -> str:
     """The scaling a block names (rope_type, or the older type), checked against the known ones."""
-    kind = read(block, "rope_type", str, f"{block_name}.", source) or read(block, "type", str, f"{block_name}.", source)
+    read(block, "rope_type", str, f"{block_name}.", source)
+    read(block, "type", str, f"{block_name}.", source)
+    kind = block_type(block)
     if kind is None:
         if set(block) - set(BLOCK_KEYS):
             raise PosexportError(f"{source}: {block_name} has no rope_type (or type); choose one of {', '.join(scaling.SCALINGS)}")
         kind = "default"
-    kind = LEGACY_TYPES.get(kind, kind)
     if kind not in scaling.SCALINGS:
         raise PosexportError(f"{source}: {block_name}.rope_type {kind!r} is not a scaling posexport knows; choose one of {', '.join(scaling.SCALINGS)}")
     return kind
