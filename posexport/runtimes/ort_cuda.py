@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TypeVar
 
 from ..contract import Artifact
 from .base import Runtime, SessionOptions
 from .ort import OrtModelSession, OrtSession
+
+S = TypeVar("S", OrtSession, OrtModelSession)
 
 STRICT = {"session.disable_cpu_ep_fallback": "1"}
 
@@ -36,18 +39,18 @@ class OrtCuda(Runtime):
         return True, ""
 
     def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> OrtSession:
-        session = OrtSession(artifact, ["CUDAExecutionProvider"], optimize=True, options=options, config=STRICT)
-        used = session.session.get_providers()
-        if used[:1] != ["CUDAExecutionProvider"]:
-            raise RuntimeError(f"onnxruntime did not create a CUDA session (providers in use: {', '.join(used)})")
-        return session
+        return on_cuda(OrtSession(artifact, ["CUDAExecutionProvider"], optimize=True, options=options, config=STRICT))
 
     def supports_model(self, path: Path) -> tuple[bool, str]:
         return True, ""
 
     def load_model(self, path: Path, options: SessionOptions = SessionOptions()) -> OrtModelSession:
-        session = OrtModelSession(path, ["CUDAExecutionProvider"], optimize=True, options=options, config=STRICT)
-        used = session.session.get_providers()
-        if used[:1] != ["CUDAExecutionProvider"]:
-            raise RuntimeError(f"onnxruntime did not create a CUDA session (providers in use: {', '.join(used)})")
-        return session
+        return on_cuda(OrtModelSession(path, ["CUDAExecutionProvider"], optimize=True, options=options, config=STRICT))
+
+
+def on_cuda(session: S) -> S:
+    """The session, once onnxruntime says it runs on CUDA (never a quiet CPU session)."""
+    used = session.session.get_providers()
+    if used[:1] != ["CUDAExecutionProvider"]:
+        raise RuntimeError(f"onnxruntime did not create a CUDA session (providers in use: {', '.join(used)})")
+    return session

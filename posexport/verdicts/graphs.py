@@ -120,17 +120,22 @@ def resolve_runtimes(runtimes: Sequence[str | Runtime] | None) -> list[Runtime]:
     return chosen
 
 
-def open_session(rt: Runtime, art: Artifact) -> tuple[Any, str]:
-    """(session, "") when the runtime can run this graph, else (None, why not)."""
+def opened(rt: Runtime, supports: Callable[[], tuple[bool, str]], load: Callable[[], Any], what: str) -> tuple[Any, str]:
+    """(session, "") when the runtime is available, supports the subject and loads it, else (None, why not)."""
     ok, why = rt.available()
     if ok:
-        ok, why = rt.supports(art)
+        ok, why = supports()
     if not ok:
         return None, why
     try:
-        return rt.load(art), ""
-    except Exception as e:  # a runtime that cannot load the graph says so; the run goes on
-        return None, f"failed to load the graph: {describe(e)}"
+        return load(), ""
+    except Exception as e:  # a runtime that cannot load the subject says so; the run goes on
+        return None, f"failed to load {what}: {describe(e)}"
+
+
+def open_session(rt: Runtime, art: Artifact) -> tuple[Any, str]:
+    """(session, "") when the runtime can run this graph, else (None, why not)."""
+    return opened(rt, lambda: rt.supports(art), lambda: rt.load(art), "the graph")
 
 
 def load_sessions(art: Artifact, chosen: list[Runtime], report: Report) -> dict[str, tuple[Runtime, Any]]:

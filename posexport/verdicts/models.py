@@ -22,7 +22,7 @@ from ..comparison import compare
 from ..errors import PosexportError
 from ..progress import progress
 from ..runtimes import ModelSession, Runtime, get_runtime
-from .graphs import describe, valid_bound
+from .graphs import describe, opened, valid_bound
 from .hf_oracle import HfOracle, cache_slot
 from .model_feeds import FeedCase, Signature, checked_model, make_feeds, signature
 from .report import CaseResult, NotCompared, Report
@@ -132,15 +132,7 @@ class ModelRun:
 
 
 def load(runtime: Runtime, path: Path) -> tuple[ModelSession | None, str]:
-    ok, why = runtime.available()
-    if ok:
-        ok, why = runtime.supports_model(path)
-    if not ok:
-        return None, why
-    try:
-        return runtime.load_model(path), ""
-    except Exception as e:  # a runtime that cannot load the model says so; the run goes on
-        return None, f"failed to load {path.name}: {describe(e)}"
+    return opened(runtime, lambda: runtime.supports_model(path), lambda: runtime.load_model(path), path.name)
 
 
 def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, hf_outputs: dict[int, Attempt]) -> None:
