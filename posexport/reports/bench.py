@@ -22,15 +22,26 @@ def profile_text(profile: list[tuple[str, float]]) -> str:
     return ", ".join(f"{op} {share:.0%}" for op, share in profile)
 
 
+def command_block(m: dict) -> list[str]:
+    """The command that made a recorded run, as a shell block ([] when not recorded)."""
+    return ["Command:", "", "```sh", m["command"], "```", ""] if m.get("command") else []
+
+
+def machine_line(m: dict, threads: str = "thread(s)") -> str:
+    """When and on what a run was measured, and how it was timed."""
+    return (f"Measured {m['time_utc']} UTC on {m['cpu_count']} CPU(s) ({m['processor']}), load average "
+            f"{' / '.join(str(x) for x in m['load_average'])} (1/5/15 min) at the end of the run; "
+            f"{m['threads']} {threads}; {m['warmup']} warm-up runs, median of {m['repeats']}.")
+
+
+def versions_line(m: dict) -> str:
+    return "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
+
+
 def header(result: BenchResult) -> list[str]:
     m = result.meta
-    lines = ["# posexport bench", ""]
-    if m.get("command"):
-        lines += ["Command:", "", "```sh", m["command"], "```", ""]
-    lines += [f"Measured {m['time_utc']} UTC on {m['cpu_count']} CPU(s) ({m['processor']}), load average "
-              f"{' / '.join(str(x) for x in m['load_average'])} (1/5/15 min) at the end of the run; "
-              f"{m['threads']} thread(s) for every runtime and torch; {m['warmup']} warm-up runs, median of {m['repeats']}.",
-              "", "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()), ""]
+    lines = ["# posexport bench", "", *command_block(m)]
+    lines += [machine_line(m, "thread(s) for every runtime and torch"), "", versions_line(m), ""]
     lines += [f"- {runtime}: {description}" for runtime, description in m.get("runtimes", {}).items()]
     lines += [f"- {runtime} not measured: {why}" for runtime, why in m.get("skipped_runtimes", {}).items()]
     return lines + [""]

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..bench.models import ModelBench, target
 from ..files import write_output
-from .bench import fmt
+from .bench import command_block, fmt, machine_line, versions_line
 from .markdown import md_table
 
 COLUMNS = ("call", "--model ms", "IQR", "--against ms", "IQR", "ratio", "note")
@@ -33,13 +33,9 @@ def sizes_line(result: ModelBench) -> str:
 
 def markdown(result: ModelBench) -> str:
     m = result.meta
-    lines = ["# posexport bench --model", ""]
-    if m.get("command"):
-        lines += ["Command:", "", "```sh", m["command"], "```", ""]
-    lines += [f"`{m['model']}` against `{m['against']}`, interleaved round-robin in one process. Measured {m['time_utc']} UTC on "
-              f"{m['cpu_count']} CPU(s) ({m['processor']}), load average {' / '.join(str(x) for x in m['load_average'])}; "
-              f"{m['threads']} thread(s), {m['warmup']} warm-up runs, median of {m['repeats']}.", "",
-              "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()), ""]
+    lines = ["# posexport bench --model", "", *command_block(m)]
+    lines += [f"`{m['model']}` against `{m['against']}`, interleaved round-robin in one process. " + machine_line(m), "",
+              versions_line(m), ""]
     lines += md_table(COLUMNS, rows(result))
     return "\n".join(lines + [sizes_line(result), "", target_line(result), ""])
 
