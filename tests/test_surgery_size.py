@@ -107,3 +107,19 @@ def test_where_the_kernel_cannot_copy_a_buffer_carries_the_same_bytes(model, tmp
     monkeypatch.setattr(os, "copy_file_range", cross_device)  # as between two filesystems
     assert peak_growth(lambda: surgery.patch_file(model, buffered, position_limit=2 * ROWS)) < ALLOWED
     assert filecmp.cmp(kernel.with_name("p.onnx.data"), buffered.with_name("p.onnx.data"), shallow=False)
+
+
+def test_the_size_benchmark_steps_run_on_this_model(model, tmp_path, capsys):
+    """`make bench-size` times these very calls in subprocesses: each runs here, on the small model, and
+    prints its seconds and peak (a benchmark nothing runs goes stale unseen)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("size_benchmark", Path(__file__).parents[1] / "benchmarks/size.py")
+    size_benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(size_benchmark)
+    out = tmp_path / "patched.onnx"
+    for name in ("doctor", "patch", "model-parity"):
+        size_benchmark.step(name, model, out)
+        seconds, peak_kb = capsys.readouterr().out.split()
+        assert float(seconds) > 0 and int(peak_kb) > 0, name
+    assert same_bytes(stored_span(model, TABLE), stored_span(out, TABLE))
