@@ -28,28 +28,40 @@ PROMPTS = (512, 2048)
 # ~0.1 ms, where the patch's fixed handful of nodes shows), trained past 2048 so the original runs every call.
 SMALL = arch("llama-small", "llama", hidden_size=512, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=8,
              num_key_value_heads=4, vocab_size=100, max_position_embeddings=4096, initializer_range=0.02)
-SMALL_EXPORTERS = ("torch-dynamo", "genai")
 
 
-def small_cells(work: Path) -> list[dict[str, Any]]:
-    """SMALL exported by each of SMALL_EXPORTERS and patched as the matrix patches (no parity: it is timed only)."""
+def exported(exporter: str, model: Path, out: Path) -> str:
+    """The path of ``model`` exported by ``exporter`` into ``out`` (once per --work folder)."""
+    record = out.with_name(out.name + ".export.json")
+    if record.is_file():
+        return json.loads(record.read_text())["onnx"]
+    done = export(exporter, model, out)
+    if "failed" in done:
+        raise SystemExit(f"error: {exporter} could not export {SMALL.name}: {done['failed']}")
+    record.write_text(json.dumps(done))
+    return done["onnx"]
+
+
+def small_cells(work: Path, exporters: list[str]) -> list[dict[str, Any]]:
+    """SMALL exported by each of ``exporters`` and patched as the matrix patches (no parity: it is timed only)."""
     from posexport.surgery import patch_file, requested_values
 
     model = build(SMALL, work / "models")
     cells = []
-    for exporter in SMALL_EXPORTERS:
+    for exporter in exporters:
         out = work / f"{SMALL.name}--{exporter}"
+        original = exported(exporter, model, out)
         fixed = out.with_name(out.name + "-fixed") / "model.onnx"
-        if not fixed.is_file():  # made once per --work folder
-            done = export(exporter, model, out)
-            if "failed" in done:
-                raise SystemExit(f"error: {exporter} could not export {SMALL.name}: {done['failed']}")
+        if not fixed.is_file():
             fixed.parent.mkdir(parents=True, exist_ok=True)
-            patch_file(done["onnx"], fixed, requested_values(from_model=model), POSITION_LIMIT)
-            (fixed.parent / "original.txt").write_text(done["onnx"])
-        original = (fixed.parent / "original.txt").read_text()
+            patch_file(original, fixed, requested_values(from_model=model), POSITION_LIMIT)
         cells.append({"architecture": SMALL.name, "exporter": exporter, "paths": {"original": original, "fixed": str(fixed)}})
     return cells
+
+
+def fixing_llama(matrix: dict[str, Any]) -> list[str]:
+    """The exporters whose llama cell the matrix run FIXED: SMALL is a Llama, exported by each of them."""
+    return [c["exporter"] for c in matrix["cells"] if c["architecture"] == "llama" and c["verdict"] == "FIXED"]
 
 
 def calls(cell: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -73,8 +85,8 @@ def measure(cell: dict[str, Any], warmup: int, repeats: int) -> dict[str, Any]:
 def markdown(meta: dict[str, Any], results: list[dict[str, Any]]) -> str:
     met = sum(r["target"]["met"] for r in results)
     lines = ["# What the patch costs: patched over original", "",
-             f"`{SMALL.name}`: a Llama of hidden 512, 4 layers, 8 heads (max_position_embeddings 4096), exported and patched "
-             "for this run; the other rows are the FIXED cells of [the matrix](../docs/compatibility.md), tiny models whose "
+             f"`{SMALL.name}`: a Llama of hidden 512, 4 layers, 8 heads (max_position_embeddings 4096), exported by every "
+             "exporter whose llama cell the matrix FIXED, and patched, for this run; the other rows are the FIXED cells of [the matrix](../docs/compatibility.md), tiny models whose "
              "calls take well under a millisecond, where the patch's fixed nodes per call show as a few percent.", "",
              "Made by (after `make matrix`, whose exports it times; see [docs/benchmarks.md](../docs/benchmarks.md)):", "",
              "```sh", meta["command"], "```", "",
@@ -105,13 +117,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--work", type=Path, default=Path("build/matrix-cost"), help="where the small model and its exports go")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--small-only", action="store_true",
+                        help="time the small Llama alone, not the matrix's tiny FIXED cells (whose exports a matrix run leaves in its --work)")
     args = parser.parse_args(argv)
-    cells = [c for c in json.loads(args.matrix.read_text())["cells"] if c["verdict"] == "FIXED"]
+    matrix = json.loads(args.matrix.read_text())
+    cells = [] if args.small_only else [c for c in matrix["cells"] if c["verdict"] == "FIXED"]
     missing = [c["paths"]["fixed"] for c in cells if not Path(c["paths"]["fixed"]).is_file()]
     if missing:
-        raise SystemExit(f"error: {missing[0]} is gone: run `make matrix` first (its exports are timed)")
+        raise SystemExit(f"error: {missing[0]} is gone: run `make matrix` first (its exports are timed), or give --small-only")
     start = time.monotonic()
-    results = [measure(c, args.warmup, args.repeats) for c in small_cells(args.work) + cells]
+    results = [measure(c, args.warmup, args.repeats) for c in small_cells(args.work, fixing_llama(matrix)) + cells]
     meta = machine() | {"command": "python -m matrix.cost " + " ".join(shlex.quote(a) for a in shown(argv)), "warmup": args.warmup,
                         "repeats": args.repeats, "seconds": round(time.monotonic() - start)}
     args.json.write_text(json.dumps({"meta": meta, "models": results}, indent=2) + "\n")
