@@ -9,6 +9,7 @@ offsets in the file and not overlapping) before any tensor is read.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import pickle
@@ -19,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from . import guarded
+from .dtypes import numpy_dtype
 from .errors import PosexportError, one_line
-from .weights import PICKLE_REFUSED
 
 SINGLE = ("model.safetensors", "pytorch_model.bin")
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -28,6 +29,9 @@ INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 SAFETENSORS = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I64": np.int64,
                "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 MAX_HEADER = 100 << 20  # safetensors' own limit
+PICKLE_REFUSED = ("it is a pickle that needs code to load it, which posexport never runs; where you trust its "
+                  "source, save its tensors plainly: safetensors.torch.save_file(tensors, 'weights.safetensors'), "
+                  "or numpy.save for one table")
 
 
 def present(folder: Path, name: str) -> bool:
@@ -110,15 +114,22 @@ def file_keys(path: Path) -> list[str]:
     return list(torch_state(path))
 
 
-def torch_state(path: Path) -> dict:
+def torch_object(path: Path) -> Any:
+    """What a torch checkpoint holds, unpickled with torch.load(weights_only=True) from bytes read through
+    posexport.guarded (a regular file within the budget): tensors and plain containers, no code."""
+    data = guarded.read_bytes(path)
     import torch
 
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         raise PosexportError(f"{path}: refused: {PICKLE_REFUSED}") from None
     except Exception as e:  # a damaged archive: torch's errors have no common base
         raise PosexportError(f"{path}: cannot read it as a torch checkpoint ({one_line(e, 200)})") from None
+
+
+def torch_state(path: Path) -> dict:
+    state = torch_object(path)
     if not isinstance(state, dict):
         raise PosexportError(f"{path}: expected a state dict (names to tensors)")
     return state
@@ -141,13 +152,9 @@ def locate(folder: Path, keys: tuple[str, ...]) -> tuple[Path, str]:
     raise PosexportError(f"{folder}: the checkpoint holds none of {', '.join(keys)}")
 
 
-def read_tensor(path: Path, key: str) -> np.ndarray:
-    """One tensor as float64."""
-    if path.suffix != ".safetensors":
-        state = torch_state(path)
-        if key not in state:
-            raise PosexportError(f"{path}: holds no tensor {key!r}")
-        return state[key].double().numpy()
+def stored_tensor(path: Path, key: str) -> np.ndarray:
+    """One tensor of a safetensors file in its stored dtype (BF16 widened to float32), read by its checked
+    byte range."""
     entry = safetensors_header(path).get(key)
     if entry is None:
         raise PosexportError(f"{path}: holds no tensor {key!r}")
@@ -155,4 +162,35 @@ def read_tensor(path: Path, key: str) -> np.ndarray:
     raw = np.frombuffer(guarded.read_bytes(path, first, last - first), dtype=np.dtype(SAFETENSORS[entry["dtype"]]).newbyteorder("<"))
     if entry["dtype"] == "BF16":  # the top half of a float32
         raw = (raw.astype(np.uint32) << 16).view(np.float32)
-    return raw.astype(np.float64).reshape(entry["shape"])
+    return raw.reshape(entry["shape"])
+
+
+def with_tensor(path: Path, name: str, array: np.ndarray) -> bytes:
+    """The safetensors file's bytes with tensor ``name`` replaced by ``array`` in its stored dtype; every other
+    tensor's bytes are copied as stored, by their checked ranges (the file's metadata is not kept)."""
+    tensors = safetensors_header(path)
+    stored = tensors[name]["dtype"]
+    new = np.ascontiguousarray(array.astype(numpy_dtype("bfloat16") if stored == "BF16" else SAFETENSORS[stored]))
+    header: dict[str, Any] = {}
+    blobs: list[bytes] = []
+    offset = 0
+    for key, entry in sorted(tensors.items(), key=lambda item: item[1]["span"]):
+        first, last = entry["span"]
+        data = new.tobytes() if key == name else guarded.read_bytes(path, first, last - first)
+        header[key] = {"dtype": entry["dtype"], "shape": list(new.shape) if key == name else entry["shape"],
+                       "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as safetensors writes it
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def read_tensor(path: Path, key: str) -> np.ndarray:
+    """One tensor as float64."""
+    if path.suffix != ".safetensors":
+        state = torch_state(path)
+        if key not in state:
+            raise PosexportError(f"{path}: holds no tensor {key!r}")
+        return state[key].double().numpy()
+    return stored_tensor(path, key).astype(np.float64)

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import export
+from . import checkpoint, export
 from .encodings.learned import STRATEGIES, check_rows, extend_table
 from .errors import PosexportError
 from .files import check_stem, write_output
-from .weights import SUFFIXES, load_table
+from .weights import SUFFIXES, chosen_name, load_table, npy_array, refusals
 
 
 def extend_graph(path: str | Path, rows: int, strategy: str):
@@ -48,35 +48,36 @@ def extend_graph(path: str | Path, rows: int, strategy: str):
 
 def extend_weights(path: str | Path, rows: int, strategy: str, key: str | None) -> bytes:
     """The weights file's bytes with the table (``key``) extended to ``rows``, in the same format and
-    dtype; every other tensor of a state dict or safetensors file is kept as it is."""
+    dtype; every other tensor of a state dict or safetensors file is kept as it is. The file is read again
+    through the checks load_table made (posexport.weights)."""
     path = str(path)
     table = load_table(path, key, (None, None))
     check_rows(rows, table.shape[0])
     extended = extend_table(table, rows, strategy)
-    suffix = Path(path).suffix.lower()
-    if suffix == ".npy":
-        original = np.load(path, allow_pickle=False)
-        buffer = io.BytesIO()
-        np.save(buffer, extended.astype(original.dtype))
-        return buffer.getvalue()
-    if suffix == ".safetensors":
-        from safetensors.numpy import load_file, save
+    file = Path(path)
+    with refusals(path):
+        if file.suffix.lower() == ".npy":
+            buffer = io.BytesIO()
+            np.save(buffer, extended.astype(npy_array(file).dtype))
+            return buffer.getvalue()
+        if file.suffix.lower() == ".safetensors":
+            return checkpoint.with_tensor(file, chosen_name(list(checkpoint.safetensors_header(file)), key, path), extended)
+        return torch_with(file, key, path, extended)
 
-        tensors = dict(load_file(path))
-        name = key if key is not None else next(iter(tensors))
-        tensors[name] = extended.astype(tensors[name].dtype)
-        return save(tensors)
+
+def torch_with(file: Path, key: str | None, path: str, extended: np.ndarray) -> bytes:
+    """A torch file's bytes with its table (``key``, or its one tensor) replaced, in the table's dtype."""
     import torch
 
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+    held = checkpoint.torch_object(file)
     buffer = io.BytesIO()
-    if isinstance(obj, torch.Tensor):
-        torch.save(torch.from_numpy(extended).to(obj.dtype), buffer)
-    else:
-        name = key if key is not None else next(k for k, v in obj.items() if isinstance(v, torch.Tensor))
-        obj = dict(obj)
-        obj[name] = torch.from_numpy(extended).to(obj[name].dtype)
-        torch.save(obj, buffer)
+    if isinstance(held, torch.Tensor):
+        torch.save(torch.from_numpy(extended).to(held.dtype), buffer)
+        return buffer.getvalue()
+    state = dict(held)
+    name = chosen_name([k for k, v in state.items() if isinstance(v, torch.Tensor)], key, path)
+    state[name] = torch.from_numpy(extended).to(state[name].dtype)
+    torch.save(state, buffer)
     return buffer.getvalue()
 
 

@@ -1,24 +1,51 @@
-"""Loading trained tables (--weights FILE [--key NAME]) from .npy, .safetensors or a torch state dict."""
+"""Loading trained tables (--weights FILE [--key NAME]) from .npy, .safetensors or a torch state dict.
+
+Every read goes through posexport.guarded (docs/trust.md): the file must stay inside its folder once
+symlinks are resolved (or in its Hugging Face cache's blobs/), be a regular file within the byte budget,
+and declare sizes its bytes hold (an .npy header's shape × dtype, a safetensors header's byte ranges)
+before anything is allocated; only the chosen tensor is read. Pickles are never run: an .npy of objects is
+refused, and a torch file is unpickled with weights_only=True from bytes already read.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import pickle
+import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import checkpoint, guarded
+from .checkpoint import PICKLE_REFUSED
 from .dtypes import COMPUTE
-from .errors import PosexportError
+from .errors import PosexportError, one_line
 from .params import check
 
 SUFFIXES = (".npy", ".safetensors", ".pt", ".pth", ".bin")
 # numpy dtype kinds a table may hold: floats, signed and unsigned integers. Complex (its imaginary part
 # would be dropped), bool, datetime/timedelta (day counts), strings, structured and object arrays are refused.
 NUMERIC_KINDS = "fiu"
-PICKLE_REFUSED = ("it is a pickle that needs code to load it, which posexport never runs; "
-                  "save a plain state dict of tensors, or use .safetensors or .npy")
+NPY_HEADER = 1 << 16  # bytes of an .npy file's magic and header that are read (numpy writes far less)
+
+
+@contextlib.contextmanager
+def refusals(path: str) -> Iterator[None]:
+    """A refusal from the readers below, as one line starting with the option and the file as given."""
+    try:
+        yield
+    except PosexportError as e:
+        message = str(e)
+        raise PosexportError(message if message.startswith("--") else f"--weights {path}: {message.removeprefix(str(Path(path)) + ': ')}") from None
+
+
+def checked_file(path: str) -> Path:
+    """The file, contained in its folder (symlinks resolved) and a regular file within the budget."""
+    file = Path(path)
+    guarded.inside(file.parent, file.name)
+    return guarded.regular_file(file)
 
 
 def load_table(path: str, key: str | None, shape: tuple[int, ...] | None = None, what: str = "table") -> np.ndarray:
@@ -27,13 +54,12 @@ def load_table(path: str, key: str | None, shape: tuple[int, ...] | None = None,
     .npy holds the array itself; .safetensors and torch state dicts (.pt/.pth/.bin) need ``key``, unless
     they hold exactly one tensor.
     """
-    file = Path(path)
-    if not file.is_file():
-        raise PosexportError(f"--weights {path}: no such file")
-    suffix = file.suffix.lower()
+    suffix = Path(path).suffix.lower()
     if suffix not in SUFFIXES:
         raise PosexportError(f"--weights {path}: unknown format; use one of {', '.join(SUFFIXES)}")
-    array = numeric(read_array(file, suffix, key, path), path, what)
+    with refusals(path):
+        file = checked_file(path)
+        array = numeric(read_array(file, suffix, key, path), path, what)
     if shape is not None and (array.ndim != len(shape) or any(w is not None and w != a for w, a in zip(shape, array.shape))):
         want = "[" + ", ".join("*" if w is None else str(w) for w in shape) + "]"
         raise PosexportError(f"--weights {path}: {what} has shape {list(array.shape)}, expected {want}")
@@ -42,21 +68,49 @@ def load_table(path: str, key: str | None, shape: tuple[int, ...] | None = None,
 
 
 def read_array(file: Path, suffix: str, key: str | None, path: str) -> np.ndarray:
-    """The array a weights file holds, as stored; any failure to read it is one error line."""
+    """The array a weights file holds, as stored."""
+    if suffix == ".npy":
+        return npy_array(file)
+    if suffix == ".safetensors":
+        names = list(checkpoint.safetensors_header(file))
+        return checkpoint.stored_tensor(file, chosen_name(names, key, path))
+    return torch_array(file, key, path)
+
+
+def npy_array(file: Path) -> np.ndarray:
+    """An .npy file's array: its header parsed from the bytes read, its shape × dtype checked against the
+    bytes after it, then only those read."""
+    size = guarded.file_size(file)
+    head = io.BytesIO(guarded.read_bytes(file, 0, min(size, NPY_HEADER)))
     try:
-        if suffix == ".npy":
-            return np.load(file, allow_pickle=False)
-        return _pick(_load_mapping(file, suffix), key, path)
-    except PosexportError:
-        raise
-    except pickle.UnpicklingError:
-        raise PosexportError(f"--weights {path}: refused: {PICKLE_REFUSED}") from None
+        version = np.lib.format.read_magic(head)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if read_header is None:
+            raise ValueError(f"format version {version[0]}.{version[1]}, of which posexport reads 1.0 and 2.0")
+        shape, fortran, dtype = read_header(head, max_header_size=NPY_HEADER)
     except ValueError as e:
-        if "allow_pickle" in str(e):  # an object array: a pickle inside a .npy
-            raise PosexportError(f"--weights {path}: refused: {PICKLE_REFUSED}") from None
-        raise PosexportError(f"--weights {path}: cannot read it ({type(e).__name__}: {e})") from None
-    except Exception as e:
-        raise PosexportError(f"--weights {path}: cannot read it ({type(e).__name__}: {e})") from None
+        raise PosexportError(f"{file}: not an .npy file posexport reads ({one_line(e, 200)})") from None
+    if dtype.hasobject:  # its data is a pickle
+        raise PosexportError(f"{file}: refused: {PICKLE_REFUSED}")
+    start, nbytes = head.tell(), int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if start + nbytes != size:
+        raise PosexportError(f"{file}: its header declares {list(shape)} of {dtype} ({nbytes} bytes), but {size - start} "
+                             "bytes follow the header")
+    data = guarded.read_bytes(file, start, nbytes)
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C") if nbytes else np.zeros(shape, dtype)
+
+
+def torch_array(file: Path, key: str | None, path: str) -> np.ndarray:
+    """A tensor of a torch file (a state dict, or one tensor), unpickled with weights_only=True."""
+    import torch
+
+    held = checkpoint.torch_object(file)
+    if isinstance(held, torch.Tensor):
+        held = {"": held}
+    if not isinstance(held, dict):
+        raise PosexportError(f"{file}: expected a state dict (a mapping of names to tensors)")
+    tensors = {name: value for name, value in held.items() if isinstance(value, torch.Tensor)}
+    return tensor_array(tensors[chosen_name(list(tensors), key, path)], file)
 
 
 def numeric(array: np.ndarray, path: str, what: str) -> np.ndarray:
@@ -80,21 +134,6 @@ def check_finite(array: np.ndarray, path: str, what: str) -> None:
                              f"{COMPUTE.name} (largest {float(np.finfo(COMPUTE.numpy).max):.3g})")
 
 
-def _load_mapping(file: Path, suffix: str) -> dict[str, np.ndarray]:
-    if suffix == ".safetensors":
-        from safetensors.numpy import load_file
-
-        return dict(load_file(str(file)))
-    import torch
-
-    obj = torch.load(file, map_location="cpu", weights_only=True)
-    if isinstance(obj, torch.Tensor):
-        return {"": tensor_array(obj, file)}
-    if not isinstance(obj, dict):
-        raise PosexportError(f"--weights {file}: expected a state dict (a mapping of names to tensors)")
-    return {k: tensor_array(v, file) for k, v in obj.items() if isinstance(v, torch.Tensor)}
-
-
 def tensor_array(tensor: Any, file: Path) -> np.ndarray:
     """A torch tensor as float32 numpy; complex and bool tensors are refused (a cast would drop the
     imaginary part, or make numbers of flags)."""
@@ -103,30 +142,34 @@ def tensor_array(tensor: Any, file: Path) -> np.ndarray:
     return tensor.detach().float().numpy()  # the tables' float32, as they will be used
 
 
-def _pick(tensors: dict[str, np.ndarray], key: str | None, path: str) -> np.ndarray:
+def chosen_name(names: list[str], key: str | None, path: str) -> str:
+    """The tensor to read: ``key``, or the only one."""
     if key is None:
-        if len(tensors) == 1:
-            return next(iter(tensors.values()))
-        names = ", ".join(sorted(tensors)[:8])
-        raise PosexportError(f"--weights {path}: holds {len(tensors)} tensors; choose one with --key ({names})")
-    if key not in tensors:
-        names = ", ".join(sorted(tensors)[:8])
-        raise PosexportError(f"--key {key}: not in {path}; it holds {names}")
-    return tensors[key]
+        if len(names) == 1:
+            return names[0]
+        listed = ", ".join(sorted(names)[:8])
+        raise PosexportError(f"--weights {path}: holds {len(names)} tensors; choose one with --key ({listed})")
+    if key not in names:
+        listed = ", ".join(sorted(names)[:8])
+        raise PosexportError(f"--key {key}: not in {path}; it holds {listed}")
+    return key
 
 
 def file_digest(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """The sha256 of a weights file, read through the same checks as its table."""
+    with refusals(path):
+        return hashlib.sha256(guarded.read_bytes(checked_file(path))).hexdigest()
 
 
 def pin(path: str, recorded: str | None) -> tuple[str, str]:
     """(absolute path, sha256) of a --weights file, for a params object: absolute so that a manifest finds
-    the file from any folder; when a digest was recorded at build time (a manifest being loaded), the file
+    the file from any folder, its symlinks kept (a Hugging Face cache's snapshot name carries the format's
+    suffix, its blob does not); when a digest was recorded at build time (a manifest being loaded), the file
     must still have it."""
-    check(Path(path).is_file(), "weights", path, "no such file")
+    check(Path(path).exists() or Path(path).is_symlink(), "weights", path, "no such file")
     digest = file_digest(path)
     check(recorded in (None, digest), "weights", path, f"changed since the build (sha256 {digest}, manifest says {recorded})")
-    return str(Path(path).resolve()), digest
+    return str(Path(path).absolute()), digest
 
 
 def pin_params(p: Any) -> bool:

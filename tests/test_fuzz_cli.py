@@ -1,16 +1,18 @@
-"""`posexport build` under random input (issue 11): hypothesis drives the CLI in this process with random
-option values for every encoding (integers huge, negative and zero, floats inf and nan, strings, flags)
-and random config.json files. Whatever it gets, the command ends with exit 0 and valid graphs, or exit 2
+"""`posexport build` under random input (issues 11 and 18): hypothesis drives the CLI in this process with
+random option values for every encoding (integers huge, negative and zero, floats inf and nan, strings,
+flags), random config.json files and random or damaged --weights files. Whatever it gets, the command ends with exit 0 and valid graphs, or exit 2
 and exactly one `error:` line; never a traceback, never a file left behind by a refused build."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -127,3 +129,65 @@ def test_build_ends_in_a_graph_or_one_error_line(small_cap, data):
         code, out, err = cli("build", "--encoding", name, *args, "--out", str(folder))
         event(f"exit {code}")  # pytest --hypothesis-show-statistics: how many built, how many refused
         check_outcome(code, out, err, folder)
+
+
+TABLE_SHAPES = [(8, 4), (8, 4), (8, 4), (4, 8), (8,), (0, 4), (8, 4, 1)]
+
+
+def table_bytes(suffix: str, array: Any) -> bytes:
+    """``array`` as a weights file of that format, named 'w' where the format names tensors."""
+    buffer = io.BytesIO()
+    if suffix == ".npy":
+        np.save(buffer, array)
+    elif suffix == ".safetensors":
+        from safetensors.numpy import save
+
+        return save({"w": array})
+    else:
+        import torch
+
+        torch.save({"w": torch.from_numpy(array)}, buffer)
+    return buffer.getvalue()
+
+
+@st.composite
+def weights_files(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A weights file: a table of the graph's shape (or not, of a float dtype or not) in one of the formats,
+    then maybe damaged: bytes flipped, cut or added, digits of its header changed, or bytes of no format."""
+    suffix = draw(st.sampled_from([".npy", ".safetensors", ".pt"]))
+    shape = draw(st.sampled_from(TABLE_SHAPES))
+    dtype = draw(st.sampled_from(["float32", "float64", "float16", "int32", "bool"] + (["complex64"] if suffix == ".npy" else [])))
+    data = bytearray(table_bytes(suffix, np.random.default_rng(draw(st.integers(0, 3))).standard_normal(shape).astype(dtype)))
+    damage = draw(st.integers(0, 7))  # 0, 6 and 7 leave it whole
+    if damage == 1:
+        for at in draw(st.lists(st.integers(0, len(data) - 1), min_size=1, max_size=4)):
+            data[at] ^= draw(st.integers(1, 255))
+    elif damage == 2:
+        data = data[: draw(st.integers(0, len(data) - 1))]
+    elif damage == 3:
+        data += draw(st.binary(min_size=1, max_size=64))
+    elif damage == 4:
+        digits = [i for i, b in enumerate(data[:160]) if chr(b).isdigit()]
+        for at in draw(st.lists(st.sampled_from(digits), min_size=1, max_size=3)) if digits else []:
+            data[at] = ord(draw(st.sampled_from("0123456789")))
+    elif damage == 5:
+        data = bytearray(draw(st.binary(max_size=256)))
+    return suffix, bytes(data)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_build_from_weights_ends_in_a_graph_or_one_error_line(small_cap, data):
+    suffix, content = data.draw(weights_files(), label="weights file")
+    with tempfile.TemporaryDirectory() as tmp:
+        weights = Path(tmp) / f"w{suffix}"
+        weights.write_bytes(content)
+        key = ["--key", "w"] if suffix != ".npy" and data.draw(st.booleans(), label="--key") else []
+        folder = Path(tmp) / "out"
+        code, out, err = cli("build", "--encoding", "learned", "--max-positions", "8", "--d-model", "4", "--weights", str(weights),
+                             *key, "--out", str(folder))
+        event(f"{suffix} exit {code}")
+        check_outcome(code, out, err, folder)
+        if code == 2:
+            assert f"--weights {weights}" in err or "--key" in err, err

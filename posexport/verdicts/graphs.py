@@ -23,6 +23,7 @@ from ..contract import Artifact, Case, Property
 from ..dtypes import DTYPES
 from ..errors import PosexportError, one_line
 from ..runtimes import RUNTIMES, Runtime, get_runtime
+from ..runtimes.isolated import RuntimeCrash
 from .outputs import SAVED, Outputs, feeds_digest
 from .report import CaseResult, Comparison, PropertyOutcome, Report
 
@@ -121,7 +122,8 @@ def resolve_runtimes(runtimes: Sequence[str | Runtime] | None) -> list[Runtime]:
 
 
 def opened(rt: Runtime, supports: Callable[[], tuple[bool, str]], load: Callable[[], Any], what: str) -> tuple[Any, str]:
-    """(session, "") when the runtime is available, supports the subject and loads it, else (None, why not)."""
+    """(session, "") when the runtime is available, supports the subject and loads it, else (None, why not).
+    A runtime that dies loading it (RuntimeCrash) is the subject's failure, not an unavailable runtime."""
     ok, why = rt.available()
     if ok:
         ok, why = supports()
@@ -129,6 +131,8 @@ def opened(rt: Runtime, supports: Callable[[], tuple[bool, str]], load: Callable
         return None, why
     try:
         return load(), ""
+    except RuntimeCrash:
+        raise
     except Exception as e:  # a runtime that cannot load the subject says so; the run goes on
         return None, f"failed to load {what}: {describe(e)}"
 

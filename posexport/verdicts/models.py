@@ -22,6 +22,7 @@ from ..comparison import compare
 from ..errors import PosexportError
 from ..progress import progress
 from ..runtimes import ModelSession, Runtime, get_runtime
+from ..runtimes.isolated import IsolatedModelSession, RuntimeCrash, warm
 from .graphs import describe, opened, valid_bound
 from .hf_oracle import HfOracle, cache_slot
 from .model_feeds import FeedCase, Signature, checked_model, make_feeds, signature
@@ -95,9 +96,20 @@ class ModelRun:
             return list(names)
         return [n for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in self.outputs)]
 
+    @staticmethod
+    def info(case: FeedCase) -> dict[str, Any]:
+        return dict(axes={"batch": case.batch, "seq": case.seq, "past": case.past}, largest_position=case.past + case.seq - 1)
+
+    def crashed(self, runtime: str, role: str, crash: RuntimeCrash) -> None:
+        """Every case fails: the runner died loading the model (or its reference or original)."""
+        for case in self.cases:
+            self.report.results.append(CaseResult(self.label, case.label, runtime, "error", message=f"the {role} cannot load: {crash}",
+                                                  **self.info(case)))
+            self.advance(1)
+
     def judge(self, runtime: str, case: FeedCase, got: Attempt, ref: Attempt, original: Attempt | None) -> None:
         (out, model_fails), (expected, ref_fails) = got, ref
-        info = dict(axes={"batch": case.batch, "seq": case.seq, "past": case.past}, largest_position=case.past + case.seq - 1)
+        info = self.info(case)
         if out is None:
             self.report.results.append(CaseResult(self.label, case.label, runtime, "error", message=f"the model fails: {model_fails}", **info))
             return
@@ -132,16 +144,23 @@ class ModelRun:
 
 
 def load(runtime: Runtime, path: Path) -> tuple[ModelSession | None, str]:
-    return opened(runtime, lambda: runtime.supports_model(path), lambda: runtime.load_model(path), path.name)
+    """The model in a child process (runtimes.isolated): a runtime that dies loading it raises RuntimeCrash."""
+    return opened(runtime, lambda: runtime.supports_model(path), lambda: IsolatedModelSession(runtime, path), path.name)
 
 
 def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, hf_outputs: dict[int, Attempt]) -> None:
-    """Every case on one runner: the model, its per-runner reference and original, loaded once each."""
+    """Every case on one runner: the model, its per-runner reference and original, loaded once each. A
+    runner that cannot load one is unavailable; one that dies loading it fails every case, saying so."""
     sessions: dict[str, ModelSession] = {}
     for role, path in (("model", model), ("reference", run.oracle.reference), ("original", original)):
         if path is None:
             continue
-        session, why = load(runtime, path)
+        try:
+            session, why = load(runtime, path)
+        except RuntimeCrash as crash:
+            run.report.runtimes[runtime.name] = runtime.description
+            run.crashed(runtime.name, role, crash)
+            return
         if session is None:
             run.report.unavailable[runtime.name] = why if role == "model" else f"the {role} cannot run: {why}"
             return
@@ -174,6 +193,7 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
         raise PosexportError(f"--tolerance {tolerance!r}: expected a positive finite number")
     model = Path(model)
     chosen = [get_runtime(name) for name in runtimes]
+    warm()  # the runners' fork server starts while the model, its reference and the oracle are read
     sig = signature(model, dims)
     for other in (against, original):  # checked as the model is, before any runtime opens them
         if other is not None:

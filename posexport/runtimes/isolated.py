@@ -1,0 +1,222 @@
+"""Whole models run in a child process, so that a runtime that dies (onnxruntime or OpenVINO terminating
+on a malformed model, a segfault) while loading or running one is a RuntimeCrash naming the runtime and
+the signal, never the end of the command.
+
+The child is forked from multiprocessing's fork server, which imports the runtimes once per process, so
+a session costs a fork rather than a fresh interpreter. It gets the runtime, the model's path (checked by
+posexport.guarded before any runtime sees it) and the session options, and loads the model with the
+runtime's own ``load_model``: it reads nothing the runtime would not read in this process. Feeds and
+outputs cross a pipe as a small JSON header followed by each array's raw bytes (no pickle), read straight
+into the array that is returned, so this process holds each output once. The child's stderr goes into a
+pipe, and its last line (a runtime's dying words: ``terminate called …``) joins the crash's message; after
+a crash while running, the next run starts a fresh child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import signal
+import sys
+import types
+import weakref
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import numpy_dtype
+from ..errors import one_line
+from .base import ModelSession, Runtime, SessionOptions
+
+CONTEXT = multiprocessing.get_context("forkserver")
+CONTEXT.set_forkserver_preload(["posexport.runtimes", "onnxruntime"])  # imported once, by the fork server
+CHUNK = 1 << 24  # bytes per read or write of an array's payload
+STDERR_TAIL = 4096  # bytes of the child's stderr kept for a crash's message
+
+
+class RuntimeCrash(RuntimeError):
+    """A runtime's process died (killed by a signal, or exited) while loading or running a model."""
+
+
+# --- the wire: a JSON header, then each array's bytes -----------------------------------------------
+
+
+def header(arrays: Mapping[str, np.ndarray]) -> bytes:
+    for name, array in arrays.items():
+        if array.dtype.hasobject:
+            raise TypeError(f"output {name!r} holds {array.dtype} values; only numeric arrays are compared")
+    return json.dumps({"arrays": [[name, a.dtype.name, list(a.shape)] for name, a in arrays.items()]}).encode()
+
+
+def send_arrays(conn: Connection, arrays: Mapping[str, np.ndarray]) -> None:
+    contiguous = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    conn.send_bytes(header(contiguous))
+    for array in contiguous.values():
+        raw = memoryview(array.reshape(-1).view(np.uint8))
+        while raw:
+            raw = raw[os.write(conn.fileno(), raw[:CHUNK]):]
+
+
+def receive_arrays(conn: Connection, described: list[list[Any]]) -> dict[str, np.ndarray]:
+    arrays = {}
+    for name, dtype, shape in described:
+        array = np.empty(shape, dtype=numpy_dtype(dtype))
+        raw = memoryview(array.reshape(-1).view(np.uint8))
+        while raw:
+            got = os.readv(conn.fileno(), [raw[:CHUNK]])
+            if not got:
+                raise EOFError
+            raw = raw[got:]
+        arrays[name] = array
+    return arrays
+
+
+def failure(error: BaseException) -> bytes:
+    return json.dumps({"error": [type(error).__name__, one_line(error, 2000)]}).encode()
+
+
+def raised(kind: str, message: str) -> RuntimeError:
+    """The child's exception, under its class's name (the class itself is the child's): what a report says."""
+    return type(kind, (RuntimeError,), {})(message)
+
+
+# --- the child ---------------------------------------------------------------------------------------
+
+
+def serve(runtime: Runtime, path: str, options: SessionOptions, conn: Connection, stderr: Connection) -> None:
+    """Load the model, say so, then answer each run until the parent closes the pipe."""
+    os.dup2(stderr.fileno(), 2)
+    os.set_blocking(2, False)  # a full pipe drops the child's stderr rather than blocking it
+    try:
+        session = runtime.load_model(Path(path), options)
+    except Exception as e:
+        conn.send_bytes(failure(e))
+        return
+    conn.send_bytes(b"{}")
+    while True:
+        try:
+            feeds = receive_arrays(conn, json.loads(conn.recv_bytes())["arrays"])
+        except EOFError:
+            return
+        try:
+            outputs = session.run(feeds)
+            header(outputs)
+        except Exception as e:
+            conn.send_bytes(failure(e))
+            continue
+        send_arrays(conn, outputs)
+
+
+# --- the parent --------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def main_hidden() -> Iterator[None]:
+    """multiprocessing runs the parent's main script again in each child (and in the fork server) unless it
+    is hidden for the instant of a start: the child needs only posexport, and a user's script without an
+    ``if __name__ == "__main__"`` guard would run again there, and fail."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def warm() -> None:
+    """Start the fork server now (it imports the runtimes once), so that its start overlaps the caller's work."""
+    with main_hidden():
+        multiprocessing.forkserver.ensure_running()
+
+
+@dataclass
+class Child:
+    process: BaseProcess
+    conn: Connection
+    stderr: Connection
+
+    def tail(self) -> str:
+        """The last line the child wrote to stderr, read without waiting."""
+        os.set_blocking(self.stderr.fileno(), False)
+        data = b""
+        try:
+            while chunk := os.read(self.stderr.fileno(), 1 << 16):
+                data = (data + chunk)[-STDERR_TAIL:]
+        except BlockingIOError:
+            pass
+        lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+        return lines[-1][:300] if lines else ""
+
+    def death(self) -> str:
+        self.process.join(10)
+        code = self.process.exitcode
+        if code is None:  # the pipe broke but the child lives on: end it
+            self.process.kill()
+            self.process.join()
+            return "its pipe broke"
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+        last = self.tail()
+        return f"{how} ({last})" if last else how
+
+    def close(self) -> None:
+        self.conn.close()  # the child sees the end of its input and returns
+        self.stderr.close()
+        self.process.join(10)
+        if self.process.exitcode is None:
+            self.process.kill()
+            self.process.join()
+
+
+class IsolatedModelSession(ModelSession):
+    """``runtime.load_model(path)`` in a child process, behind the ModelSession protocol."""
+
+    def __init__(self, runtime: Runtime, path: Path, options: SessionOptions = SessionOptions()):
+        self.runtime, self.path, self.options = runtime, Path(path), options
+        self.child: Child | None = None
+        self.start()
+
+    def start(self) -> Child:
+        conn, child_conn = CONTEXT.Pipe()
+        stderr, child_stderr = CONTEXT.Pipe(duplex=False)
+        process = CONTEXT.Process(target=serve, args=(self.runtime, str(self.path), self.options, child_conn, child_stderr),
+                                  daemon=True, name=f"posexport {self.runtime.name}")
+        with main_hidden():
+            process.start()
+        child_conn.close()
+        child_stderr.close()
+        self.child = Child(process, conn, stderr)
+        weakref.finalize(self, self.child.close)
+        self.exchange(self.child, "loading", None)
+        return self.child
+
+    def exchange(self, child: Child, doing: str, feeds: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+        """Send feeds (none: wait for the load) and return the outputs; the child's death is a RuntimeCrash."""
+        try:
+            if feeds is not None:
+                send_arrays(child.conn, feeds)
+            reply = json.loads(child.conn.recv_bytes())
+            outputs = receive_arrays(child.conn, reply["arrays"]) if "arrays" in reply else {}
+        except (EOFError, OSError):
+            self.child, why = None, child.death()
+            child.close()
+            raise RuntimeCrash(f"{self.runtime.name} crashed while {doing} {self.path.name}: {why}") from None
+        child.tail()  # drained, so that the child's stderr never fills
+        if "error" in reply:
+            if feeds is None:  # a load that failed: the child has returned
+                self.child = None
+                child.close()
+            raise raised(*reply["error"])
+        return outputs
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        child = self.child or self.start()  # none: the last run crashed it, so a fresh one
+        return self.exchange(child, "running", feeds)
