@@ -270,3 +270,17 @@ def test_optimum_longrope_frozen_by_the_trace_gets_its_switch_back():
         surgery.patch(model, wrong, 4096)
     original = against_transformers(patched(model, values, 4096), model, "phi3-longrope", 300)
     assert float(original["logits"]) > 0.1  # the frozen export, in the long regime
+
+
+def test_mobius_caches_gathered_by_other_indices_are_refused_naming_why():
+    model = onnx.load(str(exported("llama", "mobius")))  # external data loaded: the graph is edited in memory
+    gathers = [n for n in model.graph.node if n.op_type == "Gather" and "rotary_emb" in n.input[0]]
+    shifted = onnx.helper.make_node("Add", [gathers[0].input[1], "one"], ["shifted"], name="shift")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(1, np.int64), "one"))
+    model.graph.node.insert(0, shifted)
+    for gather in gathers:
+        gather.input[1] = "shifted"  # row p + 1 for position p: not what the cache kinds can rebuild
+    (site,) = surgery.find(model)
+    assert site.kind == "rope-cache-gathered" and "by indices that are neither the position ids nor LongRoPE's" in site.recovered["caches"]
+    with pytest.raises(PosexportError, match="RotaryEmbedding node .*: its cos/sin caches are rows gathered from model.rotary_emb.cos_cache"):
+        surgery.patch(model)
