@@ -73,9 +73,27 @@ def parity_errors(report: Report, arch: Architecture) -> dict[str, Any]:
     return out
 
 
+def wrong_before_positions(report: Report) -> str | None:
+    """The exporter's own fault, when the original is already off float64 transformers at the first prompt
+    (inside the trained length) and the patched model as much (within 10%): not in what the patch replaced."""
+    first = report.results[0] if report.results else None
+    original = before(first.original) if first is not None and first.comparison is not None else None
+    if not isinstance(original, float) or original <= first.comparison.bound or first.comparison.passed:
+        return None
+    after = first.comparison.normalised
+    if abs(after - original) > 0.1 * original:
+        return None
+    return (f"exporter wrong upstream: its {first.output or 'output'} are {original:.1e} off float64 transformers at {first.case}, inside "
+            f"the trained length, before the patch ({after:.1e} after): the fault is not in the positional sites posexport replaced")
+
+
 def verdict(cell: dict[str, Any], report: Report) -> None:
     if report.passed:
         cell["verdict"], cell["reason"] = "FIXED", ""
+        return
+    wrong = wrong_before_positions(report)
+    if wrong is not None:
+        cell["verdict"], cell["reason"] = "EXPORT WRONG", wrong
         return
     bad = next((r for r in report.results if r.status != "pass"), None)
     what = (bad.message if bad else "nothing compared: " + "; ".join(n.reason for n in report.not_compared[:1]))

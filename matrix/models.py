@@ -40,8 +40,9 @@ class Architecture:
         return self.trained // 2, 2 * int(self.config["max_position_embeddings"]) + 8
 
 
-def arch(name: str, model_type: str, **changes: Any) -> Architecture:
-    return Architecture(name, {"model_type": model_type, **TINY, **changes})
+def arch(name: str, model_type: str, without: tuple[str, ...] = (), **changes: Any) -> Architecture:
+    """The row's config: TINY with its changes, less the keys its architecture does not have (``without``)."""
+    return Architecture(name, {k: v for k, v in {"model_type": model_type, **TINY, **changes}.items() if k not in without})
 
 
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
@@ -50,7 +51,9 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
          rope_scaling={"type": "longrope", "short_factor": PHI_SHORT, "long_factor": [2 * f for f in PHI_SHORT]}),
     arch("qwen2-yarn", "qwen2", rope_theta=1000000.0,
          rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}),
-    arch("gpt-neox", "gpt_neox", rotary_pct=0.25, rotary_emb_base=10000, use_parallel_residual=True),
+    # GPT-NeoX has no grouped kv heads: a num_key_value_heads key, which transformers ignores, made mobius-onnx
+    # declare past key/values of 2 heads for attention over 4.
+    arch("gpt-neox", "gpt_neox", without=("num_key_value_heads",), rotary_pct=0.25, rotary_emb_base=10000, use_parallel_residual=True),
     arch("gemma3", "gemma3_text", head_dim=16, sliding_window=16, layer_types=["sliding_attention", "full_attention"],
          rope_theta=1000000.0, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0}),
     arch("llama3", "llama", rope_theta=500000.0, max_position_embeddings=256,

@@ -7,7 +7,7 @@ from typing import Any
 
 from posexport.reports.markdown import md_table
 
-VERDICTS = ("FIXED", "NOT FIXED", "UNVERIFIED", "REFUSED", "EXPORT FAILED")
+VERDICTS = ("FIXED", "NOT FIXED", "UNVERIFIED", "REFUSED", "EXPORT WRONG", "EXPORT FAILED")
 
 
 def error_text(value: Any) -> str:
@@ -37,6 +37,15 @@ def counts(cells: list[dict[str, Any]]) -> str:
     return ", ".join(f"{v} {n}" for v, n in found.items() if n)
 
 
+def rerun_lines(rerun: dict[str, Any], versions: dict[str, str]) -> list[str]:
+    """What a later ``--rerun`` ran again: its command, when, how long, and its versions where they differ."""
+    changed = {k: v for k, v in rerun["versions"].items() if versions.get(k) != v}
+    differ = ("; versions that differ: " + ", ".join(f"{k} {v}" for k, v in changed.items())) if changed else ""
+    cells = f"{rerun['cells']} cell{'' if rerun['cells'] == 1 else 's'}"
+    return [f"Re-run {rerun['time_utc']} UTC, {rerun['seconds'] / 60:.1f} min: {cells}, "
+            f"`{rerun['command']}`{differ}.", ""]
+
+
 def render(data: dict[str, Any]) -> str:
     meta, cells = data["meta"], data["cells"]
     architectures = list(dict.fromkeys(c["architecture"] for c in cells))
@@ -49,6 +58,7 @@ def render(data: dict[str, Any]) -> str:
              f"Run {meta['time_utc']} UTC, {meta['seconds'] / 60:.1f} min on {meta['cpu_count']} CPU(s); "
              f"{len(cells)} of {meta.get('cells_planned', len(cells))} cells run: {counts(cells)}.", "",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+    lines += [line for rerun in meta.get("reruns", []) for line in rerun_lines(rerun, meta["versions"])]
     lines += [f"- `{name}`: {label}" for name, label in meta["exporters"].items()] + ["", "## Verdicts", ""]
     lines += md_table(["architecture", *exporters],
                    [[a, *(by[(a, e)]["verdict"] if (a, e) in by else "" for e in exporters)] for a in architectures])

@@ -22,6 +22,8 @@ TINY = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_
             num_key_value_heads=2, initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
 # optimum-onnx pins transformers < 4.58: it runs in a virtual environment of its own (scripts/exporter-venv.sh).
 OPTIMUM_PYTHON = Path(os.environ.get("POSEXPORT_OPTIMUM_PYTHON", Path(__file__).parents[1] / ".venvs/optimum/bin/python"))
+# mobius-onnx pins its own onnx and onnxscript: its command runs from its own virtual environment too.
+MOBIUS = Path(os.environ.get("POSEXPORT_MOBIUS", Path(__file__).parents[1] / ".venvs/mobius/bin/mobius"))
 
 
 class ExporterMissing(RuntimeError):
@@ -162,6 +164,16 @@ def optimum(folder: Path, out: Path, with_past: bool = True) -> Path:
     return out / "model.onnx"
 
 
+def mobius(folder: Path, out: Path) -> Path:
+    """``mobius build --config DIR OUT --dtype f32`` (mobius-onnx, the folder's weights) run from its own
+    virtual environment: out/model.onnx with its external data beside it."""
+    if not MOBIUS.is_file():
+        raise ExporterMissing(f"no mobius-onnx environment at {MOBIUS.parents[1]} (make it with `sh scripts/exporter-venv.sh mobius`)")
+    if not (out / "model.onnx").is_file():
+        run([str(MOBIUS), "build", "--config", str(folder), str(out), "--dtype", "f32"], "mobius build")
+    return out / "model.onnx"
+
+
 def run(command: list[str], what: str) -> None:
     proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
@@ -181,4 +193,5 @@ EXPORTERS: dict[str, Callable[[Path, Path], Path]] = {
     "genai-fp16": lambda f, o: genai(f, o, "fp16"),
     "genai-int4": lambda f, o: genai(f, o, "int4"),
     "optimum": optimum,
+    "mobius": mobius,
 }

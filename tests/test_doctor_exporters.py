@@ -1,8 +1,8 @@
 """The exporter-aware doctor: it names the exporter that wrote a model and, given the model folder,
 checks the exporters' known positional faults, each reported by name with numbers, each check shown
 to fire on the fault and to stay quiet on a model without it. The exports are TorchScript ones (about
-two seconds each) of tiny models whose config carries the fault as the exporter builds it; the
-report's JSON keeps the documented schema."""
+two seconds each) of tiny models whose config carries the fault as the exporter builds it, and mobius-onnx's
+own (its virtual environment, else skipped); the report's JSON keeps the documented schema."""
 
 from __future__ import annotations
 
@@ -50,6 +50,14 @@ def torchscript(folder: Path) -> Path:
     return ef.torch_onnx(folder, folder.with_name(folder.name + "-ts.onnx"), dynamo=False)
 
 
+@functools.lru_cache(maxsize=None)
+def mobius(folder: Path) -> Path:
+    try:
+        return ef.mobius(folder, folder.with_name(folder.name + "-mobius"))
+    except ef.ExporterMissing as e:
+        pytest.skip(str(e))
+
+
 def exporter_faults(model: Path, folder: Path) -> dict[str, dict]:
     report = surgery.doctor(model, surgery.requested_values(from_model=folder), from_model=folder)
     return {f["fault"]: f for f in report["exporter_faults"]}
@@ -67,7 +75,7 @@ def test_dynamic_ntk_built_as_plain_is_named_with_its_gap():
 def test_yarn_without_floor_ceil_is_named():
     unrounded = torchscript(model_folder("yarn-unrounded"))
     fault = exporter_faults(unrounded, model_folder("yarn"))["yarn-without-floor-ceil"]
-    assert fault["value"] > 0.1 and fault["known_of"] == ["onnxruntime-genai", "mobius-onnx"]
+    assert fault["value"] > 0.1 and fault["known_of"] == ["onnxruntime-genai"]
     assert exporter_faults(torchscript(model_folder("yarn")), model_folder("yarn")) == {}
 
 
@@ -121,3 +129,15 @@ def test_longrope_frozen_to_one_regime_is_named():
     # dynamo keeps the switch (a Where between the two sets of frequencies): nothing frozen
     phi3 = sf.tiny_phi3()
     assert "longrope-frozen" not in exporter_faults(sf.torch_export(phi3), phi3)
+
+
+def test_mobius_dynamic_ntk_static_base_and_yarn_truncate_ignored_are_named():
+    folder = model_folder("dynamic")  # dynamic NTK, factor 4, max_position_embeddings 64, base 10000, head 16
+    fault = exporter_faults(mobius(folder), folder)["dynamic-ntk-built-as-plain"]
+    static = float(f"{10000.0 * 4.0 ** (16 / 14):.6g}")  # NTK's base at factor 4, fixed: 10000·4^(d/(d−2))
+    assert f"fixed (a fixed base {static:g})" in fault["detail"] and fault["value"] > 0.1 and fault["this_exporter"]
+    loose = mobius(model_folder("yarn-unrounded"))  # the config says truncate false
+    fault = exporter_faults(loose, model_folder("yarn-unrounded"))["yarn-truncate-ignored"]
+    assert fault["value"] > 0.01 and fault["this_exporter"] and fault["known_of"] == ["mobius-onnx"]
+    # The same graph held against the config that does truncate: it is that config's YaRN, nothing to name.
+    assert set(exporter_faults(loose, model_folder("yarn"))) == {"caches-cut-at-max-positions"}

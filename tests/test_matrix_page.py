@@ -4,6 +4,7 @@ follows its parity report both ways."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -41,13 +42,37 @@ def test_committed_page_is_what_its_json_says():
 def test_verdict_is_fixed_only_when_every_prompt_is_within_tolerance():
     from posexport.verdicts import CaseResult, Comparison, Report
 
-    def result(case: str, error: float) -> CaseResult:
+    def result(case: str, error: float, original: str = "") -> CaseResult:
         cmp = Comparison(error, error, error, 1e-4)
         return CaseResult("model.onnx", case, "ort-cpu", "pass" if cmp.passed else "fail", cmp,
-                          "" if cmp.passed else f"error {error:.2e} > tolerance 0.0001", output="logits")
+                          "" if cmp.passed else f"error {error:.2e} > tolerance 0.0001", output="logits", original=original)
 
     cell: dict = {}
     verdict(cell, Report(results=[result("prompt 32", 2e-6)]))
     assert cell == {"verdict": "FIXED", "reason": ""}
     verdict(cell, Report(results=[result("prompt 32", 2e-6), result("prompt 136", 3e-2)]))
     assert cell == {"verdict": "NOT FIXED", "reason": "not yet: patched model at prompt 136: error 3.00e-02 > tolerance 0.0001"}
+    # Off inside the trained length before the patch and as much after: the exporter's own fault.
+    verdict(cell, Report(results=[result("prompt 32", 0.34, "3.35e-01"), result("prompt 136", 0.4, "fails: Gather")]))
+    assert cell["verdict"] == "EXPORT WRONG" and cell["reason"].startswith(
+        "exporter wrong upstream: its logits are 3.4e-01 off float64 transformers at prompt 32, inside the trained length, "
+        "before the patch (3.4e-01 after)")
+    # Off inside before the patch, but the patch changed it: posexport's to answer for.
+    verdict(cell, Report(results=[result("prompt 32", 0.1, "3.35e-01"), result("prompt 136", 0.4, "fails: Gather")]))
+    assert cell["verdict"] == "NOT FIXED"
+
+
+def test_rerun_keeps_every_other_cell_and_is_recorded(tmp_path):
+    from matrix.__main__ import planned
+
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"meta": META, "cells": [FIXED, REFUSED]}))
+    args = argparse.Namespace(json=path, resume=False, rerun=True)
+    argv = ["--rerun", "--exporters", "optimum", "--json", "m.json", "--markdown", "m.md"]
+    meta, order, kept = planned(args, argv, [("llama", "optimum")])
+    assert order == [("llama", "genai"), ("llama", "optimum")] and kept == {("llama", "genai"): FIXED}
+    assert meta["command"] == META["command"] and meta["cells_planned"] == 2
+    (rerun,) = meta["reruns"]
+    assert rerun["command"] == "python -m matrix --rerun --exporters optimum --json m.json --markdown m.md" and rerun["cells"] == 1
+    page = render({"meta": meta | {"reruns": [rerun | {"seconds": 150}]}, "cells": [FIXED, REFUSED]})
+    assert f"Re-run {rerun['time_utc']} UTC, 2.5 min: 1 cell, `{rerun['command']}`" in page

@@ -1,12 +1,13 @@
 """Rope sites as the exporters users use write them, patched and held against float64 transformers past
 max_position_embeddings (64): transformers 5's own exporter with and without onnxruntime fusions,
-optimum-onnx (its own virtual environment, else skipped), Cohere's interleaved cos/sin and GLM's
-partial interleaved rotary (torch.onnx dynamo), onnxruntime-genai's float16 output."""
+optimum-onnx and mobius-onnx (each in its own virtual environment, else skipped), Cohere's interleaved
+cos/sin and GLM's partial interleaved rotary (torch.onnx dynamo), onnxruntime-genai's float16 output."""
 
 from __future__ import annotations
 
 import functools
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import onnx
 import pytest
 
 from posexport import surgery
+from posexport.errors import PosexportError
 from posexport.surgery.doctor import reaching
 from posexport.surgery.graph import Graph
 from posexport.verdicts import FeedCase, model_parity
@@ -28,6 +30,8 @@ EXACT = 2e-5  # patched logits against float64 transformers
 
 @functools.lru_cache(maxsize=None)
 def folder(arch: str) -> Path:
+    if arch == "phi3-longrope":  # LongRoPE switching at 64, max_position_embeddings 256
+        return sf.tiny_phi3()
     return ef.save_model(ef.tiny_config(arch), sf.ROOT / f"x-{arch}")
 
 
@@ -39,11 +43,11 @@ def exported(arch: str, exporter: str) -> Path:
         pytest.skip(str(e))
 
 
-def patched(model: Path, values=None) -> Path:
+def patched(model: Path, values=None, position_limit: int | None = None) -> Path:
     out = model.parent / "patched" / "model.onnx"
     if not out.is_file():
         out.parent.mkdir(exist_ok=True)
-        surgery.patch_file(model, out, values)
+        surgery.patch_file(model, out, values, position_limit)
     return out
 
 
@@ -181,3 +185,102 @@ def test_genai_int4_caches_are_rebuilt_exactly_and_run_past_the_limit(tmp_path):
     report = model_parity(out, model, cases=[FeedCase(16), FeedCase(2100)], runtimes=["ort-cpu"], tolerance=1e-5, outputs=["logits"])
     (inside,), (past,) = report.results, report.not_compared  # the original stops at 64: nothing to compare past it
     assert inside.status == "pass" and past.case == "prompt 2100" and "the reference fails" in past.reason
+
+
+def stored_tables(model: Path) -> dict[str, np.ndarray]:
+    return {t.name: onnx.numpy_helper.to_array(t, base_dir=str(model.parent)) for t in onnx.load(str(model)).graph.initializer
+            if "cache" in t.name}
+
+
+def float64_tables(inv_freq: np.ndarray, rows: int, factor: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    angles = np.arange(rows, dtype=np.float64)[:, None] * inv_freq
+    return factor * np.cos(angles), factor * np.sin(angles)
+
+
+def against_transformers(fixed: Path, model: Path, arch: str, past: int) -> dict[str, str]:
+    """Every output (logits, every layer's key and value cache) of the patched model within EXACT of float64
+    transformers inside the trained length and at ``past`` tokens; how the original did there, by output."""
+    report = model_parity(fixed, against_hf=folder(arch), cases=[FeedCase(16), FeedCase(past)], runtimes=["ort-cpu"],
+                          tolerance=EXACT, original=model)
+    assert report.passed and not report.not_compared and len(report.results) == 10, report  # logits and 2 × 2 caches
+    return {r.output: r.original for r in report.results if r.case == f"prompt {past}"}
+
+
+def test_mobius_gathered_caches_are_rebuilt_past_their_rows():
+    model = exported("llama", "mobius")  # RotaryEmbedding reading Gather(cos_cache [64, 8], position_ids)
+    (site,) = surgery.find(model)  # the Gathers are the caches' rows, not learned position tables
+    assert site.kind == "rope-cache-gathered" and site.recovered["positions"] == "position_ids" and len(site.feeds) == 4
+    assert site.recovered["rows"] == 64 and site.recovered["recognised"] == {"head_dim": 16, "base": 10000.0}
+    values = surgery.requested_values(from_model=folder("llama"))
+    report = surgery.doctor(model, values, from_model=folder("llama"))
+    (cut,) = report["exporter_faults"]
+    assert report["exporter"]["name"] == "mobius-onnx" and cut["fault"] == "caches-cut-at-max-positions"
+    assert cut["value"] == 64 and cut["this_exporter"]
+    with pytest.raises(PosexportError, match="the caches hold frequencies 1, 0.316228, .* not those of the default rope"):
+        surgery.patch(model, [v | {"base": 1.01 * v["base"]} for v in values], 512)
+    fixed = patched(model, values, 512)
+    tables = stored_tables(fixed)
+    cos, sin = float64_tables(10000.0 ** (-np.arange(0, 16, 2) / 16), 512)
+    assert tables["model.rotary_emb.cos_cache"].shape == (512, 8)  # float32 rounding of float64 values
+    assert max(np.abs(tables["model.rotary_emb.cos_cache"] - cos).max(), np.abs(tables["model.rotary_emb.sin_cache"] - sin).max()) <= 6e-8
+    assert all(r.startswith("fails: indices element out of data bounds") for r in against_transformers(fixed, model, "llama", 300).values())
+
+
+def test_mobius_longrope_table_of_both_regimes_is_rebuilt_in_both():
+    model = exported("phi3-longrope", "mobius")  # short rows 0 … 63, then long rows, read at position_ids + 64·(max > 63)
+    (site,) = surgery.find(model)
+    assert site.kind == "rope-cache-gathered" and site.recovered["positions"] == "position_ids + 64·(max(position_ids) > 63)"
+    assert (site.recovered["regime_switch"], site.recovered["short_rows"], site.recovered["rows"]) == (64, 64, 256)
+    fixed = patched(model, surgery.requested_values(from_model=folder("phi3-longrope")), 512)
+    table = stored_tables(fixed)["model.rotary_emb.cos_cache"]
+    plain = 10000.0 ** (-np.arange(0, 16, 2) / 16)
+    factor = np.sqrt(1 + np.log(256 / 64) / np.log(64))  # Phi-3's attention factor, in both regimes
+    short, _ = float64_tables(plain / np.array([1.0 + 0.1 * i for i in range(8)]), 64, factor)
+    long, _ = float64_tables(plain / np.array([1.0 + 0.5 * i for i in range(8)]), 512, factor)
+    assert table.shape == (576, 8) and np.abs(table - np.concatenate([short, long])).max() <= 1.2e-7
+    original = against_transformers(fixed, model, "phi3-longrope", 300)  # 300 tokens: the long rows, past the old 256
+    assert all(r.startswith("fails: indices element out of data bounds") for r in original.values())
+
+
+def phi3_in_4x_spelling(source: Path) -> Path:
+    """A copy of the Phi-3 folder whose config.json spells its rope as transformers 4.57 reads it (for
+    optimum-onnx): rope_theta, and rope_scaling with exactly type, short_factor and long_factor."""
+    out = source.with_name(source.name + "-4x")
+    if not out.is_dir():
+        shutil.copytree(source, out)
+        config = json.loads((out / "config.json").read_text())
+        rope = config.pop("rope_parameters")
+        config |= {"rope_theta": rope["rope_theta"], "rope_scaling": {k: rope[k] for k in ("type", "short_factor", "long_factor")}}
+        (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
+def test_optimum_longrope_frozen_by_the_trace_gets_its_switch_back():
+    try:  # TorchScript traced LongRoPE's length switch at a short example: the graph holds the short regime only
+        model = ef.optimum(phi3_in_4x_spelling(folder("phi3-longrope")), sf.ROOT / "x-phi3-longrope-optimum")
+    except ef.ExporterMissing as e:
+        pytest.skip(str(e))
+    values = surgery.requested_values(from_model=folder("phi3-longrope"))
+    (site,) = surgery.doctor(model, values, from_model=folder("phi3-longrope"))["sites"]
+    frozen = {f["fault"]: f for f in site["faults"]}["longrope-frozen"]
+    assert site["kind"] == "rope-matmul" and "holds its short regime only (no switch at length 64)" in frozen["detail"]
+    assert frozen["value"] > 0.1  # cos/sin at position 128 of a long call
+    wrong = [v | {"short_factor": [1.01 * f for f in v["short_factor"]]} for v in values]
+    with pytest.raises(PosexportError, match="not those of the longrope rope asked for \\(short regime: .*; long regime: "):
+        surgery.patch(model, wrong, 4096)
+    original = against_transformers(patched(model, values, 4096), model, "phi3-longrope", 300)
+    assert float(original["logits"]) > 0.1  # the frozen export, in the long regime
+
+
+def test_mobius_caches_gathered_by_other_indices_are_refused_naming_why():
+    model = onnx.load(str(exported("llama", "mobius")))  # external data loaded: the graph is edited in memory
+    gathers = [n for n in model.graph.node if n.op_type == "Gather" and "rotary_emb" in n.input[0]]
+    shifted = onnx.helper.make_node("Add", [gathers[0].input[1], "one"], ["shifted"], name="shift")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(1, np.int64), "one"))
+    model.graph.node.insert(0, shifted)
+    for gather in gathers:
+        gather.input[1] = "shifted"  # row p + 1 for position p: not what the cache kinds can rebuild
+    (site,) = surgery.find(model)
+    assert site.kind == "rope-cache-gathered" and "by indices that are neither the position ids nor LongRoPE's" in site.recovered["caches"]
+    with pytest.raises(PosexportError, match="RotaryEmbedding node .*: its cos/sin caches are rows gathered from model.rotary_emb.cos_cache"):
+        surgery.patch(model)

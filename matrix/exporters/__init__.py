@@ -27,7 +27,9 @@ EXPORTERS: dict[str, Exporter] = {
     "transformers": Exporter("transformers_onnx", "transformers 5 OnnxExporter, OnnxConfig(dynamic=True)"),
     "transformers+ort-fusions": Exporter("transformers_fused", "transformers 5 OnnxExporter, OnnxConfig(dynamic=True, ort_fusions='cpu')"),
     "genai": Exporter("genai", "onnxruntime-genai builder -p fp32 -e cpu"),
-    # optimum's helper runs optimum-cli with the python of .venvs/optimum itself.
+    # optimum's helper runs optimum-cli with the python of .venvs/optimum itself; mobius' runs its command
+    # from .venvs/mobius, and the matrix runs its exporter file in that venv too.
     "optimum": Exporter("optimum", "optimum-cli export onnx --task text-generation-with-past (optimum-onnx 0.1, transformers 4.57, in .venvs/optimum)"),
-    "mobius": Exporter("mobius", "mobius build --config DIR --dtype f32", "mobius"),
+    "mobius": Exporter("mobius", "mobius build --config DIR --dtype f32 (mobius-onnx 0.1, in .venvs/mobius)",
+                       "mobius"),
 }

@@ -18,9 +18,12 @@ from ..errors import PosexportError
 from ..rope import encoding as rope
 from ..rope.scaling import switch_length
 from .exporters import Exporter
-from .freqs import from_cache
+from .freqs import angle_gap, from_cache, other_regime_gap, recognise
+from .rope_cache import CacheKind
+from .rope_cache_gathered import GatheredCacheKind
 from .sites import Fault, Site
 
+CACHE_KINDS = (CacheKind.name, GatheredCacheKind.name)  # sites whose cos/sin are stored caches of some rows
 HALF_FLOATS = {"float16": 4.9e-4, "bfloat16": 3.9e-3}  # half a unit in the last place of cos/sin near 1
 PLAIN_BASE = 10000.0  # what transformers 4.x builds when it finds no rope_theta
 
@@ -57,12 +60,6 @@ def off(ours: np.ndarray, theirs: np.ndarray) -> float:
     return float(np.max(np.abs(ours / theirs - 1)))
 
 
-def angle_gap(graph: np.ndarray, truth: np.ndarray, position: int) -> float:
-    """max |cos/sin of the graph's frequencies − the config's| at ``position`` (float64 both)."""
-    a, b = position * graph, position * truth
-    return float(max(np.max(np.abs(np.cos(a) - np.cos(b))), np.max(np.abs(np.sin(a) - np.sin(b)))))
-
-
 def ropes_of(ctx: Context, scaling: str) -> list[tuple[Site, np.ndarray, rope.RopeParams]]:
     """(site, graph frequencies, the folder's rope of this scaling at the site's width)."""
     out = []
@@ -80,21 +77,38 @@ def dynamic_as_plain(ctx: Context) -> list[Fault]:
         if site.kind != "posexport":
             length = 2 * p.max_positions
             truth, _ = rope.inv_freq_and_factor(p, length)
-            faults.append(Fault("dynamic-ntk-built-as-plain", f"{site.anchor}: the config says dynamic NTK (factor {p.factor:g}); the graph's "
-                                f"frequencies are fixed: cos/sin {angle_gap(freqs, truth, length - 1):.2e} off at position {length - 1} "
-                                f"of a {length}-token call", angle_gap(freqs, truth, length - 1)))
+            fixed, gap = recognise(freqs), angle_gap(freqs, truth, length - 1)
+            base = f" (a fixed base {fixed['base']:g})" if fixed and "scaling" not in fixed else ""
+            faults.append(Fault("dynamic-ntk-built-as-plain", f"{site.anchor}: the config says dynamic NTK (factor {p.factor:g}, base "
+                                f"{p.base:g}); the graph's frequencies are fixed{base}: cos/sin {gap:.2e} off at position {length - 1} "
+                                f"of a {length}-token call", gap))
     return faults
+
+
+def yarn_rounded_otherwise(ctx: Context, truncate: bool) -> list[tuple[Site, float]]:
+    """(site, largest relative frequency error) where the config's YaRN says ``truncate`` (floor/ceil of the
+    correction range, transformers' default, or not) and the graph's frequencies follow the other rounding."""
+    out = []
+    for site, freqs, p in ropes_of(ctx, "yarn"):
+        if (p.truncate is not False) != truncate:
+            continue
+        said, _ = rope.inv_freq_and_factor(p)
+        other, _ = rope.inv_freq_and_factor(params(params_mod.to_dict(p), len(said) * 2, truncate=not truncate))
+        if off(said, other) > 1e-6 and off(freqs, other) < off(freqs, said):
+            out.append((site, off(freqs, said)))
+    return out
 
 
 def yarn_unrounded(ctx: Context) -> list[Fault]:
-    faults = []
-    for site, freqs, p in ropes_of(ctx, "yarn"):
-        rounded, _ = rope.inv_freq_and_factor(p)
-        loose, _ = rope.inv_freq_and_factor(params(params_mod.to_dict(p), len(rounded) * 2, truncate=False))
-        if p.truncate is not False and off(rounded, loose) > 1e-6 and off(freqs, loose) < off(freqs, rounded):
-            faults.append(Fault("yarn-without-floor-ceil", f"{site.anchor}: the graph's YaRN frequencies skip the floor/ceil of the correction "
-                                f"range that the config's (truncate true) applies: up to {off(freqs, rounded):.2e} relative off", off(freqs, rounded)))
-    return faults
+    return [Fault("yarn-without-floor-ceil", f"{site.anchor}: the graph's YaRN frequencies skip the floor/ceil of the correction "
+                  f"range that the config's (truncate true) applies: up to {gap:.2e} relative off", gap)
+            for site, gap in yarn_rounded_otherwise(ctx, True)]
+
+
+def yarn_truncate_ignored(ctx: Context) -> list[Fault]:
+    return [Fault("yarn-truncate-ignored", f"{site.anchor}: the config's YaRN says truncate false (no floor/ceil of the correction "
+                  f"range), the graph's frequencies apply it anyway: up to {gap:.2e} relative off", gap)
+            for site, gap in yarn_rounded_otherwise(ctx, False)]
 
 
 def base_lost(ctx: Context) -> list[Fault]:
@@ -123,8 +137,7 @@ def longrope_frozen(ctx: Context) -> list[Fault]:
         original = switch_length(p)
         short, long = rope.inv_freq_and_factor(p, original)[0], rope.inv_freq_and_factor(p, original + 1)[0]
         regime = "short" if off(freqs, short) <= off(freqs, long) else "long"
-        other, at = (long, 2 * original) if regime == "short" else (short, original - 1)
-        gap = angle_gap(freqs, other, at)
+        at, gap = other_regime_gap(freqs, p, regime)
         faults.append(Fault("longrope-frozen", f"{site.anchor}: LongRoPE frozen to its {regime} regime (no switch at length {original}): "
                             f"cos/sin {gap:.2e} off at position {at}", gap))
     return faults
@@ -133,7 +146,7 @@ def longrope_frozen(ctx: Context) -> list[Fault]:
 def half_caches(ctx: Context) -> list[Fault]:
     faults = []
     for site in ctx.sites:
-        dtype = site.recovered.get("dtype") if site.kind == "rope-cache" else None
+        dtype = site.recovered.get("dtype") if site.kind in CACHE_KINDS else None
         if dtype in HALF_FLOATS:
             faults.append(Fault(f"{dtype}-cache", f"{site.anchor}: cos/sin caches stored in {dtype}: rounding alone is up to "
                                 f"{HALF_FLOATS[dtype]:.1e} at any position (the op needs the model's float type; patch keeps it)",
@@ -146,7 +159,7 @@ def caches_cut(ctx: Context) -> list[Fault]:
     return [Fault("caches-cut-at-max-positions", f"{site.anchor}: the caches hold {site.recovered['rows']} rows, the config's "
                   f"max_position_embeddings: a longer context fails at position {site.recovered['rows']} (`posexport patch "
                   "--position-limit N` rebuilds them longer)", float(site.recovered["rows"]))
-            for site in ctx.sites if site.kind == "rope-cache" and site.recovered.get("rows") in limits]
+            for site in ctx.sites if site.kind in CACHE_KINDS and site.recovered.get("rows") in limits]
 
 
 def spelling_misread(ctx: Context) -> list[Fault]:
@@ -172,7 +185,8 @@ def spelling_misread(ctx: Context) -> list[Fault]:
 # fault -> (exporters it is known of, the check)
 CHECKS: dict[str, tuple[tuple[str, ...], Callable[[Context], list[Fault]]]] = {
     "dynamic-ntk-built-as-plain": (("onnxruntime-genai", "mobius-onnx", "torch.onnx"), dynamic_as_plain),
-    "yarn-without-floor-ceil": (("onnxruntime-genai", "mobius-onnx"), yarn_unrounded),
+    "yarn-without-floor-ceil": (("onnxruntime-genai",), yarn_unrounded),
+    "yarn-truncate-ignored": (("mobius-onnx",), yarn_truncate_ignored),
     "per-layer-base-lost": (("onnxruntime-genai",), base_lost),
     "longrope-frozen": (("torch.onnx", "optimum-onnx"), longrope_frozen),
     "half-float-cache": (("onnxruntime-genai",), half_caches),

@@ -89,7 +89,13 @@ def torch_onnx(model: onnx.ModelProto, path: Path | None) -> Exporter | None:
                     [f"producer {model.producer_name} {model.producer_version}, node names in the {form} style"])
 
 
-IDENTIFIERS: list[Callable[[onnx.ModelProto, Path | None], Exporter | None]] = [genai, transformers_exporter, optimum, torch_onnx]
+def mobius(model: onnx.ModelProto, path: Path | None) -> Exporter | None:
+    if model.producer_name != "mobius":
+        return None
+    return Exporter("mobius-onnx", model.producer_version or None, None, [f"producer mobius {model.producer_version}".rstrip()])
+
+
+IDENTIFIERS: list[Callable[[onnx.ModelProto, Path | None], Exporter | None]] = [genai, transformers_exporter, optimum, mobius, torch_onnx]
 
 
 def identify(model: onnx.ModelProto, path: Path | None = None) -> Exporter:

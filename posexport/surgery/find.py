@@ -14,6 +14,7 @@ from .graph import Graph, load
 from .grid_resample import GridResampleKind
 from .learned_table import LearnedTableKind
 from .rope_cache import CacheKind
+from .rope_cache_gathered import GatheredCacheKind
 from .rope_interleaved import InterleavedKind
 from .rope_inv_freq import InvFreqKind
 from .rope_matmul import MatMulKind
@@ -26,8 +27,9 @@ from .unrecognised import UnrecognisedKind
 # Rope kinds first: they matter most. The per-token caches are a per-call Cos/Sin pair that feeds a fused
 # op: that kind comes first and the per-call kinds' site at the same node is not listed twice.
 KINDS: dict[str, SiteKind] = {
-    k.name: k for k in (PerTokenCacheKind(), InvFreqKind(), MatMulKind(), InterleavedKind(), CacheKind(), SinCosTableKind(),
-                        LearnedTableKind(), AlibiKind(), T5BiasKind(), GridResampleKind(), ExactKind(), UnrecognisedKind())
+    k.name: k for k in (PerTokenCacheKind(), InvFreqKind(), MatMulKind(), InterleavedKind(), CacheKind(), GatheredCacheKind(),
+                        SinCosTableKind(), LearnedTableKind(), AlibiKind(), T5BiasKind(), GridResampleKind(), ExactKind(),
+                        UnrecognisedKind())
 }
 
 

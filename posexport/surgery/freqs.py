@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..rope import encoding as rope
+from ..rope.scaling import switch_length
 from ..tables import plain_inv_freq
 
 # Recovered frequencies agree with a recognised rope to this relative error (float32 storage and the
@@ -97,6 +98,21 @@ def dynamic_gap(inv_freq: np.ndarray, factor: float, p: rope.RopeParams, length:
     fixed = (length - 1) * inv_freq.astype(np.float64)
     moving = (length - 1) * dynamic
     return float(max(np.max(np.abs(factor * np.cos(fixed) - np.cos(moving))), np.max(np.abs(factor * np.sin(fixed) - np.sin(moving)))))
+
+
+def angle_gap(graph: np.ndarray, truth: np.ndarray, position: int) -> float:
+    """max |cos/sin of the graph's frequencies − the truth's| at ``position`` (float64 both)."""
+    a, b = position * graph, position * truth
+    return float(max(np.max(np.abs(np.cos(a) - np.cos(b))), np.max(np.abs(np.sin(a) - np.sin(b)))))
+
+
+def other_regime_gap(inv_freq: np.ndarray, p: rope.RopeParams, regime: str) -> tuple[int, float]:
+    """(position, cos/sin gap) of frequencies frozen to LongRoPE's ``regime`` ("short" or "long") against the
+    other regime, at a position of a call in that regime: 2·L0 past a frozen short one, L0 − 1 below a long one."""
+    original = switch_length(p)
+    other, at = (rope.inv_freq_and_factor(p, original + 1)[0], 2 * original) if regime == "short" else \
+        (rope.inv_freq_and_factor(p, original)[0], original - 1)
+    return at, angle_gap(inv_freq.astype(np.float64), other, at)
 
 
 def describe(inv_freq: np.ndarray) -> str:

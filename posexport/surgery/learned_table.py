@@ -22,7 +22,7 @@ from ..encodings.learned import STRATEGIES, check_rows, extend_table
 from ..errors import PosexportError
 from .biases import PASS_THROUGH, position_source, readers, table_gathers
 from .graph import Graph, node_label
-from .rope_cache import chosen_limits, record_limit
+from .rope_cache import cache_gathers, chosen_limits, record_limit
 from .sincos_table import sin_cos
 from .sites import Fault, Site, SiteKind
 
@@ -123,10 +123,11 @@ class LearnedTableKind(SiteKind):
     takes = "extension"
 
     def match(self, graph: Graph) -> list[Site]:
-        sites = []
+        sites, rope_caches = [], cache_gathers(graph)
         for node, table in table_gathers(graph):
             source = position_source(graph, node.input[1])
-            if source is None or sin_cos(graph.array(node.input[0])) is not None:  # a sin|cos table: SinCosTableKind's
+            # A sin|cos table is SinCosTableKind's; rows a fused rotary op reads as cos/sin, the rope cache kinds'.
+            if source is None or node.name in rope_caches or sin_cos(graph.array(node.input[0])) is not None:
                 continue
             offset = first_row(graph, node.input[1])
             rows = int(table.dims[0])

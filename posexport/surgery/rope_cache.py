@@ -7,7 +7,8 @@ bound the positions (GroupQueryAttention raises once total_sequence_length excee
 usually computed with float32 angles. The rewrite rebuilds every cache from float64 angles (the long or
 only pair up to the position limit, the short pair at its own rows), in the caches' own float type; the
 ops, their attributes and every other tensor stay as they are. Caches computed per token in the graph
-(one row per token, read through a Range of position ids) are the rope-cache-per-token kind's."""
+(one row per token, read through a Range of position ids) are the rope-cache-per-token kind's; rows
+gathered by position from constant caches before the op (mobius-onnx) are the rope-cache-gathered kind's."""
 
 from __future__ import annotations
 
@@ -89,6 +90,29 @@ def per_token(graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) ->
     """The op's caches are rows computed per token in the graph (the rope-cache-per-token kind's)."""
     rows = rows_from(graph, node.input[spec[0]])
     return rows is not None and graph.array(rows) is None and token_rows(graph, node)
+
+
+def gathered_from(graph: Graph, cache: str) -> onnx.NodeProto | None:
+    """The Gather (axis 0) of a stored 2-D float table that a cache input's rows are, under
+    Reshape/Cast/Squeeze/Unsqueeze: the rope-cache-gathered kind's caches."""
+    node = graph.producer.get(cache)
+    while node is not None and node.op_type in PASSED:
+        node = graph.producer.get(node.input[0])
+    if node is None or node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or attribute(node, "axis", 0) != 0:
+        return None
+    table = graph.initializers.get(node.input[0])
+    return node if table is not None and len(table.dims) == 2 and table.data_type in (1, 10, 11, 16) else None
+
+
+def gathered(graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
+    """The (cos, sin) Gathers an op's caches are, when both are rows gathered from stored tables."""
+    cos, sin = gathered_from(graph, node.input[spec[0]]), gathered_from(graph, node.input[spec[1]])
+    return (cos, sin) if cos is not None and sin is not None else None
+
+
+def cache_gathers(graph: Graph) -> set[str]:
+    """Names of the Gathers whose rows a fused rotary op reads as its cos/sin caches."""
+    return {g.name for n in graph.model.graph.node if (spec := reads_caches(n)) is not None for g in gathered(graph, n, spec) or ()}
 
 
 def chosen_limits(model: onnx.ModelProto) -> dict[str, int]:
@@ -206,7 +230,7 @@ class CacheKind(SiteKind):
         sites: dict[tuple[str, str], Site] = {}
         for node in graph.model.graph.node:
             spec = reads_caches(node)
-            if spec is None or per_token(graph, node, spec):
+            if spec is None or not self.claims(graph, node, spec):
                 continue
             key = (node.input[spec[0]], node.input[spec[1]])
             if key not in sites:
@@ -214,14 +238,28 @@ class CacheKind(SiteKind):
             sites[key].feeds.append(node.name)
         return list(sites.values())
 
+    def claims(self, graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) -> bool:
+        """Whether the op's caches are this kind's (per-token rows and gathered rows are other kinds')."""
+        return not per_token(graph, node, spec) and gathered(graph, node, spec) is None
+
     def new_site(self, graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str], key: tuple[str, str]) -> Site:
+        site = self.site_at(node, spec, key)
+        missing = "computed in the graph (neither constant [rows, n] caches nor an If between two such pairs)"
+        return self.read_back(site, read_caches(graph, *key), missing)
+
+    def site_at(self, node: onnx.NodeProto, spec: tuple[int, int, str], key: tuple[str, str]) -> Site:
         interleaved = bool(attribute(node, spec[2], 0))
         recovered: dict[str, Any] = {"op": node.op_type, "cos_cache": key[0], "sin_cache": key[1],
                                      "pair_layout": "interleaved" if interleaved else "half"}
-        site = Site(self.name, node_label(node), [], recovered, {"cos": key[0]})
-        found = read_caches(graph, *key)
+        return Site(self.name, node_label(node), [], recovered, {"cos": key[0]})
+
+    @staticmethod
+    def read_back(site: Site, found: tuple[list[CachePair], int | None] | None, missing: str) -> Site:
+        """The site with what its caches give back, or with why they cannot be read (``missing`` when
+        there are none)."""
+        recovered = site.recovered
         if found is None or any(c.cos.ndim != 2 or c.cos.shape != c.sin.shape for c in found[0]):
-            recovered["caches"] = "computed in the graph (neither constant [rows, n] caches nor an If between two such pairs)"
+            recovered["caches"] = missing
             return site
         if any(0 in c.cos.shape or c.cos.dtype not in FLOATS or c.sin.dtype != c.cos.dtype for c in found[0]):
             shapes = ", ".join(f"{list(c.cos.shape)} {c.cos.dtype}/{c.sin.dtype}" for c in found[0])
@@ -263,7 +301,7 @@ class CacheKind(SiteKind):
             return
         pairs, switch, rows = site.tensors["pairs"], site.tensors["switch"], site.recovered["rows"]
         if chosen_limits(graph.model).get(site.tensors["cos"]) != rows:
-            site.faults.append(Fault("position-limit", f"the caches stop at position {rows - 1}; past it {PAST_LIMIT[site.recovered['op']]}", rows))
+            site.faults.append(Fault("position-limit", f"the caches stop at position {rows - 1}; past it {self.past_limit(site)}", rows))
         else:
             site.notes.append(f"position limit {rows} (chosen with posexport patch)")
         if pairs[0].cos.dtype == np.float16:
@@ -277,6 +315,10 @@ class CacheKind(SiteKind):
             return
         for pair, truth in zip(pairs, regimes(p, switch)):
             self.precision(site, pair, truth, context.get("position_limit"))
+
+    def past_limit(self, site: Site) -> str:
+        """What a runtime does once positions reach the caches' rows."""
+        return PAST_LIMIT[site.recovered["op"]]
 
     @staticmethod
     def precision(site: Site, pair: CachePair, truth: tuple[np.ndarray, float], limit: int | None) -> None:

@@ -19,7 +19,7 @@ import onnx.helper as oh
 from ..errors import PosexportError
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, TABLES, source_of, switch_length
-from .freqs import PROJECTED, RECOGNISED, close, describe, dynamic_gap, float32_error, recognise
+from .freqs import PROJECTED, RECOGNISED, close, describe, dynamic_gap, float32_error, other_regime_gap, recognise
 from .graph import Graph, attribute, node_label
 from .replace import add_cos_sin_call, remove_dead, splice_nodes, upstream
 from .sites import Fault, Site, SiteKind
@@ -166,6 +166,40 @@ def feeds_of(graph: Graph, names: list[str]) -> list[str]:
     return out
 
 
+def held_regimes(site: Site, p: rope.RopeParams) -> dict[str, tuple[np.ndarray, float]]:
+    """(inv_freq, attention factor) the graph's one set of frequencies may hold, by regime: the parameters'
+    own (regime "", below any switch length), or, when the parameters say LongRoPE and the graph does not
+    switch (a trace froze it to one regime), "short" or "long": the rewrite puts the switch back."""
+    if site.tensors["long_inv_freq"] is not None or source_of(p) != REGIMES:
+        return {"": rope.inv_freq_and_factor(p, None)}
+    original = switch_length(p)
+    return {"short": rope.inv_freq_and_factor(p, original), "long": rope.inv_freq_and_factor(p, original + 1)}
+
+
+def regime_held(site: Site, p: rope.RopeParams) -> str | None:
+    """The regime of ``held_regimes`` whose frequencies and attention factor the graph has, else None."""
+    stored, factor = site.tensors["inv_freq"], site.recovered["attention_factor"]
+    return next((regime for regime, (inv_freq, expected) in held_regimes(site, p).items()
+                 if close(stored, inv_freq) and abs(factor - expected) <= RECOGNISED * max(1.0, expected)), None)
+
+
+def frozen_faults(site: Site, p: rope.RopeParams) -> list[Fault]:
+    """A graph with fixed frequencies where the parameters decide them per call: dynamic NTK, or LongRoPE
+    frozen to one regime (the numbers: cos/sin against the parameters' where they differ)."""
+    stored, factor = site.tensors["inv_freq"], site.recovered["attention_factor"]
+    regime = regime_held(site, p)
+    if regime:
+        at, gap = other_regime_gap(stored, p, regime)
+        return [Fault("longrope-frozen", f"the model config says LongRoPE, the graph holds its {regime} regime only (no switch at "
+                      f"length {switch_length(p)}): cos/sin {gap:.2e} off at position {at}; patch with --from-model", gap)]
+    if source_of(p) != DYNAMIC:
+        return []
+    length = 2 * p.max_positions
+    off = dynamic_gap(stored, factor, p, length)
+    return [Fault("dynamic-exported-static", f"the model config says dynamic NTK, but the graph's frequencies are fixed: "
+                  f"cos/sin {off:.2e} off at position {length - 1} of a {length}-token call; patch with --from-model", off)]
+
+
 class InvFreqKind(SiteKind):
     name = "rope-inv-freq"
     summary = "cos/sin recomputed per call from an inv_freq initializer (transformers-style export)"
@@ -226,22 +260,23 @@ class InvFreqKind(SiteKind):
 
     def check(self, graph: Graph, site: Site, p: rope.RopeParams) -> None:
         self.check_regimes(site, p)
-        inv_freq, expected = rope.inv_freq_and_factor(p, None)
-        stored, factor = site.tensors["inv_freq"], site.recovered["attention_factor"]
-        if close(stored, inv_freq) and abs(factor - expected) <= RECOGNISED * max(1.0, expected):
+        if regime_held(site, p) is not None:
             return
+        stored, factor = site.tensors["inv_freq"], site.recovered["attention_factor"]
+        shown = "; ".join(f"{regime + ' regime: ' if regime else ''}{describe(f)}, factor {e:g}"
+                          for regime, (f, e) in held_regimes(site, p).items())
         raise PosexportError(
             f"{site.anchor}: the graph's frequencies ({describe(stored)}, factor {factor:g}) are not those of the "
-            f"{p.scaling} rope asked for ({describe(inv_freq)}, factor {expected:g}); refusing to guess"
+            f"{p.scaling} rope asked for ({shown}); refusing to guess"
         )
 
     @staticmethod
     def check_regimes(site: Site, p: rope.RopeParams) -> None:
         """A graph that switches frequencies per call is LongRoPE, with the same switch and long factors."""
         long = site.tensors["long_inv_freq"]
-        if (long is not None) != (source_of(p) == REGIMES):
-            what = "switches frequencies at a length (LongRoPE)" if long is not None else "has one set of frequencies"
-            raise PosexportError(f"{site.anchor}: the graph {what}, but the parameters say {p.scaling}; refusing to guess")
+        if long is not None and source_of(p) != REGIMES:
+            raise PosexportError(f"{site.anchor}: the graph switches frequencies at a length (LongRoPE), but the parameters say "
+                                 f"{p.scaling}; refusing to guess")
         if long is None:
             return
         original = switch_length(p)
@@ -271,9 +306,9 @@ class InvFreqKind(SiteKind):
     def diagnose(self, graph: Graph, site: Site, p: rope.RopeParams | None, context: dict[str, Any]) -> None:
         stored, factor = site.tensors["inv_freq"], site.recovered["attention_factor"]
         pairs = site.recovered["cos_sin_pairs"]
-        # Against the parameters' frequencies below their switch length (where the graph's regime holds),
-        # or, with nothing known, against float64 angles of the graph's own frequencies.
-        truth = rope.inv_freq_and_factor(p, None) if p is not None else (stored.astype(np.float64), factor)
+        # Against the parameters' frequencies of the regime the graph holds (below their switch length, or a
+        # frozen LongRoPE's one regime), or, with nothing known, against float64 angles of the graph's own.
+        truth = held_regimes(site, p)[regime_held(site, p)] if p is not None else (stored.astype(np.float64), factor)
         known = p is not None and source_of(p) == TABLES
         if p is None:
             near = PROJECTED // 32 - 1
@@ -289,8 +324,5 @@ class InvFreqKind(SiteKind):
                                  f"error {measured}{against}", max(errors.values())))
         if pairs > 1:
             site.notes.append(f"the same cos/sin is computed {pairs} times per call (once per layer)")
-        if p is not None and source_of(p) == DYNAMIC:
-            length = 2 * p.max_positions
-            off = dynamic_gap(stored, factor, p, length)
-            site.faults.append(Fault("dynamic-exported-static", f"the model config says dynamic NTK, but the graph's frequencies are fixed: "
-                                     f"cos/sin {off:.2e} off at position {length - 1} of a {length}-token call; patch with --from-model", off))
+        if p is not None:
+            site.faults += frozen_faults(site, p)
