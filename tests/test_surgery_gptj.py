@@ -1,6 +1,7 @@
 """GPT-J's sin|cos table patched: a tiny GPT-J (weights std 0.3, rope on 8 of 16 channels, interleaved pairs,
-n_positions 64) exported by torch.onnx's TorchScript exporter with its key/value caches, its table
-rebuilt from float64 to 256 rows, then run past the old limit against float64 transformers."""
+n_positions 64) exported by torch.onnx's TorchScript exporter with its key/value caches (Gather) and by
+its dynamo exporter (GatherND), its table rebuilt from float64 to 256 rows, then run past the old limit
+against float64 transformers."""
 
 from __future__ import annotations
 
@@ -114,3 +115,25 @@ def test_a_table_repeated_per_batch_and_read_with_gatherelements_is_rebuilt_in_i
     assert np.all(np.abs(got[0] - exact) <= sf.half_ulp(exact, "float32"))
     with pytest.raises(Exception, match="Out of range value in index"):
         ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"position_ids": positions})
+
+
+def test_the_dynamo_export_reads_the_table_with_gathernd_and_is_patched_the_same_way(gptj, tmp_path):
+    folder = gptj[0]
+    model = sf.torch_export(folder)  # torch.onnx dynamo: GatherND(table, Unsqueeze(position_ids, -1)); logits only
+    (site,) = surgery.find(model)
+    assert site.kind == "sincos-table" and site.recovered["op"] == "GatherND" and site.recovered["rows"] == ROWS
+    out = tmp_path / "model.onnx"
+    surgery.patch_file(model, out, None, LIMIT)
+    report = model_parity(out, against_hf=folder, cases=[FeedCase(16), FeedCase(200)], runtimes=["ort-cpu"], original=model)
+    assert report.passed and max(r.comparison.normalised for r in report.results) <= 1e-5, report
+    assert report.results[1].original.startswith("fails: invalid index")
+
+
+def test_a_table_another_node_reads_is_refused():
+    import onnx.helper as oh
+
+    model = sf.sincos_gatherelements(40, 500000.0)
+    model.graph.node.append(oh.make_node("Identity", ["table"], ["also"], name="reader"))
+    model.graph.output.append(oh.make_tensor_value_info("also", onnx.TensorProto.FLOAT, None))
+    with pytest.raises(PosexportError, match="its table is also read by Identity node 'reader'"):
+        surgery.patch(model, position_limit=100)

@@ -1,6 +1,7 @@
 """A rope read from a constant sin|cos table by position: GPT-J's ``embed_positions`` (transformers 5:
-``sin(p·f) | cos(p·f)`` over [max_positions, rotary_dim], read with Gather, or GatherElements of the table
-repeated per batch, then split into sin and cos). There is no Cos or Sin in the graph, so the rope kinds do
+``sin(p·f) | cos(p·f)`` over [max_positions, rotary_dim], read with Gather (TorchScript), GatherND of the
+positions unsqueezed (dynamo), or GatherElements of the table repeated per batch (transformers 4.x), then
+split into sin and cos). There is no Cos or Sin in the graph, so the rope kinds do
 not see it. Listed with the frequencies read back from the table, its position limit (past its rows the
 Gather raises) and its precision against float64. The rewrite rebuilds the table from float64 angles,
 rounded once to its float type, to the position limit; the gather, the split and the pair layout that
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
 
 from ..errors import PosexportError
 from ..rope import encoding as rope
@@ -18,11 +20,11 @@ from ..rope.scaling import DYNAMIC, REGIMES, source_of
 from ..tables import plain_inv_freq
 from .biases import position_source, readers
 from .freqs import PRECISION_FAULT, cache_error, close_to_cache, describe, exact_from, from_cache, recognise
-from .graph import Graph, node_label, set_constant
+from .graph import Graph, attribute, node_label, set_constant
 from .rope_cache import chosen_limits, record_limit
 from .sites import Fault, Site, SiteKind
 
-GATHERS = ("Gather", "GatherElements")
+GATHERS = ("Gather", "GatherElements", "GatherND")
 REPEATS = ("Tile", "Expand")  # the table repeated per batch before GatherElements
 
 
@@ -41,6 +43,16 @@ def table_of(graph: Graph, name: str) -> np.ndarray | None:
     return value if value.ndim == 2 else None
 
 
+def reads_rows(graph: Graph, node: onnx.NodeProto) -> bool:
+    """Gather and GatherElements read one row per position; GatherND (torch.onnx dynamo's form) does when its
+    batch_dims is 0 and its indices are the positions unsqueezed at the last axis ([…, 1]: one row each)."""
+    if node.op_type != "GatherND":
+        return True
+    index = graph.producer.get(node.input[1])
+    axes = graph.array(index.input[1]) if index is not None and index.op_type == "Unsqueeze" and len(index.input) > 1 else None
+    return attribute(node, "batch_dims", 0) == 0 and axes is not None and axes.reshape(-1).tolist() == [-1]
+
+
 def sin_cos(table: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(sin, cos) halves of a table whose row 0 is [0 … 0 | 1 … 1] and whose rows all lie on the unit circle."""
     if table is None or table.ndim != 2 or table.shape[1] % 2 or table.shape[0] < 3 or table.dtype.kind != "f":
@@ -52,14 +64,15 @@ def sin_cos(table: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return (sin, cos) if np.allclose(sin * sin + cos * cos, 1, atol=1e-5) else None
 
 
-def other_readers(graph: Graph, gather_name: str, table: str) -> list[str]:
-    """Nodes other than the site's gather (and the Tile/Expand leading to it) that read the table."""
+def other_readers(graph: Graph, gathered: str, table: str) -> list[str]:
+    """Nodes other than the site's gather (its output ``gathered``) and the Tile/Expand leading to it that
+    read the table."""
     found, todo = [], [table]
     while todo:
         for node in graph.consumers.get(todo.pop(), []):
             if node.op_type in REPEATS:
                 todo.append(node.output[0])
-            elif node.name != gather_name:
+            elif node.output[0] != gathered:
                 found.append(node_label(node))
     return found
 
@@ -71,7 +84,7 @@ class SinCosTableKind(SiteKind):
     def match(self, graph: Graph) -> list[Site]:
         sites = []
         for node in graph.model.graph.node:
-            if node.op_type not in GATHERS or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+            if node.op_type not in GATHERS or node.domain not in ("", "ai.onnx") or len(node.input) < 2 or not reads_rows(graph, node):
                 continue
             # Positions first, from the graph alone: an embedding table gathered by token ids is never read.
             source = position_source(graph, node.input[1])
@@ -83,14 +96,14 @@ class SinCosTableKind(SiteKind):
             recovered = {"op": node.op_type, "rows": int(table.shape[0]), "rotary_dim": int(table.shape[1]), "layout": "sin | cos",
                          "dtype": str(table.dtype), "inv_freq": describe(inv_freq), "recognised": recognise(inv_freq),
                          "positions_from": source}
-            tensors = {"halves": halves, "inv_freq": inv_freq, "table": table_source(graph, node.input[0]), "gather": node.name}
+            tensors = {"halves": halves, "inv_freq": inv_freq, "table": table_source(graph, node.input[0]), "gathered": node.output[0]}
             sites.append(Site(self.name, node_label(node), readers(graph, node), recovered, tensors))
         return sites
 
     def check(self, graph: Graph, site: Site, p: rope.RopeParams) -> None:
         """Safe when the table is this gather's alone, and the parameters give its frequencies (no attention
         factor: row 0 is [0 | 1]) from one fixed set (a per-call scaling cannot live in a table)."""
-        others = other_readers(graph, site.tensors["gather"], site.tensors["table"])
+        others = other_readers(graph, site.tensors["gathered"], site.tensors["table"])
         if others:
             raise PosexportError(f"{site.anchor}: its table is also read by {', '.join(others[:3])}; rebuilding it would change them")
         if source_of(p) in (DYNAMIC, REGIMES):
