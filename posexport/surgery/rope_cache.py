@@ -275,9 +275,11 @@ class CacheKind(SiteKind):
         elif p is None:
             site.notes.append("precision not measured: frequencies unrecognised; pass --from-model DIR or --from-config FILE")
         else:
-            measure = self.low_precision if low else self.precision
             for pair, truth in zip(pairs, regimes(p, switch)):
-                measure(site, pair, truth, context.get("position_limit"))
+                if low:
+                    self.low_precision(site, pair, truth)
+                else:
+                    self.precision(site, pair, truth, context.get("position_limit"))
             return
         if low:  # not measured: the rounding alone
             dtype, bound = str(pairs[0].cos.dtype), rounding_bound(pairs[0].cos.dtype)
@@ -285,7 +287,7 @@ class CacheKind(SiteKind):
                                      "position (not measured against float64: the frequencies are not known)", bound))
 
     @staticmethod
-    def low_precision(site: Site, pair: CachePair, truth: tuple[np.ndarray, float], limit: int | None) -> None:
+    def low_precision(site: Site, pair: CachePair, truth: tuple[np.ndarray, float]) -> None:
         """Caches in float16 or bfloat16 (the op reads the model's float type): their error over every row
         against float64, beside what rounding the float64 values once would leave."""
         dtype, rows = str(pair.cos.dtype), len(pair.cos)
