@@ -16,7 +16,7 @@ from posexport.errors import PosexportError
 from posexport.files import write_output
 from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
-from posexport.verdicts.models import DEFAULT_RUNTIMES, TOLERANCE
+from posexport.verdicts.models import DEFAULT_RUNTIMES, ROUNDOFF_UNITS, TOLERANCE
 
 from .common import EXTRA_OPTIONS, console, require
 
@@ -130,7 +130,9 @@ def model_parity_command(
     past: list[int] = typer.Option([], "--past", help="decode one token after this many cached positions (repeatable)"),
     runtimes: str = typer.Option(",".join(DEFAULT_RUNTIMES), help="comma-separated runtimes (ort-cpu, ort-cpu-noopt, ort-cuda, openvino, reference)"),
     outputs: str = typer.Option("", "--outputs", help="comma-separated outputs or glob patterns to compare (default: every output; e.g. logits,present.*)"),
-    tolerance: float = typer.Option(TOLERANCE, help="largest normalised error max|out − ref| / max(1, max|ref|) that passes"),
+    tolerance: float = typer.Option(None, help="largest normalised error max|out − ref| / max(1, max|ref|) that passes (default: "
+                                    f"{TOLERANCE:g} for a float32 model; {ROUNDOFF_UNITS}·u·√(past + seq) for a float16 or bfloat16 "
+                                    "one, u its unit roundoff)"),
     dim: list[str] = typer.Option([], "--dim", help="size of a symbolic input dimension, NAME=N (repeatable)"),
     seed: int = typer.Option(0, help="seed of the generated feeds"),
     details: bool = typer.Option(False, "--details", help="list every case and output, not only the failing ones"),

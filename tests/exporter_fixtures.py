@@ -137,7 +137,7 @@ def ort_optimized(model: Path, out: Path) -> Path:
 
 
 def genai(folder: Path, out: Path, precision: str = "fp32") -> Path:
-    """onnxruntime-genai's model builder (``-e cpu``, precision fp32, fp16 or int4): out/model.onnx with
+    """onnxruntime-genai's model builder (``-e cpu``, precision fp32, fp16, bf16 or int4): out/model.onnx with
     genai_config.json and the tokenizer beside it."""
     try:
         import onnxruntime_genai  # noqa: F401
@@ -191,6 +191,7 @@ EXPORTERS: dict[str, Callable[[Path, Path], Path]] = {
     "torchscript": lambda f, o: torch_onnx(f, o / "model.onnx", dynamo=False),
     "genai-fp32": lambda f, o: genai(f, o, "fp32"),
     "genai-fp16": lambda f, o: genai(f, o, "fp16"),
+    "genai-bf16": lambda f, o: genai(f, o, "bf16"),
     "genai-int4": lambda f, o: genai(f, o, "int4"),
     "optimum": optimum,
     "mobius": mobius,

@@ -85,10 +85,26 @@ def torch_export(folder: Path, position_ids: bool = True, dynamo: bool = True) -
 
 
 @functools.lru_cache(maxsize=None)
-def genai_export(folder: Path) -> Path:
-    """onnxruntime-genai's builder (fp32, CPU) of the model folder: a folder with model.onnx(.data),
-    genai_config.json and the tokenizer."""
-    return ef.genai(folder, folder.with_name(folder.name + "-genai"))
+def genai_export(folder: Path, precision: str = "fp32") -> Path:
+    """onnxruntime-genai's builder (``-e cpu``, fp32 unless told) of the model folder: a folder with
+    model.onnx(.data), genai_config.json and the tokenizer."""
+    suffix = "" if precision == "fp32" else f"-{precision}"
+    return ef.genai(folder, folder.with_name(folder.name + "-genai" + suffix), precision)
+
+
+def with_caches(model: Path, cos: np.ndarray, sin: np.ndarray, out: Path) -> Path:
+    """A copy of a genai model whose cos_cache/sin_cache are these (in the model's own float type), written
+    here without posexport: the reference a patched model is held against."""
+    import onnx
+    import onnx.numpy_helper as onh
+
+    reference = onnx.load(str(model))
+    for t in reference.graph.initializer:
+        if t.name in ("cos_cache", "sin_cache"):
+            value = cos if t.name == "cos_cache" else sin
+            t.CopyFrom(onh.from_array(value.astype(onh.to_array(t).dtype), t.name))
+    onnx.save_model(reference, str(out), save_as_external_data=True, location=out.name + ".data")
+    return out
 
 
 def llama3_inv_freq(config: dict[str, Any]) -> np.ndarray:
@@ -103,6 +119,16 @@ def llama3_inv_freq(config: dict[str, Any]) -> np.ndarray:
     return np.where(wavelength < original / high, theta, out)
 
 
+# Stored fraction bits and the smallest normal exponent of each float type.
+FLOAT_BITS = {"float32": (23, -126), "float16": (10, -14), "bfloat16": (7, -126)}
+
+
+def half_ulp(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Half a unit in the last place of ``dtype`` around the float64 values x: the most rounding once leaves."""
+    fraction, smallest = FLOAT_BITS[dtype]
+    return 2.0 ** (np.floor(np.log2(np.maximum(np.abs(x), 2.0 ** smallest))) - fraction - 1)
+
+
 def normalised_error(out: np.ndarray, ref: np.ndarray) -> float:
     out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
     return float(np.max(np.abs(out - ref)) / max(1.0, float(np.max(np.abs(ref)))))
@@ -113,6 +139,36 @@ def tiny_gpt2(name: str = "gpt2") -> Path:
     from transformers import GPT2Config
 
     return save(name, GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=128, bos_token_id=1, eos_token_id=2))
+
+
+def tiny_gptj(name: str = "gptj") -> Path:
+    """A tiny GPT-J (weights std 0.3): rope on the first 8 of 16 channels per head, interleaved pairs, read
+    from a sin|cos table of 64 rows."""
+    from transformers import GPTJConfig
+
+    return save(name, GPTJConfig(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=64,
+                                 initializer_range=0.3, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False))
+
+
+def sincos_gatherelements(rows: int, base: float):  # noqa: ANN201
+    """transformers 4.x's GPT-J rotary as a graph: a sin|cos table [1, rows, 8] (base ``base``, float32 of
+    float64 angles) repeated per batch, then gathered with GatherElements by position_ids repeated over the
+    width: position_ids [1, s] -> sincos [1, s, 8]."""
+    import onnx
+    import onnx.helper as oh
+    import onnx.numpy_helper as onh
+
+    angles = np.arange(rows, dtype=np.float64)[:, None] * base ** (-np.arange(0, 8, 2) / 8)
+    table = np.concatenate([np.sin(angles), np.cos(angles)], axis=1).astype(np.float32)[None]
+    nodes = [oh.make_node("Tile", ["table", "repeats"], ["tiled"]),
+             oh.make_node("Unsqueeze", ["position_ids", "last"], ["unsqueezed"]),
+             oh.make_node("Expand", ["unsqueezed", "shape"], ["index"]),
+             oh.make_node("GatherElements", ["tiled", "index"], ["sincos"], axis=1)]
+    graph = oh.make_graph(nodes, "gptj", [oh.make_tensor_value_info("position_ids", onnx.TensorProto.INT64, [1, "s"])],
+                          [oh.make_tensor_value_info("sincos", onnx.TensorProto.FLOAT, None)],
+                          [onh.from_array(table, "table"), onh.from_array(np.array([1, 1, 1]), "repeats"),
+                           onh.from_array(np.array([-1]), "last"), onh.from_array(np.array([1, 1, 8]), "shape")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
 
 
 def tiny_bloom(name: str = "bloom") -> Path:
@@ -182,8 +238,9 @@ def torch_export_with_cache(folder: Path, attention_factor_times: int = 1) -> Pa
 
     out = folder.with_name(f"{folder.name}-cache-x{attention_factor_times}.onnx")
     model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
-    rotary = model.model.rotary_emb
-    rotary.attention_scaling = rotary.attention_scaling ** attention_factor_times
+    if attention_factor_times != 1:
+        rotary = model.model.rotary_emb
+        rotary.attention_scaling = rotary.attention_scaling ** attention_factor_times
     layers = model.config.num_hidden_layers
 
     class WithCache(torch.nn.Module):

@@ -49,14 +49,7 @@ def exact_caches(folder: Path, rows: int) -> tuple[np.ndarray, np.ndarray]:
 def exact(llama3, tmp_path_factory) -> Path:
     """The builder's model with its caches replaced, here, by float64-exact ones of LIMIT rows."""
     folder, model = llama3
-    cos, sin = exact_caches(folder, LIMIT)
-    reference = onnx.load(str(model))
-    for t in reference.graph.initializer:
-        if t.name in ("cos_cache", "sin_cache"):
-            t.CopyFrom(onh.from_array((cos if t.name == "cos_cache" else sin).astype(np.float32), t.name))
-    out = tmp_path_factory.mktemp("exact") / "exact.onnx"
-    onnx.save_model(reference, str(out), save_as_external_data=True, location="exact.onnx.data")
-    return out
+    return sf.with_caches(model, *exact_caches(folder, LIMIT), tmp_path_factory.mktemp("exact") / "exact.onnx")
 
 
 def test_doctor_reports_the_limit_and_the_measured_cache_error(llama3):

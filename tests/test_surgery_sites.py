@@ -86,20 +86,7 @@ def test_vit_export_agrees_with_transformers_at_another_grid():
 
 
 def test_a_sincos_table_repeated_per_batch_and_read_with_gatherelements_is_found():
-    # transformers 4.x's GPT-J: embed_positions.repeat(batch, 1, 1), then gather(…, 1, position_ids repeated over the width).
-    import onnx.helper as oh
-
-    angles = np.arange(40, dtype=np.float64)[:, None] * 500000.0 ** (-np.arange(0, 8, 2) / 8)
-    table = np.concatenate([np.sin(angles), np.cos(angles)], axis=1).astype(np.float32)[None]
-    nodes = [oh.make_node("Tile", ["table", "repeats"], ["tiled"]),
-             oh.make_node("Unsqueeze", ["position_ids", "last"], ["unsqueezed"]),
-             oh.make_node("Expand", ["unsqueezed", "shape"], ["index"]),
-             oh.make_node("GatherElements", ["tiled", "index"], ["sincos"], axis=1)]
-    graph = oh.make_graph(nodes, "gptj", [oh.make_tensor_value_info("position_ids", onnx.TensorProto.INT64, [1, "s"])],
-                          [oh.make_tensor_value_info("sincos", onnx.TensorProto.FLOAT, None)],
-                          [onh.from_array(table, "table"), onh.from_array(np.array([1, 1, 1]), "repeats"),
-                           onh.from_array(np.array([-1]), "last"), onh.from_array(np.array([1, 1, 8]), "shape")])
-    (site,) = surgery.diagnose(oh.make_model(graph))["sites"]
+    (site,) = surgery.diagnose(sf.sincos_gatherelements(40, 500000.0))["sites"]
     assert site["kind"] == "sincos-table" and site["recovered"]["op"] == "GatherElements" and site["recovered"]["rows"] == 40
     assert site["recovered"]["recognised"] == {"head_dim": 8, "base": 500000.0}
     assert [f["fault"] for f in site["faults"]] == ["position-limit"]

@@ -18,13 +18,12 @@ from ..errors import PosexportError
 from ..rope import encoding as rope
 from ..rope.scaling import switch_length
 from .exporters import Exporter
-from .freqs import angle_gap, from_cache, other_regime_gap, recognise
+from .freqs import LOW_PRECISION, angle_gap, from_cache, other_regime_gap, recognise, rounding_bound
 from .rope_cache import CacheKind
 from .rope_cache_gathered import GatheredCacheKind
 from .sites import Fault, Site
 
 CACHE_KINDS = (CacheKind.name, GatheredCacheKind.name)  # sites whose cos/sin are stored caches of some rows
-HALF_FLOATS = {"float16": 4.9e-4, "bfloat16": 3.9e-3}  # half a unit in the last place of cos/sin near 1
 PLAIN_BASE = 10000.0  # what transformers 4.x builds when it finds no rope_theta
 
 
@@ -144,13 +143,18 @@ def longrope_frozen(ctx: Context) -> list[Fault]:
 
 
 def half_caches(ctx: Context) -> list[Fault]:
+    """Caches in float16 or bfloat16: their measured error over every row when the site's rope is known,
+    else the most their rounding alone can leave."""
     faults = []
     for site in ctx.sites:
         dtype = site.recovered.get("dtype") if site.kind in CACHE_KINDS else None
-        if dtype in HALF_FLOATS:
-            faults.append(Fault(f"{dtype}-cache", f"{site.anchor}: cos/sin caches stored in {dtype}: rounding alone is up to "
-                                f"{HALF_FLOATS[dtype]:.1e} at any position (the op needs the model's float type; patch keeps it)",
-                                HALF_FLOATS[dtype]))
+        if dtype not in LOW_PRECISION:
+            continue
+        measured = site.recovered.get("cache_error_all_rows")
+        value = max(measured) if measured else rounding_bound(site.tensors["pairs"][0].cos.dtype)
+        what = "off float64 over every row" if measured else "of rounding alone at any position (not measured)"
+        faults.append(Fault(f"{dtype}-cache", f"{site.anchor}: cos/sin caches stored in {dtype}: {value:.2e} {what}; the op needs the "
+                            "model's float type, so patch rebuilds them in it, rounded once from float64", value))
     return faults
 
 

@@ -19,6 +19,9 @@ RECOGNISED = 2e-5
 PRECISION_FAULT = 1e-6
 # Where precision is projected when no position limit is asked for.
 PROJECTED = 1 << 17
+# Caches a fused op reads in the model's own float type: their rounding alone is a fault.
+LOW_PRECISION = ("float16", "bfloat16")
+ROWS_AT_ONCE = 1 << 14  # rows measured per step: float64 temporaries stay a few MB whatever the cache's length
 
 
 def from_cache(cos: np.ndarray, sin: np.ndarray) -> tuple[np.ndarray, float]:
@@ -79,6 +82,26 @@ def cache_error(cos: np.ndarray, sin: np.ndarray, truth: tuple[np.ndarray, float
     """max |cache − float64| over cos and sin at ``row``; ``truth`` is (inv_freq, attention factor)."""
     c, s = exact_from(*truth, np.array([row]))
     return float(max(np.max(np.abs(cos[row].astype(np.float64) - c[0])), np.max(np.abs(sin[row].astype(np.float64) - s[0]))))
+
+
+def rounding_bound(dtype: np.dtype) -> float:
+    """Half a unit in the last place of cos/sin values in [0.5, 1): the most rounding once can leave."""
+    return float(np.finfo(dtype).eps) / 4
+
+
+def low_precision_error(cos: np.ndarray, sin: np.ndarray, truth: tuple[np.ndarray, float]) -> tuple[float, float, int]:
+    """Over every row of low-precision caches: (max |cache − float64|, the same for the float64 values
+    rounded once to the cache's type, how many entries are not that rounding)."""
+    error = floor = 0.0
+    off = 0
+    for start in range(0, len(cos), ROWS_AT_ONCE):
+        exact = exact_from(*truth, np.arange(start, min(start + ROWS_AT_ONCE, len(cos))))
+        for stored, value in zip((cos, sin), exact):
+            got = stored[start:start + len(value)].astype(np.float64)
+            once = value.astype(stored.dtype).astype(np.float64)
+            error, floor = max(error, float(np.max(np.abs(got - value)))), max(floor, float(np.max(np.abs(once - value))))
+            off += int(np.count_nonzero(got != once))
+    return error, floor, off
 
 
 def float32_error(inv_freq32: np.ndarray, factor: float, truth: tuple[np.ndarray, float], position: int) -> float:

@@ -98,6 +98,16 @@ def values(tensor: onnx.TensorProto) -> np.ndarray:
         raise PosexportError(f"tensor {tensor.name[:80]!r}: cannot read its values ({one_line(e, 200)})") from None
 
 
+def set_constant(graph: Graph, name: str, value: np.ndarray) -> None:
+    """Replace the value of an initializer or of a Constant node's output."""
+    if name in graph.initializers:
+        graph.initializers[name].CopyFrom(onh.from_array(value, name))
+        return
+    node = graph.producer[name]
+    del node.attribute[:]
+    node.attribute.append(onnx.helper.make_attribute("value", onh.from_array(value)))
+
+
 def attribute(node: onnx.NodeProto, name: str, default: object = None) -> object:
     for a in node.attribute:
         if a.name == name:

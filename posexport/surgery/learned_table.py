@@ -16,12 +16,11 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnx.numpy_helper as onh
 
 from ..encodings.learned import STRATEGIES, check_rows, extend_table
 from ..errors import PosexportError
 from .biases import PASS_THROUGH, position_source, readers, table_gathers
-from .graph import Graph, node_label
+from .graph import Graph, node_label, set_constant
 from .rope_cache import cache_gathers, chosen_limits, record_limit
 from .sincos_table import sin_cos
 from .sites import Fault, Site, SiteKind
@@ -104,16 +103,6 @@ def constant_source(graph: Graph, name: str) -> str | None:
     if node is not None and node.op_type == "Expand":
         return constant_source(graph, node.input[0])
     return name if graph.array(name) is not None else None
-
-
-def set_constant(graph: Graph, name: str, value: np.ndarray) -> None:
-    """Replace the value of an initializer or of a Constant node's output."""
-    if name in graph.initializers:
-        graph.initializers[name].CopyFrom(onh.from_array(value, name))
-        return
-    node = graph.producer[name]
-    del node.attribute[:]
-    node.attribute.append(onnx.helper.make_attribute("value", onh.from_array(value)))
 
 
 class LearnedTableKind(SiteKind):

@@ -24,7 +24,8 @@ import onnx.numpy_helper as onh
 from ..errors import PosexportError
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, SCALINGS, decided_per_call, source_of, switch_length
-from .freqs import PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache, recognise
+from .freqs import (LOW_PRECISION, PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache,
+                    low_precision_error, recognise, rounding_bound)
 from .graph import Graph, attribute, node_label, values
 from .sites import Fault, Site, SiteKind
 
@@ -37,10 +38,11 @@ OPS = {
 # What a runtime does once positions reach the cache's rows.
 PAST_LIMIT = {
     "GroupQueryAttention": "onnxruntime raises (cos_cache dimension 0 shall not be less than total_sequence_length)",
-    "RotaryEmbedding": "onnxruntime raises (position_ids value … is out of range [0, rows))",
+    "RotaryEmbedding": "onnxruntime raises (position_ids value … is out of range [0, rows); a longer prompt: Updating cos_cache "
+                       "and sin_cache in RotaryEmbedding is not currently supported)",
 }
 METADATA_KEY = "posexport.position_limits"
-FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+FLOATS = ("float16", "bfloat16", "float32", "float64")  # by name: numpy has no bfloat16 (ml_dtypes gives it)
 
 
 def reads_caches(node: onnx.NodeProto) -> tuple[int, int, str] | None:
@@ -261,7 +263,7 @@ class CacheKind(SiteKind):
         if found is None or any(c.cos.ndim != 2 or c.cos.shape != c.sin.shape for c in found[0]):
             recovered["caches"] = missing
             return site
-        if any(0 in c.cos.shape or c.cos.dtype not in FLOATS or c.sin.dtype != c.cos.dtype for c in found[0]):
+        if any(0 in c.cos.shape or str(c.cos.dtype) not in FLOATS or c.sin.dtype != c.cos.dtype for c in found[0]):
             shapes = ", ".join(f"{list(c.cos.shape)} {c.cos.dtype}/{c.sin.dtype}" for c in found[0])
             recovered["caches"] = f"constant but empty or not floats ({shapes})"
             return site
@@ -304,17 +306,35 @@ class CacheKind(SiteKind):
             site.faults.append(Fault("position-limit", f"the caches stop at position {rows - 1}; past it {self.past_limit(site)}", rows))
         else:
             site.notes.append(f"position limit {rows} (chosen with posexport patch)")
-        if pairs[0].cos.dtype == np.float16:
-            site.faults.append(Fault("float16-cache", "cos/sin stored in float16: error ~5e-4 at any position", 4.9e-4))
+        low = str(pairs[0].cos.dtype) in LOW_PRECISION
         moving = sorted(s for s in context["scalings"] if s in SCALINGS and decided_per_call(s))
         if moving and switch is None:
             site.faults.append(Fault("dynamic-exported-static", f"the model config says {' and '.join(moving)}, but the caches are fixed"))
-            return
-        if p is None:
+        elif p is None:
             site.notes.append("precision not measured: frequencies unrecognised; pass --from-model DIR or --from-config FILE")
+        else:
+            for pair, truth in zip(pairs, regimes(p, switch)):
+                if low:
+                    self.low_precision(site, pair, truth)
+                else:
+                    self.precision(site, pair, truth, context.get("position_limit"))
             return
-        for pair, truth in zip(pairs, regimes(p, switch)):
-            self.precision(site, pair, truth, context.get("position_limit"))
+        if low:  # not measured: the rounding alone
+            dtype, bound = str(pairs[0].cos.dtype), rounding_bound(pairs[0].cos.dtype)
+            site.faults.append(Fault(f"{dtype}-cache", f"cos/sin stored in {dtype}: rounding alone is up to {bound:.2e} at any "
+                                     "position (not measured against float64: the frequencies are not known)", bound))
+
+    @staticmethod
+    def low_precision(site: Site, pair: CachePair, truth: tuple[np.ndarray, float]) -> None:
+        """Caches in float16 or bfloat16 (the op reads the model's float type): their error over every row
+        against float64, beside what rounding the float64 values once would leave."""
+        dtype, rows = str(pair.cos.dtype), len(pair.cos)
+        error, floor, off = low_precision_error(pair.cos, pair.sin, truth)
+        site.recovered.setdefault("cache_error_all_rows", []).append(error)
+        how = (f"{off} of {2 * pair.cos.size} values are not that rounding (float32 angles, or a second rounding)" if off else
+               f"these caches are that rounding, the least {dtype} allows (the op reads caches in the model's float type)")
+        site.faults.append(Fault(f"{dtype}-cache", f"cos/sin stored in {dtype}: {error:.2e} off float64 over rows 0…{rows - 1}; the "
+                                 f"float64 values rounded once to {dtype} would be {floor:.2e} off; {how}", error))
 
     def past_limit(self, site: Site) -> str:
         """What a runtime does once positions reach the caches' rows."""

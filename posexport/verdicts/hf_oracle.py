@@ -87,6 +87,27 @@ def exact_forward(module: Any, candidates: list[RopeParams]) -> Any:
     return forward
 
 
+def table_frequencies(module: Any) -> np.ndarray:
+    """The frequencies of a sin|cos table module (GPT-J's embed_positions): the angles of its row 1."""
+    row = module.embed_positions[1].double().numpy()
+    half = len(row) // 2
+    return np.arctan2(row[:half], row[half:])
+
+
+def exact_table_forward(module: Any, candidates: list[RopeParams]) -> Any:
+    """A forward for a rotary module that reads a sin|cos table (GPT-J's), returning its (sin, cos) rows
+    from float64 angles at any position: the module's own table stops at max_position_embeddings."""
+    import torch
+
+    inv_freq = torch.from_numpy(agreeing(candidates, table_frequencies(module), 1.0, 1)[0])
+
+    def forward(x: Any, position_ids: Any) -> tuple[Any, Any]:
+        angles = position_ids[..., None].double() * inv_freq
+        return angles.sin().to(x.dtype), angles.cos().to(x.dtype)
+
+    return forward
+
+
 class HfOracle:
     """The transformers model of ``directory`` in float64, as a runner: feeds in, outputs by slot name
     ('logits', 'key.L', 'value.L')."""
@@ -112,7 +133,8 @@ class HfOracle:
         if not rotary:
             raise PosexportError(f"--against-hf {self.directory}: the model has no rotary embedding module posexport can make exact")
         for module in rotary:
-            module.forward = exact_forward(module, ropes)
+            exact = exact_table_forward if hasattr(module, "embed_positions") else exact_forward
+            module.forward = exact(module, ropes)
         self.label = f"transformers {self.directory.name} (float64)"
 
     def past(self, feeds: Mapping[str, np.ndarray]) -> Any:

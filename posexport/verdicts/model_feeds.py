@@ -41,6 +41,7 @@ class Signature:
     outputs: list[str]
     vocab: int
     dims: dict[str, int] = field(default_factory=dict)
+    float_type: str = "float32"  # of the first floating output (the logits): what the model computes in
 
 
 def vocabulary(model: onnx.ModelProto, ids: str) -> int:
@@ -86,9 +87,12 @@ def signature(path: str | Path, dims: Mapping[str, int] | None = None) -> Signat
         known.setdefault("kv_cache_dim", head)
     ids = next((name for name, _, _ in inputs if "input_ids" in name), None)
     vocab = vocabulary(model, ids) if ids else 0
-    return Signature(inputs, [o.name for o in model.graph.output], vocab, known)
+    floats = [FLOAT_TYPES[o.type.tensor_type.elem_type] for o in model.graph.output if o.type.tensor_type.elem_type in FLOAT_TYPES]
+    return Signature(inputs, [o.name for o in model.graph.output], vocab, known, floats[0] if floats else "float32")
 
 
+FLOAT_TYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.FLOAT16: "float16",
+               onnx.TensorProto.BFLOAT16: "bfloat16"}
 # [batch, seq] inputs whose axes mean the same whatever an exporter names them.
 ROLES: dict[str, Callable[[FeedCase], list[int]]] = {
     "input_ids": lambda c: [c.batch, c.seq],

@@ -11,6 +11,7 @@ path (external data read by the runtime, never held here) and each output is jud
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,12 @@ from .model_feeds import FeedCase, Signature, checked_model, make_feeds, signatu
 from .report import CaseResult, NotCompared, Report
 
 DEFAULT_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
-TOLERANCE = 1e-4
+TOLERANCE = 1e-4  # the default bound of a float32 (or float64) model
+# A float16 or bfloat16 model's unit roundoff u. Its weights and activations round at every step, and its
+# attention sums over every cached token: the default bound is ROUNDOFF_UNITS · u · √(past + seq), the
+# probabilistic bound of a length-n sum (Higham & Mary) with a margin; a wrong rope is O(1) off in the key cache.
+ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+ROUNDOFF_UNITS = 4
 # A run's outputs, or None and the runner's message.
 Attempt = tuple["dict[str, np.ndarray] | None", str]
 
@@ -85,11 +91,14 @@ class ModelRun:
     oracle: Oracle
     sig: Signature
     cases: list[FeedCase]
-    tolerance: float
+    tolerance: float | None  # None: the model's float type's bound for each case (default_bound)
     seed: int
     outputs: list[str] | None
     report: Report
     advance: Callable[[float], None] = lambda n: None
+
+    def bound(self, case: FeedCase) -> float:
+        return self.tolerance if self.tolerance is not None else default_bound(self.sig.float_type, case)
 
     def chosen(self, names: Sequence[str]) -> list[str]:
         if not self.outputs:
@@ -125,13 +134,13 @@ class ModelRun:
             if why:
                 self.report.not_compared.append(NotCompared(self.label, case.label, runtime, output, why))
                 continue
-            cmp = compare(value, expected[slot], self.tolerance)
-            message = "" if cmp.passed else f"error {cmp.normalised:.2e} > tolerance {self.tolerance:g} (max abs {cmp.max_abs:.2e})"
-            before = self.original_outcome(original, output, slot, expected) if original is not None else ""
+            cmp = compare(value, expected[slot], self.bound(case))
+            message = "" if cmp.passed else f"error {cmp.normalised:.2e} > tolerance {cmp.bound:.3g} (max abs {cmp.max_abs:.2e})"
+            before = self.original_outcome(original, output, slot, expected, case) if original is not None else ""
             self.report.results.append(CaseResult(self.label, case.label, runtime, "pass" if cmp.passed else "fail", cmp, message,
                                                   output=output, original=before, **info))
 
-    def original_outcome(self, original: Attempt, output: str, slot: str, expected: Mapping[str, np.ndarray]) -> str:
+    def original_outcome(self, original: Attempt, output: str, slot: str, expected: Mapping[str, np.ndarray], case: FeedCase) -> str:
         """The original model's error on the same output, or how it failed."""
         out, fails = original
         if out is None:
@@ -139,8 +148,21 @@ class ModelRun:
         if output not in out:
             return "no such output"
         value, why = aligned(np.asarray(out[output]), expected[slot], output)
-        return why or f"{compare(value, expected[slot], self.tolerance).normalised:.2e}"
+        return why or f"{compare(value, expected[slot], self.bound(case)).normalised:.2e}"
 
+
+def default_bound(float_type: str, case: FeedCase) -> float:
+    """TOLERANCE for a float32 model; ROUNDOFF_UNITS · u · √(past + seq) for a float16 or bfloat16 one."""
+    if float_type not in ROUNDOFF:
+        return TOLERANCE
+    return ROUNDOFF_UNITS * ROUNDOFF[float_type] * math.sqrt(case.past + case.seq)
+
+
+def default_label(float_type: str) -> float | str:
+    """default_bound as the report's settings show it."""
+    if float_type not in ROUNDOFF:
+        return TOLERANCE
+    return f"{ROUNDOFF_UNITS}·2^{int(math.log2(ROUNDOFF[float_type]))}·√(past + seq) ({float_type})"
 
 
 def load(runtime: Runtime, path: Path) -> tuple[ModelSession | None, str]:
@@ -180,16 +202,17 @@ def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, 
 def model_parity(model: str | Path, against: str | Path | None = None, *, against_hf: str | Path | None = None,
                  oracle: Runner | None = None,
                  cases: Sequence[FeedCase] = (FeedCase(16),), runtimes: Sequence[str] = DEFAULT_RUNTIMES,
-                 tolerance: float = TOLERANCE, seed: int = 0, dims: Mapping[str, int] | None = None,
+                 tolerance: float | None = None, seed: int = 0, dims: Mapping[str, int] | None = None,
                  outputs: Sequence[str] | None = None, original: str | Path | None = None) -> Report:
     """``model`` against ``against`` (an ONNX model run on the same runner), ``against_hf`` (a
     transformers model folder, run in float64) or ``oracle`` (a float64 runner of one's own: feeds in,
     outputs out, named as HfOracle's; its ``label`` attribute names it), every case on every runner. An
-    output passes when the model runs and its error is within ``tolerance``; with ``original`` (the model before a patch) each
-    result also says how the original did. ``outputs`` are names or glob patterns (default: all)."""
+    output passes when the model runs and its error is within ``tolerance`` (default: by the model's float type and
+    the case's length, ``default_bound``); with ``original`` (the model before a patch) each result also says how the original
+    did. ``outputs`` are names or glob patterns (default: all)."""
     if sum(x is not None for x in (against, against_hf, oracle)) != 1:
         raise PosexportError("give exactly one of --against ORIGINAL.onnx and --against-hf DIR")
-    if not valid_bound(tolerance):
+    if tolerance is not None and not valid_bound(tolerance):
         raise PosexportError(f"--tolerance {tolerance!r}: expected a positive finite number")
     model = Path(model)
     chosen = [get_runtime(name) for name in runtimes]
@@ -208,7 +231,8 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
         judge = Oracle(hf.label, run=hf.run)
     else:
         judge = Oracle(getattr(oracle, "label", "a float64 runner"), run=oracle)
-    report = Report(settings={"seed": seed, "tolerance": tolerance, "cases": [c.label for c in cases],
+    shown = tolerance if tolerance is not None else default_label(sig.float_type)
+    report = Report(settings={"seed": seed, "tolerance": shown, "cases": [c.label for c in cases],
                               "outputs": list(outputs or [])})
     report.graphs[model.name] = {"kind": "model", "model": str(model), "reference": judge.label,
                                  "original": str(original) if original else None}
