@@ -33,7 +33,7 @@ MAKE: dict[str, str | None] = {
     "test": "the whole suite, which this test is part of",
     "bench": "rewrites the recorded benchmarks/ files: minutes of timing, run by hand (docs/benchmarks.md)",
     "bench-gpu": "needs an NVIDIA GPU and onnxruntime-gpu",
-    "matrix": "every architecture × every exporter, each exporter in its own venv: about an hour on 2 cores; the suite runs "
+    "matrix": "every architecture × every exporter, each exporter in its own venv: ten minutes and more on 2 cores; the suite runs "
               "one fixture per pattern (tests/test_surgery_exporters.py, tests/test_matrix_page.py)",
     "bench-size": "writes 0.5-4 GiB models (12 GiB of disk at its peak) and times them: run by hand; tests/test_surgery_size.py "
                   "checks a 300 MB one",
