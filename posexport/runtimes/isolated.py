@@ -92,14 +92,19 @@ def raised(kind: str, message: str) -> RuntimeError:
 # --- the child ---------------------------------------------------------------------------------------
 
 
-def stderr_into(stderr: Connection) -> None:
+def child_main(environment: dict[str, str], target: Callable[..., None], args: tuple[Any, ...], conn: Connection,
+               stderr: Connection) -> None:
+    """The child: the parent's environment as it is now (the fork server's dates from its start), its
+    stderr into the pipe, then ``target(*args, conn)``."""
+    os.environ.clear()
+    os.environ.update(environment)
     os.dup2(stderr.fileno(), 2)
     os.set_blocking(2, False)  # a full pipe drops the child's stderr rather than blocking it
+    target(*args, conn)
 
 
-def serve(runtime: Runtime, path: str, options: SessionOptions, conn: Connection, stderr: Connection) -> None:
+def serve(runtime: Runtime, path: str, options: SessionOptions, conn: Connection) -> None:
     """Load the model, say so, then answer each run until the parent closes the pipe."""
-    stderr_into(stderr)
     try:
         session = runtime.load_model(Path(path), options)
     except Exception as e:
@@ -120,9 +125,8 @@ def serve(runtime: Runtime, path: str, options: SessionOptions, conn: Connection
         send_arrays(conn, outputs)
 
 
-def serve_call(function: Callable[..., Any], args: tuple[Any, ...], conn: Connection, stderr: Connection) -> None:
+def serve_call(function: Callable[..., Any], args: tuple[Any, ...], conn: Connection) -> None:
     """Call ``function(*args)`` and send its JSON result."""
-    stderr_into(stderr)
     try:
         result = function(*args)
     except Exception as e:
@@ -192,10 +196,11 @@ class Child:
 
 
 def forked(target: Callable[..., None], args: tuple[Any, ...], name: str) -> Child:
-    """A child running ``target(*args, conn, stderr)``, its end of both pipes closed here."""
+    """A child running ``target(*args, conn)`` (child_main), its end of both pipes closed here."""
     conn, child_conn = CONTEXT.Pipe()
     stderr, child_stderr = CONTEXT.Pipe(duplex=False)
-    process = CONTEXT.Process(target=target, args=(*args, child_conn, child_stderr), daemon=True, name=name)
+    process = CONTEXT.Process(target=child_main, args=(dict(os.environ), target, args, child_conn, child_stderr), daemon=True,
+                              name=name)
     with main_hidden():
         process.start()
     child_conn.close()
