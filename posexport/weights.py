@@ -63,6 +63,8 @@ def load_table(path: str, key: str | None, shape: tuple[int, ...] | None = None,
     if shape is not None and (array.ndim != len(shape) or any(w is not None and w != a for w, a in zip(shape, array.shape))):
         want = "[" + ", ".join("*" if w is None else str(w) for w in shape) + "]"
         raise PosexportError(f"--weights {path}: {what} has shape {list(array.shape)}, expected {want}")
+    if array.size == 0:  # extending it would make rows of NaN means
+        raise PosexportError(f"--weights {path}: {what} is empty (shape {list(array.shape)}); give a table with values")
     check_finite(array, path, what)
     return array
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from posexport.params import field_type
 from posexport.registry import ENCODINGS, get_encoding
+from posexport.weights import load_table
 
 from .test_parity_cli import cli
 
@@ -175,19 +176,37 @@ def weights_files(draw: st.DrawFn) -> tuple[str, bytes]:
     return suffix, bytes(data)
 
 
+def check_extended(code: int, out: str, err: str, folder: Path, suffix: str) -> None:
+    """`extend` of a weights file: one file of the same format whose table has the rows asked for, or one
+    error line and nothing written."""
+    assert "Traceback" not in out + err, out + err
+    files = sorted(folder.rglob("*")) if folder.exists() else []
+    if code == 0:
+        (written,) = files
+        assert written.suffix == suffix and load_table(str(written), "w" if suffix != ".npy" else None).shape[0] == 12
+        return
+    assert code == 2 and err.lstrip().startswith("error: ") and err.count("error:") == 1, (code, out, err)
+    assert not files, files
+
+
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
           HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(data=st.data())
-def test_build_from_weights_ends_in_a_graph_or_one_error_line(small_cap, data):
+def test_build_and_extend_from_weights_end_in_a_file_or_one_error_line(small_cap, data):
     suffix, content = data.draw(weights_files(), label="weights file")
     with tempfile.TemporaryDirectory() as tmp:
         weights = Path(tmp) / f"w{suffix}"
         weights.write_bytes(content)
         key = ["--key", "w"] if suffix != ".npy" and data.draw(st.booleans(), label="--key") else []
         folder = Path(tmp) / "out"
+        if data.draw(st.integers(0, 3), label="extend") == 0:
+            code, out, err = cli("extend", str(weights), "--to", "12", *key, "--out", str(folder))
+            event(f"extend {suffix} exit {code}")
+            check_extended(code, out, err, folder, suffix)
+            return
         code, out, err = cli("build", "--encoding", "learned", "--max-positions", "8", "--d-model", "4", "--weights", str(weights),
                              *key, "--out", str(folder))
-        event(f"{suffix} exit {code}")
+        event(f"build {suffix} exit {code}")
         check_outcome(code, out, err, folder)
         if code == 2:
             assert f"--weights {weights}" in err or "--key" in err, err

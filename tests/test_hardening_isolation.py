@@ -7,10 +7,14 @@ that the graph itself flattens to 1-D, which no check of stored tensors can see.
 from __future__ import annotations
 
 import json
+import math
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +133,32 @@ def test_a_script_without_a_main_guard_runs_whole_models(decoders, tmp_path):
     script.write_text(f"import posexport\nprint(posexport.model_parity({str(good)!r}, {str(good)!r}, runtimes=['ort-cpu']).passed)\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stdout + done.stderr
+
+
+def test_a_child_killed_while_loading_is_a_crash_naming_the_load(tmp_path):
+    """onnxruntime opening a FIFO (which model-parity refuses before any runtime sees it) waits for a writer
+    that never comes: the child is killed by a signal while loading, and the parent says so instead of waiting."""
+    os.mkfifo(tmp_path / "m.onnx")
+
+    def kill_the_loader() -> None:
+        while not (loading := [p for p in multiprocessing.active_children() if p.name == "posexport ort-cpu" and p.pid]):
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.kill(loading[0].pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_loader, daemon=True)
+    killer.start()
+    with pytest.raises(RuntimeCrash, match=r"^ort-cpu crashed while loading m.onnx: killed by SIGKILL$"):
+        IsolatedModelSession(get_runtime("ort-cpu"), tmp_path / "m.onnx")
+    killer.join(5)
+
+
+def test_bench_model_times_each_call_in_a_child_and_a_crash_is_the_rows_note(decoders, tmp_path):
+    good, flat = decoders
+    code, out, err = cli("bench", "--model", str(flat), "--against", str(good), "--seqs", "16", "--decode-positions", "8",
+                         "--warmup", "1", "--repeats", "3", "--json", str(tmp_path / "b.json"))
+    assert code == 0 and "Traceback" not in out + err, out + err
+    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    assert [r["call"] for r in rows] == ["prompt 16", "decode at position 8"]
+    for r in rows:
+        assert r["note"].startswith(f"onnxruntime crashed timing {r['call']}: killed by SIGABRT") and math.isnan(r["ratio"])

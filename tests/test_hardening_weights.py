@@ -77,7 +77,7 @@ def test_a_weights_file_that_resolves_outside_its_folder_is_refused(tmp_path):
     (tmp_path / "in").mkdir()
     os.symlink(tmp_path / "outside" / "secret.npy", tmp_path / "in" / "w.npy")
     refused(tmp_path / "in" / "w.npy", tmp_path / "out", "outside")
-    one_error(*cli("extend", str(tmp_path / "in" / "w.npy"), "--rows", "12", "--out", str(tmp_path / "ext")))
+    assert "outside" in one_error(*cli("extend", str(tmp_path / "in" / "w.npy"), "--to", "12", "--out", str(tmp_path / "ext")))
     assert not (tmp_path / "ext").exists()
 
 
@@ -121,6 +121,12 @@ def test_a_safetensors_header_that_lies_is_refused(tmp_path, header, data, needl
 def test_a_safetensors_header_length_past_the_file_is_refused(tmp_path):
     (tmp_path / "w.safetensors").write_bytes(struct.pack("<Q", 10**15) + b"{}")
     refused(tmp_path / "w.safetensors", tmp_path / "out", "header length is past the file")
+
+
+def test_an_empty_table_is_refused_rather_than_extended_into_nan(tmp_path):
+    np.save(tmp_path / "w.npy", np.zeros((0, COLS)))
+    assert "is empty (shape [0, 4])" in one_error(*cli("extend", str(tmp_path / "w.npy"), "--to", "12", "--out", str(tmp_path / "ext")))
+    assert not (tmp_path / "ext").exists()
 
 
 def test_a_weights_file_over_the_byte_budget_is_refused(tmp_path, monkeypatch):

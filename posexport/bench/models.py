@@ -1,5 +1,5 @@
-"""`posexport bench --model FIXED --against ORIGINAL`: two whole models timed in one process, interleaved
-round-robin (timing.time_interleaved) on the same seeded feeds: prompts of each length, and a decode step
+"""`posexport bench --model FIXED --against ORIGINAL`: two whole models timed in one process (a child per
+call, so that onnxruntime dying on one is that row's note), interleaved round-robin (timing.time_interleaved) on the same seeded feeds: prompts of each length, and a decode step
 (one token after that many cached positions; a model without past key/values inputs gets the one token at
 that position). Each row has both medians and their ratio; the files' sizes are reported, and the target
 is the patched model within 1.03× the original on every call."""
@@ -17,6 +17,7 @@ import onnx
 
 from ..errors import PosexportError, one_line
 from ..runtimes import SessionOptions
+from ..runtimes.isolated import RuntimeCrash, call_in_child
 from ..runtimes.ort import OrtModelSession
 from ..verdicts.model_feeds import FeedCase, Signature, make_feeds, signature
 from .engine import machine
@@ -74,9 +75,12 @@ def bound(path: Path, feeds: dict[str, np.ndarray], threads: int) -> Any:
     return OrtModelSession(path, ["CPUExecutionProvider"], True, SessionOptions(threads, spinning=False)).bind(feeds)
 
 
+def call_label(case: FeedCase) -> str:
+    return f"prompt {case.seq}" if not case.past else f"decode at position {case.past}"
+
+
 def time_call(model: Path, against: Path, sig: Signature, case: FeedCase, threads: int, warmup: int, repeats: int) -> ModelRow:
-    label = f"prompt {case.seq}" if not case.past else f"decode at position {case.past}"
-    row = ModelRow(label, case.seq, case.past)
+    row = ModelRow(call_label(case), case.seq, case.past)
     feeds, row.note = feeds_for(sig, case)
     calls = []
     for who, path in (("--model", model), ("--against", against)):
@@ -88,6 +92,20 @@ def time_call(model: Path, against: Path, sig: Signature, case: FeedCase, thread
     (row.model_ms, row.model_iqr_ms, _), (row.against_ms, row.against_iqr_ms, _) = time_interleaved(calls, warmup, repeats)
     row.ratio = row.model_ms / row.against_ms
     return row
+
+
+def timed_row(*call: Any) -> dict[str, Any]:
+    return asdict(time_call(*call))
+
+
+def time_isolated(model: Path, against: Path, sig: Signature, case: FeedCase, threads: int, warmup: int, repeats: int) -> ModelRow:
+    """One call timed in a child process (runtimes.isolated; the timing runs inside it): onnxruntime dying on
+    either model is the row's note, and the bench goes on."""
+    label = call_label(case)
+    try:
+        return ModelRow(**call_in_child(timed_row, (model, against, sig, case, threads, warmup, repeats), f"onnxruntime crashed timing {label}"))
+    except RuntimeCrash as crash:
+        return ModelRow(label, case.seq, case.past, note=str(crash))
 
 
 def positions(text: str, option: str, default: tuple[int, ...]) -> tuple[int, ...]:
@@ -113,7 +131,7 @@ def bench_models(model: str | Path, against: str | Path, prompts: Sequence[int] 
     meta = machine() | {"model": str(model), "against": str(against), "model_bytes": file_bytes(model), "against_bytes": file_bytes(against),
             "threads": threads, "warmup": warmup, "repeats": repeats}
     cases = [FeedCase(n) for n in prompts] + [FeedCase(1, n) for n in decode]
-    return ModelBench(meta, [time_call(model, against, sig, c, threads, warmup, repeats) for c in cases])
+    return ModelBench(meta, [time_isolated(model, against, sig, c, threads, warmup, repeats) for c in cases])
 
 
 def target(rows: Sequence[ModelRow]) -> dict[str, Any]:

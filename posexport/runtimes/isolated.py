@@ -9,7 +9,8 @@ runtime's own ``load_model``: it reads nothing the runtime would not read in thi
 outputs cross a pipe as a small JSON header followed by each array's raw bytes (no pickle), read straight
 into the array that is returned, so this process holds each output once. The child's stderr goes into a
 pipe, and its last line (a runtime's dying words: ``terminate called …``) joins the crash's message; after
-a crash while running, the next run starts a fresh child.
+a crash while running, the next run starts a fresh child. ``call_in_child`` runs one function the same way
+(bench --model times each call inside a child).
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ import signal
 import sys
 import types
 import weakref
-from collections.abc import Iterator
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -92,10 +92,19 @@ def raised(kind: str, message: str) -> RuntimeError:
 # --- the child ---------------------------------------------------------------------------------------
 
 
-def serve(runtime: Runtime, path: str, options: SessionOptions, conn: Connection, stderr: Connection) -> None:
-    """Load the model, say so, then answer each run until the parent closes the pipe."""
+def child_main(environment: dict[str, str], target: Callable[..., None], args: tuple[Any, ...], conn: Connection,
+               stderr: Connection) -> None:
+    """The child: the parent's environment as it is now (the fork server's dates from its start), its
+    stderr into the pipe, then ``target(*args, conn)``."""
+    os.environ.clear()
+    os.environ.update(environment)
     os.dup2(stderr.fileno(), 2)
     os.set_blocking(2, False)  # a full pipe drops the child's stderr rather than blocking it
+    target(*args, conn)
+
+
+def serve(runtime: Runtime, path: str, options: SessionOptions, conn: Connection) -> None:
+    """Load the model, say so, then answer each run until the parent closes the pipe."""
     try:
         session = runtime.load_model(Path(path), options)
     except Exception as e:
@@ -114,6 +123,16 @@ def serve(runtime: Runtime, path: str, options: SessionOptions, conn: Connection
             conn.send_bytes(failure(e))
             continue
         send_arrays(conn, outputs)
+
+
+def serve_call(function: Callable[..., Any], args: tuple[Any, ...], conn: Connection) -> None:
+    """Call ``function(*args)`` and send its JSON result."""
+    try:
+        result = function(*args)
+    except Exception as e:
+        conn.send_bytes(failure(e))
+        return
+    conn.send_bytes(json.dumps({"result": result}).encode())
 
 
 # --- the parent --------------------------------------------------------------------------------------
@@ -176,6 +195,34 @@ class Child:
             self.process.join()
 
 
+def forked(target: Callable[..., None], args: tuple[Any, ...], name: str) -> Child:
+    """A child running ``target(*args, conn)`` (child_main), its end of both pipes closed here."""
+    conn, child_conn = CONTEXT.Pipe()
+    stderr, child_stderr = CONTEXT.Pipe(duplex=False)
+    process = CONTEXT.Process(target=child_main, args=(dict(os.environ), target, args, child_conn, child_stderr), daemon=True,
+                              name=name)
+    with main_hidden():
+        process.start()
+    child_conn.close()
+    child_stderr.close()
+    return Child(process, conn, stderr)
+
+
+def call_in_child(function: Callable[..., Any], args: tuple[Any, ...], crashed: str) -> Any:
+    """``function(*args)`` (module-level, its result JSON) run in a child: if the child dies, a RuntimeCrash
+    saying ``crashed`` and how; if it raises, the child's exception (by its class's name)."""
+    child = forked(serve_call, (function, args), "posexport call")
+    try:
+        reply = json.loads(child.conn.recv_bytes())
+    except (EOFError, OSError):
+        raise RuntimeCrash(f"{crashed}: {child.death()}") from None
+    finally:
+        child.close()
+    if "error" in reply:
+        raise raised(*reply["error"])
+    return reply["result"]
+
+
 class IsolatedModelSession(ModelSession):
     """``runtime.load_model(path)`` in a child process, behind the ModelSession protocol."""
 
@@ -185,15 +232,7 @@ class IsolatedModelSession(ModelSession):
         self.start()
 
     def start(self) -> Child:
-        conn, child_conn = CONTEXT.Pipe()
-        stderr, child_stderr = CONTEXT.Pipe(duplex=False)
-        process = CONTEXT.Process(target=serve, args=(self.runtime, str(self.path), self.options, child_conn, child_stderr),
-                                  daemon=True, name=f"posexport {self.runtime.name}")
-        with main_hidden():
-            process.start()
-        child_conn.close()
-        child_stderr.close()
-        self.child = Child(process, conn, stderr)
+        self.child = forked(serve, (self.runtime, str(self.path), self.options), f"posexport {self.runtime.name}")
         weakref.finalize(self, self.child.close)
         self.exchange(self.child, "loading", None)
         return self.child

@@ -1,11 +1,12 @@
-"""PyTorch eager: the encoding's torch module run directly, no ONNX involved."""
+"""PyTorch eager: the encoding's torch module run directly, no ONNX involved. torch is imported when a
+session is made, so that importing the runtimes (as the fork server of posexport.runtimes.isolated does)
+does not cost torch's import."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 import numpy as np
-import torch
 
 from ..contract import Artifact
 from ..dtypes import from_torch, to_torch
@@ -18,11 +19,15 @@ class TorchSession(Session):
         self.names = [s.name for s in artifact.encoding.inputs(artifact.params)]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
         with torch.no_grad():
             return from_torch(self.module(*(to_torch(feeds[n]) for n in self.names)))
 
     def bind(self, feeds: Mapping[str, np.ndarray]) -> Bound:
         """The inputs become tensors once; each call runs the module on them."""
+        import torch
+
         tensors = [to_torch(feeds[n]) for n in self.names]
         last: list[torch.Tensor] = []
 
@@ -44,6 +49,8 @@ class TorchEager(Runtime):
         return True, ""
 
     def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> TorchSession:
+        import torch
+
         if options.threads:
             torch.set_num_threads(options.threads)  # process-wide in torch: the last session's count holds
         return TorchSession(artifact)
