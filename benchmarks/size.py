@@ -46,7 +46,19 @@ def step(name: str, model: Path, out: Path) -> None:
     }
     start = time.perf_counter()
     calls[name]()
-    print(time.perf_counter() - start, peak_kb())
+    seconds = time.perf_counter() - start
+    print(seconds, max(peak_kb(), children_peak_kb()))
+
+
+def children_peak_kb() -> int:
+    """The largest peak resident memory of this process's descendants: model-parity runs each session in a
+    child forked by multiprocessing's fork server, which reaps them; stopping the server (a private call, as
+    the standard library has no public one) makes it a reaped child of ours, so its sessions count here."""
+    import multiprocessing.forkserver
+    import resource
+
+    multiprocessing.forkserver._forkserver._stop()
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 
 
 def measured(command: list[str]) -> tuple[float, float, float]:
@@ -175,7 +187,8 @@ def markdown(report: dict[str, object]) -> str:
            "The data file is sparse (seeded 64 KiB blocks every 64 MiB, holes between): patch and the copy both "
            "skip the holes, so this measures everything but the bytes; the dense run below measures the bytes. ")
         + "Each step runs in its own process: peak memory is that process's (the kernel's VmHWM, "
-        "Python and imports included); a step's time is the library call alone, timed after the imports (the "
+        "Python and imports included) or, where larger, that of a process it started (model-parity's sessions "
+        "run in children); a step's time is the library call alone, timed after the imports (the "
         "start-up, mostly importing torch, does not grow with the model and is shown apart). Patch and the copy "
         f"(`cp --reflink=never`) take turns, {report['repeats']} runs each, every run from a cold source (synced, "
         "then dropped from the page cache) and timed until its files are on disk (an fsync of each file it wrote counted); "
