@@ -154,23 +154,35 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
 
 
 def rope_flags_of_transformers(folder: Path) -> list[bool]:
-    """Per decoder layer, whether transformers' own attention module applies rope."""
+    """Per decoder layer, whether transformers' own model calls its apply function there: a forward on 5
+    tokens with the module's apply function wrapped to note the layer it runs in."""
+    import importlib
+
     import torch
     from transformers import AutoConfig, AutoModel
 
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(folder)
-    layers = AutoModel.from_config(config).layers
-    flags = []
-    for layer in layers:
-        attn = layer.self_attn
-        if hasattr(attn, "use_rope"):  # SmolLM3, Llama-4
-            flags.append(bool(attn.use_rope))
-        elif config.model_type == "cohere2":
-            flags.append(attn.sliding_window is not None)
-        else:  # EXAONE-4: global NoPE when a window is set
-            flags.append(attn.sliding_window is None or attn.is_sliding)
-    return flags
+    model = AutoModel.from_config(config).eval()
+    recipe = read_model(folder).roles[0].hf
+    module = importlib.import_module(recipe["module"])
+    layers, current, rotating = model.layers, [None], set()
+    apply = getattr(module, recipe["apply"])
+
+    def noted(*args, **kwargs):
+        rotating.add(current[0])
+        return apply(*args, **kwargs)
+
+    hooks = [layer.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i)) for i, layer in enumerate(layers)]
+    setattr(module, recipe["apply"], noted)
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.arange(1, 6)[None])
+    finally:
+        setattr(module, recipe["apply"], apply)
+        for hook in hooks:
+            hook.remove()
+    return [i in rotating for i in range(len(layers))]
 
 
 def plan_mismatches(folder: Path, model: Path) -> list[int]:
@@ -178,7 +190,8 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
     return [i for i, uses in enumerate(rope_flags_of_transformers(model)) if (plan.layer_rope(i) is not None) != uses]
 
 
-@pytest.mark.parametrize("model_type, nope", [("smollm3", [3]), ("cohere2", [3]), ("exaone4", [3]), ("llama4_text", [3])])
+@pytest.mark.parametrize("model_type, nope", [("smollm3", [3]), ("cohere2", [3]), ("exaone4", [3]), ("llama4_text", [3]),
+                                             ("cohere2_moe", [3]), ("flint", [0, 1, 3]), ("beam", [3])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)

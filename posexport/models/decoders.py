@@ -170,6 +170,15 @@ DECODERS: dict[str, D] = {
     "gemma3n": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, text=True, single_apply=True),
     "gemma3n_text": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, single_apply=True),
     "lfm3": D("lfm3", "Lfm3", 128000, {"full_attention": 1000000.0, SLIDING: 10000.0}, 128),
+    "beam": D("beam", "Beam", 8192, 10000.0, 128),
+    "cohere2_moe": D("cohere2_moe", "Cohere2Moe", 8192, 10000.0, 128, None, "interleaved", nope=SLIDING_ONLY),
+    "flint": D("flint", "Flint", 262144, 10000.0, 128, nope=SLIDING_ONLY),
+    "kyutai_speech_to_text": D("kyutai_speech_to_text", "KyutaiSpeechToText", 750, 10000.0),
+    "moshi": D("moshi", "Moshi", 3000, 10000.0),
+    "neomme": D("neomme", "NeoMME", 16384, {"full_attention": 1000000.0, SLIDING: 10000.0}, 64),
+    "pocket_tts_audio_tokenizer_decoder": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0),
+    "pocket_tts_audio_tokenizer_encoder": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0),
+    "zaya": D("zaya", "Zaya", 131072, {"hybrid": 5000000.0, "hybrid_sliding": 10000.0}, 128),
 }
 
 
