@@ -27,6 +27,10 @@ QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 
                                 "rope_theta": 500000.0}}
 EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl"), QWEN2_VL))
 EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"), QWEN3_VL))
+# Per multimodal type: its tiny vision tower; one with a learned pos_embed gets a checkpoint holding it.
+VISION = dict.fromkeys(("qwen3_vl", "qwen3_vl_moe"), {"depth": 2, "hidden_size": 32, "num_heads": 2, "intermediate_size": 32,
+                                                    "out_hidden_size": 64, "num_position_embeddings": 36})
+POS_EMBED_KEY = "model.visual.pos_embed.weight"
 
 
 def config_class(model_type: str) -> Any:
@@ -53,6 +57,17 @@ def tiny(model_type: str, folder: Path, **overrides: Any) -> Path:
             config = cls(**{**sized(cls, model_type), **overrides})
         else:
             inner = {"model_type": text.model_type, **sized(type(text), model_type), **overrides}
-            config = cls(text_config=inner)
+            config = cls(text_config=inner, **({"vision_config": VISION[model_type]} if model_type in VISION else {}))
         config.save_pretrained(folder)
+    if "num_position_embeddings" in VISION.get(model_type, {}):
+        pos_embed_checkpoint(folder, VISION[model_type])
     return folder
+
+
+def pos_embed_checkpoint(folder: Path, vision: dict[str, int]) -> None:
+    """model.safetensors holding only the vision tower's pos_embed, random normal: all its reader reads."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    table = np.random.default_rng(0).standard_normal((vision["num_position_embeddings"], vision["hidden_size"]))
+    save_file({POS_EMBED_KEY: table.astype(np.float32)}, str(folder / "model.safetensors"))

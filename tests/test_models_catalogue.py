@@ -115,8 +115,14 @@ def test_decoder_defaults_are_the_config_classes_own():
         assert (theta if isinstance(theta, dict) else float(theta)) == spec.theta, model_type
 
 
+GRIDS = ((6, 6), (3, 5), (11, 8), (1, 1))  # a grid encoding's trained grid, down, up and one patch
+
+
 def feeds_for(encoding, p, rng):
-    """17 tokens at 0, from 5000, and (for a query scale) across its third step."""
+    """17 tokens at 0, from 5000, and (for a query scale) across its third step; a grid encoding at GRIDS."""
+    if encoding.family == "vision":
+        return [encoding.feeds(p, Case(f"{h}x{w}", {"batch": 2, "grid_h": h, "grid_w": w}), DTYPES["float32"], rng)
+                for h, w in GRIDS]
     starts = [0, 5000] + ([3 * p.floor_scale - 8] if encoding.name == "query-scale" else [])
     return [encoding.feeds(p, Case(f"at{s}", {"batch": 2, "seq": 17}, start=s), DTYPES["float32"], rng) for s in starts]
 
@@ -149,8 +155,8 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
         for feeds in feeds_for(encoding, p, rng):
             exact = encoding.reference(p, feeds)
             error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
-            assert error < model_bound(DTYPES["float32"].bound(int(feeds["position_ids"].max())),
-                                       int(feeds["position_ids"].max())), (role.role, error)
+            largest = int(feeds["position_ids"].max()) if "position_ids" in feeds else 0
+            assert error < model_bound(DTYPES["float32"].bound(largest), largest), (role.role, error)
 
 
 def rope_flags_of_transformers(folder: Path) -> list[bool]:
@@ -244,6 +250,27 @@ def test_a_misread_form_fails_against_the_model(tiny_models, tmp_path):
     report = run_model_parity(tiny_models["cohere"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
     assert [r.status for r in report.results if r.runtime == "hf"] and all(
         r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+def test_qwen3_vl_pos_embed_read_with_corners_aligned_and_a_misread_fails(tiny_models):
+    """The vision tower's pos_embed role is bilinear with align_corners; the same table resampled with
+    half-pixel centres misses transformers' own resampling at every grid but the trained one."""
+    plan = read_model(tiny_models["qwen3_vl"])
+    role = plan.role("vision-pos-embed")
+    assert (role.values["interpolation"], role.values["align_corners"], role.values["trained_h"]) == ("bilinear", True, 6)
+    encoding, rng = get_encoding("vit-learned"), np.random.default_rng(1)
+    wrong = encoding.params(**{**role.values, "align_corners": False})
+    session = SESSIONS["grid-interpolate"](Built(encoding, wrong, plan.manifest_entry(role)), plan.manifest_entry(role))
+    errors = [np.max(np.abs(session.run(feeds) - encoding.reference(wrong, feeds))) for feeds in feeds_for(encoding, wrong, rng)]
+    assert errors[0] < 1e-6 and min(errors[1:3]) > 0.1
+
+
+def test_qwen3_vl_without_weights_says_its_pos_embed_was_not_built(tmp_path):
+    folder = arch_zoo.tiny("qwen3_vl", tmp_path / "qwen3-vl")
+    (folder / "model.safetensors").unlink()
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["mrope", "mrope-vision"]
+    assert any("pos_embed" in note and "not built" in note for note in plan.role("mrope-vision").notes)
 
 
 def test_models_page_lists_the_generated_catalogue():

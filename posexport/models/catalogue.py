@@ -16,7 +16,7 @@ READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 READER_ENCODINGS = {
     "llama": "rope", "gemma": "rope (Gemma-3: one per layer type)", "phi3": "rope (longrope)", "neox": "rope (partial)",
     "glm": "rope (partial, interleaved pairs)", "deepseek": "rope (qk_rope_head_dim, yarn mscale)", "falcon": "rope",
-    "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "qwen_vl": "mrope (Qwen3-VL: interleaved), mrope-vision (axial)", "swin": "swin bias",
+    "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "qwen_vl": "mrope (Qwen3-VL: interleaved), mrope-vision (axial); Qwen3-VL: vit-learned pos_embed (bilinear)", "swin": "swin bias",
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",

@@ -54,6 +54,7 @@ CALLABLES = {
     "table": re.compile(r"position_embeddings|position_embedding\.weight"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions"),
+    "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
 }
 
 
@@ -262,6 +263,33 @@ class VitSession(Session):
         return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
 
 
+class GridInterpolateSession(Session):
+    """A Qwen3-VL vision tower's pos_embed as its forward adds it: transformers' own
+    get_vision_interpolation_indices_and_weights with the tower's interpolation mode and align_corners (the
+    tower built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
+    and summed with their weights. Patches in raster order (spatial_merge_size 1): the graph's grid."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        with torch.device("meta"):
+            tower = import_attr(entry["hf"]["module"], entry["hf"]["tower"])(auto_config(entry))
+        self.side, self.mode, self.corners = tower.num_grid_per_side, tower.interpolation_mode, tower.interpolation_align_corners
+        self.table = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+        from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        with torch.no_grad():
+            indices, weights = get_vision_interpolation_indices_and_weights(
+                torch.tensor([[1, h, w]]), self.side, mode=self.mode, align_corners=self.corners, spatial_merge_size=1)
+            rows = (torch.nn.functional.embedding(indices, self.table) * weights[:, :, None]).sum(1)
+        return (x + rows.reshape(h, w, dim)).numpy()
+
+
 class SwinSession(Session):
     """SwinRelativePositionBias (its own index buffer) holding the block's trained table, added to scores."""
 
@@ -432,6 +460,7 @@ SESSIONS = {
     "llama4-temperature": Llama4TemperatureSession,
     "gptj": GptjSession,
     "vision-rope": VisionRopeSession,
+    "grid-interpolate": GridInterpolateSession,
 }
 
 
