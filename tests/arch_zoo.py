@@ -22,6 +22,10 @@ EXTRA: dict[str, dict[str, Any]] = {
                   "encoder_num_key_value_heads": 4, "decoder_num_key_value_heads": 4},  # its default pad id is past the tiny vocabulary
     "mimo_v2_flash": {"head_dim": 48},  # partial_rotary_factor 0.334 of 48 is an even 16
 }
+# Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).
+MLA = {"num_key_value_heads": 4, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 16, "q_lora_rank": 16}
+EXTRA.update(dict.fromkeys(("deepseek_v2", "deepseek_v3", "sarvam_mla", "glm4_moe_lite", "youtu", "axk1", "longcat_flash",
+                            "minicpm3"), MLA))
 QWEN2_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1000000.0}}
 QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True,
                                 "rope_theta": 500000.0}}

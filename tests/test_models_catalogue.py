@@ -28,7 +28,7 @@ from posexport.runtimes.hf import SESSIONS, model_bound  # noqa: E402
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
-CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4")
+CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek")
 ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS)
 # Named as wanted and read (docs/models.md): the list of 2025–26 architectures.
 NAMED = ("qwen3_vl", "llama4", "gptj", "moonshine", "gemma4", "gemma3n", "cohere", "cohere2", "granite", "olmo2", "olmo3", "smollm3", "ministral3", "mistral3", "deepseek_v3",

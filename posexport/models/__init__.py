@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import config, decoders
+from . import config, decoders, deepseek
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers read through their text_config's own model_type (wrapper.py).
@@ -48,7 +48,6 @@ READERS: dict[str, str] = {
     "glm": "glm",
     "glm4": "glm",
     "deepseek_v2": "deepseek",
-    "deepseek_v3": "deepseek",
     "falcon": "falcon",
     "t5": "t5",
     "mt5": "t5",
@@ -73,6 +72,7 @@ READERS: dict[str, str] = {
     "deit": "vit",
     "whisper": "whisper",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
+    **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 

@@ -50,9 +50,7 @@ NOT_YET_TYPES: dict[str, str] = {
     "mllama": "Mllama's cross-attention layers (no rope) among its rope layers; no reader yet",
     "zamba2": "Zamba2's use_mem_rope switch; no reader yet",
     "jetmoe": "JetMoE's rotary sizes its heads by kv_channels, not head_dim; no reader yet",
-    "minicpm3": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",
     "deepseek_v32": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",
-    "glm4_moe_lite": "multi-head latent attention (qk_rope_head_dim); not read by the DeepSeek reader yet",
 }
 
 

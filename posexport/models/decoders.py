@@ -179,6 +179,11 @@ DECODERS: dict[str, D] = {
     "pocket_tts_audio_tokenizer_decoder": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0),
     "pocket_tts_audio_tokenizer_encoder": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0),
     "zaya": D("zaya", "Zaya", 131072, {"hybrid": 5000000.0, "hybrid_sliding": 10000.0}, 128),
+    # Config types whose model is another family's (transformers' MODEL_MAPPING): that family's rotary code.
+    "exaone": D("llama", "Llama", 4096, 500000.0),
+    "internlm3": D("llama", "Llama", 32768, 10000.0, 128),
+    "iquestcoder": D("llama", "Llama", 131072, 10000.0, 128),
+    "sarvam_moe": D("glm4_moe", "Glm4Moe", 131072, 8000000.0, 64),
 }
 
 
