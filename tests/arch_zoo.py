@@ -31,9 +31,16 @@ QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 
                                 "rope_theta": 500000.0}}
 EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl"), QWEN2_VL))
 EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"), QWEN3_VL))
-# Per multimodal type: its tiny vision tower; one with a learned pos_embed gets a checkpoint holding it.
-VISION = dict.fromkeys(("qwen3_vl", "qwen3_vl_moe"), {"depth": 2, "hidden_size": 32, "num_heads": 2, "intermediate_size": 32,
-                                                    "out_hidden_size": 64, "num_position_embeddings": 36})
+EXTRA.update(dict.fromkeys(("kimi_k25",), MLA), cosmos3_omni=QWEN3_VL, apertus1p5={"vocab_size": 300000})
+# Per multimodal type: its other sub-configs, sized to fit the tiny text model; a vision tower with a learned
+# pos_embed gets a checkpoint holding it.
+QWEN3_VL_TOWER = {"depth": 2, "hidden_size": 32, "num_heads": 2, "intermediate_size": 32, "out_hidden_size": 64,
+                  "num_position_embeddings": 36}
+BESIDE_TEXT: dict[str, dict[str, Any]] = {
+    **dict.fromkeys(("qwen3_vl", "qwen3_vl_moe"), {"vision_config": QWEN3_VL_TOWER}),
+    "fun_asr_nano": {"adaptor_config": {"hidden_size": 64}},
+    "granite_docling": {"vision_config": {"out_hidden_size": 64}},
+}
 POS_EMBED_KEY = "model.visual.pos_embed.weight"
 
 
@@ -61,10 +68,11 @@ def tiny(model_type: str, folder: Path, **overrides: Any) -> Path:
             config = cls(**{**sized(cls, model_type), **overrides})
         else:
             inner = {"model_type": text.model_type, **sized(type(text), model_type), **overrides}
-            config = cls(text_config=inner, **({"vision_config": VISION[model_type]} if model_type in VISION else {}))
+            config = cls(text_config=inner, **BESIDE_TEXT.get(model_type, {}))
         config.save_pretrained(folder)
-    if "num_position_embeddings" in VISION.get(model_type, {}):
-        pos_embed_checkpoint(folder, VISION[model_type])
+    vision = BESIDE_TEXT.get(model_type, {}).get("vision_config", {})
+    if "num_position_embeddings" in vision:
+        pos_embed_checkpoint(folder, vision)
     return folder
 
 

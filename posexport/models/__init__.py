@@ -18,10 +18,15 @@ from ..registry import get_encoding
 from . import config, decoders, deepseek
 from .plan import ModelPlan, Role
 
-# Multimodal wrappers read through their text_config's own model_type (wrapper.py).
+# Multimodal wrappers (vision, audio or speech towers before a language model) read through their
+# text_config's own model_type (wrapper.py).
 WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "aya_vision",
             "paligemma", "shieldgemma2", "lfm2_vl", "mistral3", "cohere2_vision", "perception_lm", "fast_vlm",
-            "lighton_ocr", "deepseek_vl", "deepseek_vl_hybrid")
+            "lighton_ocr", "deepseek_vl", "deepseek_vl_hybrid", "apertus1p5", "audioflamingo3", "cosmos3_omni", "exaone4_5",
+            "got_ocr2", "granite_docling", "granite_speech", "granite_speech_plus", "hyperclovax_vision_v2", "idefics2",
+            "idefics3", "internvl", "janus", "jev", "kimi_k25", "lfm3_vl", "minicpm_ocr", "minicpmv4_6", "minicpmv4_7",
+            "modernvbert", "moss_transcribe_diarize", "omniasr", "ovis2", "pp_chart2table", "qianfan_ocr", "qwen2_audio",
+            "qwen3_asr", "smolvlm", "ultravbert", "vibevoice", "vibevoice_asr", "video_llama_3", "voxtral")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",
