@@ -21,6 +21,11 @@ EXTRA: dict[str, dict[str, Any]] = {
     "moonshine": {"hidden_size": 64, "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4,
                   "encoder_num_key_value_heads": 4, "decoder_num_key_value_heads": 4},  # its default pad id is past the tiny vocabulary
     "mimo_v2_flash": {"head_dim": 48},  # partial_rotary_factor 0.334 of 48 is an even 16
+    # Learned tables: the sizes under these families' own names.
+    **dict.fromkeys(("xlm", "flaubert"), {"emb_dim": 64, "n_layers": 2, "n_heads": 4}),
+    "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4},
+    "distilbert": {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 32},
+    "albert": {"embedding_size": 32},
 }
 # Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).
 MLA = {"num_key_value_heads": 4, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 16, "q_lora_rank": 16}
@@ -77,9 +82,15 @@ def tiny(model_type: str, folder: Path, **overrides: Any) -> Path:
 
 
 def pos_embed_checkpoint(folder: Path, vision: dict[str, int]) -> None:
-    """model.safetensors holding only the vision tower's pos_embed, random normal: all its reader reads."""
+    """model.safetensors holding only the vision tower's pos_embed: all its reader reads."""
+    table_checkpoint(folder, POS_EMBED_KEY, (vision["num_position_embeddings"], vision["hidden_size"]))
+
+
+def table_checkpoint(folder: Path, key: str, shape: tuple[int, ...]) -> Any:
+    """model.safetensors holding only one trained table, random normal (float32); returns it."""
     import numpy as np
     from safetensors.numpy import save_file
 
-    table = np.random.default_rng(0).standard_normal((vision["num_position_embeddings"], vision["hidden_size"]))
-    save_file({POS_EMBED_KEY: table.astype(np.float32)}, str(folder / "model.safetensors"))
+    table = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    save_file({key: table}, str(folder / "model.safetensors"))
+    return table

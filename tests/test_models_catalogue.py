@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 from posexport.contract import Case  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
-from posexport.models import READERS, catalogue, decoders, read_model  # noqa: E402
+from posexport.models import READERS, catalogue, decoders, learned, read_model  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -271,6 +271,38 @@ def test_qwen3_vl_without_weights_says_its_pos_embed_was_not_built(tmp_path):
     plan = read_model(folder)
     assert [r.role for r in plan.roles] == ["mrope", "mrope-vision"]
     assert any("pos_embed" in note and "not built" in note for note in plan.role("mrope-vision").notes)
+
+
+START = {learned.FROM_ZERO: lambda cfg: 0, learned.FROM_PADDING: lambda cfg: cfg.pad_token_id + 1, learned.FROM_TWO: lambda cfg: 2}
+
+
+@pytest.mark.parametrize("model_type", sorted(learned.TABLES))
+def test_learned_tables_add_the_rows_transformers_adds(tmp_path, model_type):
+    """transformers' own tiny model, holding a random table read back from a checkpoint of it alone: the
+    rows its position embedding adds on a forward of 9 tokens are the graph's reference at the position_ids
+    the reader says the model uses (from 0, padding_idx + 1 or 2)."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    config = AutoConfig.from_pretrained(folder)
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config).eval()
+    keys, rows_key, rows_default, start = learned.TABLES[model_type]
+    assert getattr(type(config)(), rows_key) == rows_default  # the line's default is the config class's
+    module = model.get_submodule(keys[0].removesuffix(".weight"))
+    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, keys[0], tuple(module.weight.shape)))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0, :9].double().numpy()))
+    tokens = [i for i in range(2, 64) if i != config.pad_token_id][:9]
+    with torch.no_grad():
+        model(input_ids=torch.tensor([tokens]))
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(0).standard_normal((1, 9, module.weight.shape[1]))
+    positions = np.arange(9)[None] + START[start](config)
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": positions})
+    assert np.max(np.abs(ours - (x + added[0]))) < 1e-6
 
 
 def test_models_page_lists_the_generated_catalogue():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import config, decoders, deepseek
+from . import config, decoders, deepseek, learned
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -59,12 +59,6 @@ READERS: dict[str, str] = {
     "umt5": "t5",
     "bloom": "alibi",
     "mpt": "alibi",
-    "gpt2": "learned",
-    "opt": "learned",
-    "bert": "learned",
-    "roberta": "learned",
-    "xlm-roberta": "learned",
-    "camembert": "learned",
     "qwen2_vl": "qwen_vl",
     "qwen2_5_vl": "qwen_vl",
     "qwen3_vl": "qwen_vl",
@@ -78,6 +72,7 @@ READERS: dict[str, str] = {
     "whisper": "whisper",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
+    **dict.fromkeys(learned.TABLES, "learned"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 

@@ -1,9 +1,14 @@
 """Learned absolute position tables added to the token embeddings: GPT-2 (`wpe`, n_positions), OPT
 (`embed_positions`, max_position_embeddings + 2 rows: OPT's embedding adds 2 to the position_ids it is
-given, so the graph leaves those 2 rows out and takes the model's 0-based position_ids), BERT
-(`position_embeddings`, absolute position_embedding_type only), RoBERTa / XLM-R / CamemBERT (the same
-table, but the model's position_ids start at padding_idx + 1: rows 0 … padding_idx are never used).
-The table is read from the checkpoint; the graph adds table[position_ids] to x."""
+given, so the graph leaves those 2 rows out and takes the model's 0-based position_ids), and the BERT
+family's `position_embeddings` (absolute position_embedding_type only), whose position_ids are a buffer
+the model slices or builds from input_ids:
+- from 0 (BERT, ALBERT, ELECTRA, DistilBERT, XLM, …);
+- from padding_idx + 1 (RoBERTa, XLM-R, CamemBERT, Data2Vec-Text, Longformer, MarkupLM, …:
+  create_position_ids_from_input_ids; rows 0 … padding_idx are never used);
+- from 2 (MRA, Nyströmformer, YOSO: arange + 2 over max_position_embeddings + 2 rows).
+The table is read from the checkpoint; the graph adds table[position_ids] to x, the model's own ids.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +16,54 @@ from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
-# model_type -> (the table's checkpoint names, rows key, rows default)
+FROM_ZERO, FROM_PADDING, FROM_TWO = "0", "padding_idx + 1", "2"
+
+
+def bert_like(prefix: str, rows: int = 512, start: str = FROM_ZERO, table: str = "embeddings.position_embeddings"):
+    """A BERT-family line: the table under `embeddings.` (or `<base_model_prefix>.embeddings.`)."""
+    return (f"{table}.weight", f"{prefix}.{table}.weight"), "max_position_embeddings", rows, start
+
+
+# model_type -> (the table's checkpoint names, rows key, rows default, where position_ids start)
 TABLES = {
-    "gpt2": (("wpe.weight", "transformer.wpe.weight"), "n_positions", 1024),
-    "bert": (("embeddings.position_embeddings.weight", "bert.embeddings.position_embeddings.weight"),
-             "max_position_embeddings", 512),
-    "opt": (("decoder.embed_positions.weight", "model.decoder.embed_positions.weight"), "max_position_embeddings", 2048),
-    "roberta": (("embeddings.position_embeddings.weight", "roberta.embeddings.position_embeddings.weight"),
-                "max_position_embeddings", 514),
+    "gpt2": (("wpe.weight", "transformer.wpe.weight"), "n_positions", 1024, FROM_ZERO),
+    "opt": (("decoder.embed_positions.weight", "model.decoder.embed_positions.weight"), "max_position_embeddings", 2048,
+            FROM_ZERO),
+    "bert": bert_like("bert"),
+    "roberta": bert_like("roberta", 512, FROM_PADDING),
+    "xlm-roberta": bert_like("roberta", 512, FROM_PADDING),
+    "camembert": bert_like("roberta", 512, FROM_PADDING),
+    "albert": bert_like("albert"),
+    "bert-generation": bert_like("bert"),
+    "big_bird": bert_like("bert", 4096),
+    "convbert": bert_like("convbert"),
+    "distilbert": bert_like("distilbert"),
+    "electra": bert_like("electra"),
+    "ernie": bert_like("ernie"),
+    "fnet": bert_like("fnet"),
+    "megatron-bert": bert_like("bert"),
+    "mobilebert": bert_like("mobilebert"),
+    "rembert": bert_like("rembert"),
+    "roc_bert": bert_like("roc_bert"),
+    "splinter": bert_like("splinter"),
+    "xlm": bert_like("transformer", table="position_embeddings"),
+    "flaubert": bert_like("transformer", table="position_embeddings"),
+    "data2vec-text": bert_like("data2vec_text", 512, FROM_PADDING),
+    "longformer": bert_like("longformer", 512, FROM_PADDING),
+    "markuplm": bert_like("markuplm", 512, FROM_PADDING),
+    "roberta-prelayernorm": bert_like("roberta_prelayernorm", 512, FROM_PADDING),
+    "xlm-roberta-xl": bert_like("roberta", 514, FROM_PADDING),
+    "mra": bert_like("mra", 512, FROM_TWO),
+    "nystromformer": bert_like("nystromformer", 510, FROM_TWO),
+    "yoso": bert_like("yoso", 4096, FROM_TWO),
 }
-TABLES["xlm-roberta"] = TABLES["camembert"] = TABLES["roberta"]
 OPT_OFFSET = 2
 CONTRACT = "x is the token embeddings [batch, seq, hidden]; the graph adds the trained position row"
 
 
 def read(cfg: ModelConfig) -> list[Role]:
-    keys, rows_key, rows_default = TABLES[cfg.architecture]
-    rows = cfg.number(rows_key, rows_default, integer=True)
+    keys, rows_key, rows_default, start = TABLES[cfg.architecture]
+    rows = cfg.number(rows_key, rows_default, integer=True) + (2 if start == FROM_TWO else 0)
     offset = OPT_OFFSET if cfg.architecture == "opt" else 0
     if cfg.architecture in ("gpt2", "opt"):
         cfg.ignore("n_ctx")  # GPT-2's context, the same number as n_positions in published configs
@@ -40,10 +76,12 @@ def read(cfg: ModelConfig) -> list[Role]:
         if kind != "absolute":
             cfg.fail("position_embedding_type", kind, "only absolute position tables are in posexport's catalogue")
         notes = (CONTRACT, "token_type embeddings and LayerNorm come after, outside this graph")
-    if cfg.architecture not in ("gpt2", "opt", "bert"):
+    if start == FROM_PADDING:
         pad = cfg.number("pad_token_id", 1, integer=True)
         notes += (f"position_ids start at padding_idx + 1 = {pad + 1} (create_position_ids_from_input_ids); "
                   f"rows 0 … {pad} belong to padding",)
+    elif start == FROM_TWO:
+        notes += ("position_ids start at 2 (the model's position_ids buffer is arange + 2); rows 0 and 1 are never used",)
     path, key = checkpoint.locate(cfg.folder, keys)
     values = {"weights": str(path), "key": key, "max_positions": rows, "row_offset": offset}
     # Used once, on the input embeddings (no attention layer): the role has no layers.
