@@ -23,9 +23,12 @@ EXTRA: dict[str, dict[str, Any]] = {
     "mimo_v2_flash": {"head_dim": 48},  # partial_rotary_factor 0.334 of 48 is an even 16
     # Learned tables: the sizes under these families' own names.
     **dict.fromkeys(("xlm", "flaubert"), {"emb_dim": 64, "n_layers": 2, "n_heads": 4}),
-    "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4},
+    **dict.fromkeys(("gpt2", "gpt-sw3", "gpt_bigcode", "imagegpt"), {"n_embd": 64, "n_layer": 2, "n_head": 4}),
+    "gpt_neo": {"num_layers": 2, "attention_types": [[["global", "local"], 1]], "num_heads": 4},
     "distilbert": {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 32},
     "albert": {"embedding_size": 32},
+    "squeezebert": {"embedding_size": 64},
+    "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
 }
 # Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).
 MLA = {"num_key_value_heads": 4, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 16, "q_lora_rank": 16}
@@ -34,7 +37,7 @@ EXTRA.update(dict.fromkeys(("deepseek_v2", "deepseek_v3", "sarvam_mla", "glm4_mo
 QWEN2_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1000000.0}}
 QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True,
                                 "rope_theta": 500000.0}}
-EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl"), QWEN2_VL))
+EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"), QWEN2_VL))
 EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"), QWEN3_VL))
 EXTRA.update(dict.fromkeys(("kimi_k25",), MLA), cosmos3_omni=QWEN3_VL, apertus1p5={"vocab_size": 300000})
 # Per multimodal type: its other sub-configs, sized to fit the tiny text model; a vision tower with a learned

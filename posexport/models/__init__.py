@@ -61,6 +61,8 @@ READERS: dict[str, str] = {
     "mpt": "alibi",
     "qwen2_vl": "qwen_vl",
     "qwen2_5_vl": "qwen_vl",
+    "qwen2_vl_text": "qwen_vl",
+    "qwen2_5_vl_text": "qwen_vl",
     "qwen3_vl": "qwen_vl",
     "qwen3_vl_text": "qwen_vl",
     "qwen3_vl_moe": "qwen_vl",

@@ -1,4 +1,5 @@
-"""Learned absolute position tables added to the token embeddings: GPT-2 (`wpe`, n_positions), OPT
+"""Learned absolute position tables added to the token embeddings: GPT-2 (`wpe`, n_positions; GPT-SW3,
+GPT-BigCode, ImageGPT, GPT-Neo alike), OPT
 (`embed_positions`, max_position_embeddings + 2 rows: OPT's embedding adds 2 to the position_ids it is
 given, so the graph leaves those 2 rows out and takes the model's 0-based position_ids), and the BERT
 family's `position_embeddings` (absolute position_embedding_type only), whose position_ids are a buffer
@@ -27,6 +28,11 @@ def bert_like(prefix: str, rows: int = 512, start: str = FROM_ZERO, table: str =
 # model_type -> (the table's checkpoint names, rows key, rows default, where position_ids start)
 TABLES = {
     "gpt2": (("wpe.weight", "transformer.wpe.weight"), "n_positions", 1024, FROM_ZERO),
+    "gpt-sw3": (("wpe.weight", "transformer.wpe.weight"), "n_positions", 1024, FROM_ZERO),
+    "gpt_bigcode": (("wpe.weight", "transformer.wpe.weight"), "n_positions", 1024, FROM_ZERO),
+    "imagegpt": (("wpe.weight", "transformer.wpe.weight"), "n_positions", 1024, FROM_ZERO),
+    "gpt_neo": (("wpe.weight", "transformer.wpe.weight"), "max_position_embeddings", 2048, FROM_ZERO),
+    "openai-gpt": (("positions_embed.weight", "transformer.positions_embed.weight"), "n_positions", 512, FROM_ZERO),
     "opt": (("decoder.embed_positions.weight", "model.decoder.embed_positions.weight"), "max_position_embeddings", 2048,
             FROM_ZERO),
     "bert": bert_like("bert"),
@@ -46,6 +52,7 @@ TABLES = {
     "rembert": bert_like("rembert"),
     "roc_bert": bert_like("roc_bert"),
     "splinter": bert_like("splinter"),
+    "squeezebert": bert_like("transformer"),
     "xlm": bert_like("transformer", table="position_embeddings"),
     "flaubert": bert_like("transformer", table="position_embeddings"),
     "data2vec-text": bert_like("data2vec_text", 512, FROM_PADDING),
@@ -58,6 +65,8 @@ TABLES = {
     "yoso": bert_like("yoso", 4096, FROM_TWO),
 }
 OPT_OFFSET = 2
+# Decoders whose table is the only position key (no position_embedding_type).
+DECODERS = ("gpt2", "gpt-sw3", "gpt_bigcode", "imagegpt", "gpt_neo", "openai-gpt", "opt")
 CONTRACT = "x is the token embeddings [batch, seq, hidden]; the graph adds the trained position row"
 
 
@@ -65,7 +74,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     keys, rows_key, rows_default, start = TABLES[cfg.architecture]
     rows = cfg.number(rows_key, rows_default, integer=True) + (2 if start == FROM_TWO else 0)
     offset = OPT_OFFSET if cfg.architecture == "opt" else 0
-    if cfg.architecture in ("gpt2", "opt"):
+    if cfg.architecture in DECODERS:
         cfg.ignore("n_ctx")  # GPT-2's context, the same number as n_positions in published configs
         notes: tuple[str, ...] = (CONTRACT, "position_ids are 0-based (with left padding, cumsum(attention_mask) − 1)")
         if offset:

@@ -25,6 +25,7 @@ from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
 MROPE_KINDS = ("mrope", "default")
 # model_type -> (transformers module, rotary class prefix)
 FAMILIES = {"qwen2_vl": ("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": ("qwen2_5_vl", "Qwen2_5_VL"),
+            "qwen2_vl_text": ("qwen2_vl", "Qwen2VL"), "qwen2_5_vl_text": ("qwen2_5_vl", "Qwen2_5_VL"),
             "qwen3_vl": ("qwen3_vl", "Qwen3VLText"), "qwen3_vl_text": ("qwen3_vl", "Qwen3VLText"),
             "qwen3_vl_moe": ("qwen3_vl_moe", "Qwen3VLMoeText"), "qwen3_vl_moe_text": ("qwen3_vl_moe", "Qwen3VLMoeText")}
 INTERLEAVED = ("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text")
