@@ -64,6 +64,9 @@ def test_the_registry_walk_sorts_every_model_type():
     status = {e.model_type: e.status for e in entries}
     assert all(status[t] == catalogue.READ for t in NAMED), [t for t in NAMED if status[t] != catalogue.READ]
     assert all(status[t] == catalogue.NOT_YET and t in catalogue.NOT_YET_TYPES for t in NAMED_PENDING)
+    # Every type not read says why in its own words, and every reason names a type of the registry.
+    assert [t for t, s in status.items() if s == catalogue.NOT_YET and t not in catalogue.NOT_YET_TYPES] == []
+    assert set(catalogue.NOT_YET_TYPES) <= set(status)
     assert all(e.text and "\n" not in e.text for e in entries)
     counts = {s: sum(v == s for v in status.values()) for s in set(status.values())}
     assert counts[catalogue.READ] >= 150 and counts[catalogue.NO_POSITIONS] >= 50
