@@ -4,7 +4,7 @@ GPT-BigCode, ImageGPT, GPT-Neo alike), OPT
 given, so the graph leaves those 2 rows out and takes the model's 0-based position_ids), and the BERT
 family's `position_embeddings` (absolute position_embedding_type only), whose position_ids are a buffer
 the model slices or builds from input_ids:
-- from 0 (BERT, ALBERT, ELECTRA, DistilBERT, XLM, …);
+- from 0 (BERT, ALBERT, ELECTRA, DistilBERT, XLM, the text towers of CLIP, SigLIP, OWL-ViT, …);
 - from padding_idx + 1 (RoBERTa, XLM-R, CamemBERT, Data2Vec-Text, Longformer, MarkupLM, …:
   create_position_ids_from_input_ids; rows 0 … padding_idx are never used);
 - from 2 (MRA, Nyströmformer, YOSO: arange + 2 over max_position_embeddings + 2 rows).
@@ -63,10 +63,29 @@ TABLES = {
     "mra": bert_like("mra", 512, FROM_TWO),
     "nystromformer": bert_like("nystromformer", 510, FROM_TWO),
     "yoso": bert_like("yoso", 4096, FROM_TWO),
+    # Text towers of dual encoders (CLIP's `position_embedding`, or a BERT/RoBERTa-like table).
+    "clip_text_model": bert_like("text_model", 77, table="embeddings.position_embedding"),
+    "clipseg_text_model": bert_like("text_model", 77, table="embeddings.position_embedding"),
+    "metaclip_2_text_model": bert_like("text_model", 77, table="embeddings.position_embedding"),
+    "xclip_text_model": bert_like("text_model", 77, table="embeddings.position_embedding"),
+    "aimv2_text_model": bert_like("text_model", 77, table="embeddings.position_embedding"),
+    "siglip_text_model": bert_like("text_model", 64, table="embeddings.position_embedding"),
+    "siglip2_text_model": bert_like("text_model", 64, table="embeddings.position_embedding"),
+    "owlvit_text_model": bert_like("owlvit", 16, table="text_model.embeddings.position_embedding"),
+    "owlv2_text_model": bert_like("owlv2", 16, table="text_model.embeddings.position_embedding"),
+    "groupvit_text_model": bert_like("groupvit", 77, table="text_model.embeddings.position_embedding"),
+    "chinese_clip_text_model": bert_like("text_model"),
+    "blip_text_model": bert_like("text_decoder.bert"),
+    "align_text_model": bert_like("text_model"),
+    "flava_text_model": bert_like("text_model"),
+    "altclip_text_model": bert_like("text_model", 514, FROM_PADDING, table="roberta.embeddings.position_embeddings"),
+    "bridgetower_text_model": bert_like("text_model", 514, FROM_PADDING),
 }
 OPT_OFFSET = 2
-# Decoders whose table is the only position key (no position_embedding_type).
-DECODERS = ("gpt2", "gpt-sw3", "gpt_bigcode", "imagegpt", "gpt_neo", "openai-gpt", "opt")
+# Tables that are the only position key (no position_embedding_type): decoders and CLIP-style text towers.
+TABLE_ONLY = ("gpt2", "gpt-sw3", "gpt_bigcode", "imagegpt", "gpt_neo", "openai-gpt", "opt", "clip_text_model",
+              "clipseg_text_model", "metaclip_2_text_model", "xclip_text_model", "aimv2_text_model", "siglip_text_model",
+              "siglip2_text_model", "owlvit_text_model", "owlv2_text_model", "groupvit_text_model")
 CONTRACT = "x is the token embeddings [batch, seq, hidden]; the graph adds the trained position row"
 
 
@@ -74,7 +93,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     keys, rows_key, rows_default, start = TABLES[cfg.architecture]
     rows = cfg.number(rows_key, rows_default, integer=True) + (2 if start == FROM_TWO else 0)
     offset = OPT_OFFSET if cfg.architecture == "opt" else 0
-    if cfg.architecture in DECODERS:
+    if cfg.architecture in TABLE_ONLY:
         cfg.ignore("n_ctx")  # GPT-2's context, the same number as n_positions in published configs
         notes: tuple[str, ...] = (CONTRACT, "position_ids are 0-based (with left padding, cumsum(attention_mask) − 1)")
         if offset:

@@ -89,11 +89,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "one for the decoder (OPT's form, two roles)":
         ("bart", "mbart", "plbart", "mvp", "bigbird_pegasus", "blenderbot", "blenderbot-small", "led", "biogpt",
          "trocr", "florence2", "nougat"),
-    _IN_REACH + "CLIP-style text tower: a learned table from 0 (position_embedding, max_position_embeddings rows)":
-        ("clip_text_model", "siglip_text_model", "siglip2_text_model", "metaclip_2_text_model", "owlvit_text_model",
-         "owlv2_text_model", "xclip_text_model", "groupvit_text_model", "aimv2_text_model", "clipseg_text_model",
-         "chinese_clip_text_model", "altclip_text_model", "blip_text_model", "bridgetower_text_model",
-         "align_text_model", "flava_text_model", "videoprism_text_model", "pp_formulanet_text"),
+    _IN_REACH + "a text tower's learned table from 0 (position_embedding), its layout to be checked":
+        ("videoprism_text_model", "pp_formulanet_text"),
     _IN_REACH + "a learned patch-grid table (with or without a class token) that the tower resamples with "
     "bicubic interpolation, as ViT's (vit-learned)":
         ("clip_vision_model", "siglip_vision_model", "siglip2_vision_model", "metaclip_2_vision_model",
