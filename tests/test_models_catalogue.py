@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 from posexport.contract import Case  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
-from posexport.models import READERS, catalogue, decoders, learned, read_model  # noqa: E402
+from posexport.models import READERS, catalogue, decoders, learned, read_model, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -121,11 +121,11 @@ def test_decoder_defaults_are_the_config_classes_own():
 GRIDS = ((6, 6), (3, 5), (11, 8), (1, 1))  # a grid encoding's trained grid, down, up and one patch
 
 
-def feeds_for(encoding, p, rng):
-    """17 tokens at 0, from 5000, and (for a query scale) across its third step; a grid encoding at GRIDS."""
+def feeds_for(encoding, p, rng, grids=GRIDS):
+    """17 tokens at 0, from 5000, and (for a query scale) across its third step; a grid encoding at its grids."""
     if encoding.family == "vision":
         return [encoding.feeds(p, Case(f"{h}x{w}", {"batch": 2, "grid_h": h, "grid_w": w}), DTYPES["float32"], rng)
-                for h, w in GRIDS]
+                for h, w in grids]
     starts = [0, 5000] + ([3 * p.floor_scale - 8] if encoding.name == "query-scale" else [])
     return [encoding.feeds(p, Case(f"at{s}", {"batch": 2, "seq": 17}, start=s), DTYPES["float32"], rng) for s in starts]
 
@@ -325,6 +325,29 @@ def test_learned_tables_add_the_rows_transformers_adds(tmp_path, model_type):
     positions = np.arange(9)[None] + START[start](config)
     ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": positions})
     assert np.max(np.abs(ours - (x + added[0]))) < 1e-6
+
+
+@pytest.mark.parametrize("model_type", sorted(vit.FAMILIES))
+def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type):
+    """A tiny tower config with a random table in a checkpoint of it alone: the graph's reference against the
+    tower's own embeddings class (its interpolate_pos_encoding) at the trained grid and three others."""
+    import importlib
+
+    tower = vit.FAMILIES[model_type]
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    embeddings = getattr(importlib.import_module(f"transformers.models.{tower.module}"), tower.embeddings)(
+        arch_zoo.config_class(model_type).from_pretrained(folder))
+    table = embeddings.get_parameter(tower.table)
+    arch_zoo.table_checkpoint(folder, f"embeddings.{tower.table}", tuple(table.shape))
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**{**role.values, "max_grid": max(24, role.values["trained_h"])})
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    side = (role.values["trained_h"], role.values["trained_w"])
+    for feeds in feeds_for(encoding, p, np.random.default_rng(0), grids=(side, *GRIDS[1:])):
+        exact = encoding.reference(p, feeds)
+        assert np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact))) < 1e-5, role.values
 
 
 def test_models_page_lists_the_generated_catalogue():

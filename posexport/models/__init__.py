@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import config, decoders, deepseek, learned
+from . import config, decoders, deepseek, learned, vit
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -69,12 +69,11 @@ READERS: dict[str, str] = {
     "qwen3_vl_moe_text": "qwen_vl",
     "swin": "swin",
     "beit": "beit",
-    "vit": "vit",
-    "deit": "vit",
     "whisper": "whisper",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),
+    **dict.fromkeys(vit.FAMILIES, "vit"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 

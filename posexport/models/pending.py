@@ -93,14 +93,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("videoprism_text_model", "pp_formulanet_text"),
     _IN_REACH + "a learned patch-grid table (with or without a class token) that the tower resamples with "
     "bicubic interpolation, as ViT's (vit-learned)":
-        ("clip_vision_model", "siglip_vision_model", "siglip2_vision_model", "metaclip_2_vision_model",
-         "owlvit_vision_model", "owlv2_vision_model", "xclip_vision_model", "groupvit_vision_model",
-         "aimv2_vision_model", "clipseg_vision_model", "chinese_clip_vision_model", "altclip_vision_model",
+        ("siglip2_vision_model",
+         "xclip_vision_model", "groupvit_vision_model",
+         "aimv2_vision_model",
          "blip_vision_model", "bridgetower_vision_model", "align_vision_model", "flava_image_model",
          "blip_2_vision_model", "instructblip_vision_model", "instructblipvideo_vision_model", "git_vision_model",
-         "kosmos_2_vision_model", "dinov2", "dinov2_with_registers", "ijepa", "vit_msn", "dpt", "depth_pro",
+         "kosmos_2_vision_model", "dinov2_with_registers", "dpt", "depth_pro",
          "internvl_vision", "qianfan_ocr_vision", "got_ocr2_vision", "ovis2_vision", "pp_chart2table_vision",
-         "pixio", "lw_detr", "lw_detr_vit", "rf_detr", "rf_detr_dinov2", "vitpose_backbone", "mgp-str",
+         "lw_detr", "lw_detr_vit", "rf_detr", "rf_detr_dinov2", "vitpose_backbone", "mgp-str",
          "audio-spectrogram-transformer", "idefics_vision", "janus_vision_model", "florence_vision",
          "granite_docling_vision", "chmv2", "eomt", "videomt", "radio", "glm_image_vision",
          "unlimited_ocr_vision", "unlimited_ocr_vision_encoder", "deepseek_ocr2_vision", "phi4_multimodal_vision",
@@ -138,6 +138,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "Reformer: axial position embeddings (a factored 2-D learned table); not modelled": ("reformer",),
     "Perceiver: learned or Fourier position encodings of the input array, per modality; not modelled":
         ("perceiver",),
+    "Pixio: several class tokens (n_cls_tokens) before a ViT grid; not modelled (vit-learned takes one or two)":
+        ("pixio",),
     "a learned spatial table plus a temporal table (video), or space-time tables of their own layout; "
     "not modelled": ("timesformer", "vivit", "hiera", "pvt", "yolos", "sapiens2_head", "videoprism_vision_model"),
     # --- fixed sinusoids ------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention|Llama4TextAttention"),
-    "embeddings": re.compile(r"(ViT|DeiT|Beit|Swin|SiglipVision)Embeddings"),
+    "embeddings": re.compile(r"[A-Za-z0-9_]+Embeddings"),
     "table": re.compile(r"position_embeddings|position_embedding\.weight"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions"),
