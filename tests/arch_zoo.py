@@ -28,6 +28,10 @@ EXTRA: dict[str, dict[str, Any]] = {
     "distilbert": {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 32},
     "albert": {"embedding_size": 32},
     "squeezebert": {"embedding_size": 64},
+    **dict.fromkeys(("bart", "mbart", "plbart", "mvp", "bigbird_pegasus", "blenderbot", "blenderbot-small", "led"),
+                    {"d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
+                     "decoder_attention_heads": 4, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32}),
+    "trocr": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
 }
 # Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).

@@ -25,6 +25,8 @@ from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import scaling  # noqa: E402
 from posexport.runtimes.hf import SESSIONS, model_bound  # noqa: E402
 
+from safetensors.numpy import save_file  # noqa: E402
+
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
@@ -325,6 +327,44 @@ def test_learned_tables_add_the_rows_transformers_adds(tmp_path, model_type):
     positions = np.arange(9)[None] + START[start](config)
     ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": positions})
     assert np.max(np.abs(ours - (x + added[0]))) < 1e-6
+
+
+def submodule(model, path):
+    try:
+        return model.get_submodule(path)
+    except AttributeError:
+        return None
+
+
+@pytest.mark.parametrize("model_type", sorted(learned.BART_LIKE))
+def test_encoder_decoder_tables_add_the_rows_transformers_adds(tmp_path, model_type):
+    """As above for the BART family: each part's <X>LearnedPositionalEmbedding, holding a random table read
+    back from a checkpoint, adds on a forward exactly the rows the graph adds at 0-based positions."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    config = AutoConfig.from_pretrained(folder)
+    torch.manual_seed(0)
+    parts, _, defaults, _ = learned.BART_LIKE[model_type]
+    model = (own_model(config) if parts != ("decoder",) else AutoModelForCausalLM.from_config(config)).eval()
+    added, tables = {}, {}
+    for part in parts:
+        key, module = next((k, m) for k in learned.table_keys(part) if (m := submodule(model, k.removesuffix(".weight"))))
+        tables[key] = torch.from_numpy(np.random.default_rng(len(tables)).standard_normal(tuple(module.weight.shape)).astype(np.float32))
+        module.weight.data = tables[key]
+        module.register_forward_hook(lambda _m, _a, rows, part=part: added.setdefault(part, []).append(rows.reshape(-1, rows.shape[-1])[:9]))
+    save_file({k: v.numpy() for k, v in tables.items()}, str(folder / "model.safetensors"))
+    tokens = torch.tensor([[i for i in range(2, 64) if i != getattr(config, "pad_token_id", None)][:9]])
+    with torch.no_grad():
+        model(input_ids=tokens, **({"decoder_input_ids": tokens} if "encoder" in parts else {}))
+    encoding, x = get_encoding("learned"), np.random.default_rng(0).standard_normal((1, 9, tables[key].shape[1]))
+    roles = read_model(folder).roles
+    assert [r.role for r in roles] == [f"learned-{p}" if p else "learned" for p in parts]
+    for part, role in zip(parts, roles):
+        ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None]})
+        assert np.max(np.abs(ours - (x + added[part][0].double().numpy()))) < 1e-6, part
+    assert [getattr(type(config)(), k) for k in learned.BART_LIKE[model_type][1]] == list(defaults)
 
 
 @pytest.mark.parametrize("model_type", sorted(vit.FAMILIES))

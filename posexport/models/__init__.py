@@ -73,6 +73,7 @@ READERS: dict[str, str] = {
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),
+    **dict.fromkeys(learned.BART_LIKE, "learned"),
     **dict.fromkeys(vit.FAMILIES, "vit"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }

@@ -82,6 +82,23 @@ TABLES = {
     "bridgetower_text_model": bert_like("text_model", 514, FROM_PADDING),
 }
 OPT_OFFSET = 2
+# Encoder-decoder (and BioGPT, TrOCR: decoder-only) tables `embed_positions` under these parts, each its
+# own role: model_type -> (parts, rows key per part, rows default per part, rows before position 0).
+# <X>LearnedPositionalEmbedding adds that offset to the 0-based positions itself (BART's 2; none for
+# Blenderbot, LED, BigBird-Pegasus); the graph leaves those rows out and takes 0-based position_ids.
+BART_LIKE = {
+    "bart": (("encoder", "decoder"), ("max_position_embeddings",) * 2, (1024, 1024), 2),
+    "mbart": (("encoder", "decoder"), ("max_position_embeddings",) * 2, (1024, 1024), 2),
+    "plbart": (("encoder", "decoder"), ("max_position_embeddings",) * 2, (1024, 1024), 2),
+    "mvp": (("encoder", "decoder"), ("max_position_embeddings",) * 2, (1024, 1024), 2),
+    "bigbird_pegasus": (("encoder", "decoder"), ("max_position_embeddings",) * 2, (4096, 4096), 0),
+    "blenderbot": (("encoder", "decoder"), ("max_position_embeddings",) * 2, (128, 128), 0),
+    "blenderbot-small": (("encoder", "decoder"), ("max_position_embeddings",) * 2, (512, 512), 0),
+    "led": (("encoder", "decoder"), ("max_encoder_position_embeddings", "max_decoder_position_embeddings"),
+            (16384, 1024), 0),
+    "biogpt": (("",), ("max_position_embeddings",), (1024,), 2),
+    "trocr": (("decoder",), ("max_position_embeddings",), (512,), 2),
+}
 # Tables that are the only position key (no position_embedding_type): decoders and CLIP-style text towers.
 TABLE_ONLY = ("gpt2", "gpt-sw3", "gpt_bigcode", "imagegpt", "gpt_neo", "openai-gpt", "opt", "clip_text_model",
               "clipseg_text_model", "metaclip_2_text_model", "xclip_text_model", "aimv2_text_model", "siglip_text_model",
@@ -90,6 +107,8 @@ CONTRACT = "x is the token embeddings [batch, seq, hidden]; the graph adds the t
 
 
 def read(cfg: ModelConfig) -> list[Role]:
+    if cfg.architecture in BART_LIKE:
+        return bart_like(cfg)
     keys, rows_key, rows_default, start = TABLES[cfg.architecture]
     rows = cfg.number(rows_key, rows_default, integer=True) + (2 if start == FROM_TWO else 0)
     offset = OPT_OFFSET if cfg.architecture == "opt" else 0
@@ -114,3 +133,28 @@ def read(cfg: ModelConfig) -> list[Role]:
     values = {"weights": str(path), "key": key, "max_positions": rows, "row_offset": offset}
     # Used once, on the input embeddings (no attention layer): the role has no layers.
     return [Role("learned", "learned", values, (), notes, {"kind": "learned", "key": key, "opt": bool(offset)})]
+
+
+def table_keys(part: str) -> tuple[str, ...]:
+    """A part's `embed_positions` in a whole checkpoint, as the base model or under `model.`."""
+    path = f"{part}.embed_positions.weight" if part else "embed_positions.weight"
+    return path, f"model.{path}", f"biogpt.{path}"
+
+
+def bart_like(cfg: ModelConfig) -> list[Role]:
+    parts, rows_keys, defaults, offset = BART_LIKE[cfg.architecture]
+    cfg.ignore("scale_embedding")  # scales the token embeddings, not the positions
+    if cfg.get("use_learned_position_embeddings", True) is not True:  # TrOCR's switch to sinusoids
+        cfg.fail("use_learned_position_embeddings", cfg.get("use_learned_position_embeddings"),
+                 "only the learned table is read; TrOCR's sinusoidal positions are not")
+    roles = []
+    for part, rows_key, default in zip(parts, rows_keys, defaults):
+        path, key = checkpoint.locate(cfg.folder, table_keys(part))
+        values = {"weights": str(path), "key": key, "max_positions": cfg.number(rows_key, default, integer=True),
+                  "row_offset": offset}
+        notes = (CONTRACT, f"position_ids are 0-based (the {part or 'model'}'s own: past length + token index)",
+                 *((f"the table has {offset} rows before position 0 (the model's positional embedding adds "
+                    f"{offset}); the graph leaves them out",) if offset else ()))
+        roles.append(Role(f"learned-{part}" if part else "learned", "learned", values, (), notes,
+                          {"kind": "learned", "key": key, "offset": offset}))
+    return roles

@@ -85,10 +85,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "PE audio/video encoders: ModernBERT text model plus an encoder rope read only as its own type "
     "(pe_audio_encoder …); the composite not read yet": ("pe_audio", "pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------
-    _IN_REACH + "learned tables with an offset of 2 (<X>LearnedPositionalEmbedding), one for the encoder and "
-    "one for the decoder (OPT's form, two roles)":
-        ("bart", "mbart", "plbart", "mvp", "bigbird_pegasus", "blenderbot", "blenderbot-small", "led", "biogpt",
-         "trocr", "florence2", "nougat"),
+    _IN_REACH + "a BART-like language model (learned tables with an offset of 2, read as bart) behind a vision "
+    "encoder (DaViT, Donut-Swin); the composite not read yet": ("florence2", "nougat"),
     _IN_REACH + "a text tower's learned table from 0 (position_embedding), its layout to be checked":
         ("videoprism_text_model", "pp_formulanet_text"),
     _IN_REACH + "a learned patch-grid table (with or without a class token) that the tower resamples with "

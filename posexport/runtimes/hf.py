@@ -215,7 +215,8 @@ class AlibiSession(Session):
 
 class LearnedSession(Session):
     """x + the model's trained position table at position_ids: an nn.Embedding as GPT-2, BERT and RoBERTa
-    hold it, or OPT's OPTLearnedPositionalEmbedding, which adds its offset of 2 itself."""
+    hold it, or OPT's OPTLearnedPositionalEmbedding, which adds its offset of 2 itself; BART-like tables
+    (recipe offset) at position_ids + their offset, as their <X>LearnedPositionalEmbedding looks them up."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         import torch
@@ -228,8 +229,8 @@ class LearnedSession(Session):
             self.embedding.weight.data = table
             self.call = lambda positions: self.embedding(None, 0, position_ids=positions)
         else:
-            self.embedding = torch.nn.Embedding.from_pretrained(table)
-            self.call = self.embedding
+            self.embedding, offset = torch.nn.Embedding.from_pretrained(table), int(entry["hf"].get("offset", 0))
+            self.call = lambda positions: self.embedding(positions + offset)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
