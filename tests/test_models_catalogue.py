@@ -367,6 +367,26 @@ def test_encoder_decoder_tables_add_the_rows_transformers_adds(tmp_path, model_t
     assert [getattr(type(config)(), k) for k in learned.BART_LIKE[model_type][1]] == list(defaults)
 
 
+@pytest.mark.parametrize("model_type", ["switch_transformers", "pop2piano"])
+def test_t5_copies_bias_as_their_own_attention(tmp_path, model_type):
+    """T5's attention copied: random encoder and decoder tables read back from a checkpoint, the graph's
+    reference against the copy's own compute_bias (queries at the end, as with a cache)."""
+    from posexport.models.t5 import TABLE
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    rng = np.random.default_rng(0)
+    save_file({TABLE.format(stack=stack, block=0): rng.standard_normal((32, 4)).astype(np.float32)
+               for stack in ("encoder", "decoder")}, str(folder / "model.safetensors"))
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["t5-encoder", "t5-decoder"]
+    for role in plan.roles:
+        encoding = get_encoding(role.encoding)
+        p = encoding.params(**role.values)
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        feeds = {"scores": rng.standard_normal((1, 4, 5, 300)).astype(np.float32)}
+        assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+
+
 @pytest.mark.parametrize("model_type", sorted(vit.FAMILIES))
 def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type):
     """A tiny tower config with a random table in a checkpoint of it alone: the graph's reference against the

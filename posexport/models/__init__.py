@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import config, decoders, deepseek, learned, vit
+from . import config, decoders, deepseek, learned, t5, vit
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -54,9 +54,6 @@ READERS: dict[str, str] = {
     "glm4": "glm",
     "deepseek_v2": "deepseek",
     "falcon": "falcon",
-    "t5": "t5",
-    "mt5": "t5",
-    "umt5": "t5",
     "bloom": "alibi",
     "mpt": "alibi",
     "qwen2_vl": "qwen_vl",
@@ -75,6 +72,7 @@ READERS: dict[str, str] = {
     **dict.fromkeys(learned.TABLES, "learned"),
     **dict.fromkeys(learned.BART_LIKE, "learned"),
     **dict.fromkeys(vit.FAMILIES, "vit"),
+    **dict.fromkeys(t5.FAMILIES, "t5"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 

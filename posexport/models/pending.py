@@ -162,15 +162,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("vit_mae", "videomae", "patchtst", "patchtsmixer", "timesfm", "autoformer", "informer",
          "time_series_transformer"),
     # --- relative biases and other forms ---------------------------------------------------------------------
-    _IN_REACH + "T5's relative buckets (relative_attention_bias) in T5's attention copied":
-        ("switch_transformers", "pop2piano"),
     "LongT5: T5 buckets inside local or transient-global attention blocks; not modelled": ("longt5",),
     "Pix2Struct: T5-style buckets in its text decoder and 2-D row/column patch tables in its encoder; not read yet":
         ("pix2struct", "pix2struct_text_model", "pix2struct_vision_model"),
     _IN_REACH + "BEiT's relative position bias table (data2vec-vision is BEiT's code)": ("data2vec-vision",),
     "Swin-V2: continuous position bias from a small MLP over log-spaced offsets; not modelled":
         ("swinv2", "swin2sr"),
-    _IN_REACH + "Swin's window bias tables (donut-swin, maskformer-swin are Swin's code)":
+    _IN_REACH + "Swin's window bias tables, computed inline in the tower's own self-attention (no "
+    "SwinRelativePositionBias to run); its session not written yet":
         ("donut-swin", "maskformer-swin", "clap_audio_model"),
     "CLAP: a RoBERTa text table and an HTS-AT (Swin) audio tower; the composite not read yet": ("clap", "clap_text_model"),
     "DeBERTa: disentangled relative attention (content-to-position and position-to-content terms); not "

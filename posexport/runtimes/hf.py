@@ -49,7 +49,7 @@ MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
 CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
-    "attention": re.compile(r"(UM)?T5Attention|Llama4TextAttention"),
+    "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"),
     "embeddings": re.compile(r"[A-Za-z0-9_]+Embeddings"),
     "table": re.compile(r"position_embeddings|position_embedding\.weight"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
