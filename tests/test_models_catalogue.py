@@ -387,6 +387,27 @@ def test_t5_copies_bias_as_their_own_attention(tmp_path, model_type):
         assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
 
 
+def test_data2vec_vision_bias_as_its_own_copy_of_beits(tmp_path):
+    """Per-layer tables read back from a checkpoint, against Data2VecVisionRelativePositionBias itself."""
+    from transformers.models.data2vec.modeling_data2vec_vision import Data2VecVisionRelativePositionBias
+
+    folder = arch_zoo.tiny("data2vec-vision", tmp_path / "data2vec-vision", use_relative_position_bias=True,
+                           image_size=64, patch_size=16)
+    shape = tuple(Data2VecVisionRelativePositionBias(arch_zoo.config_class("data2vec-vision").from_pretrained(folder),
+                                                     window_size=(4, 4)).relative_position_bias_table.shape)
+    rng = np.random.default_rng(0)
+    save_file({f"encoder.layer.{i}.attention.attention.relative_position_bias.relative_position_bias_table":
+               rng.standard_normal(shape).astype(np.float32) for i in range(4)}, str(folder / "model.safetensors"))
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == [f"beit-bias-{i}" for i in range(4)]
+    for role in plan.roles:
+        encoding = get_encoding(role.encoding)
+        p = encoding.params(**role.values)
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        feeds = {"scores": rng.standard_normal((2, 4, 17, 17)).astype(np.float32)}
+        assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+
+
 @pytest.mark.parametrize("model_type", sorted(vit.FAMILIES))
 def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type):
     """A tiny tower config with a random table in a checkpoint of it alone: the graph's reference against the

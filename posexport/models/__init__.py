@@ -66,6 +66,7 @@ READERS: dict[str, str] = {
     "qwen3_vl_moe_text": "qwen_vl",
     "swin": "swin",
     "beit": "beit",
+    "data2vec-vision": "beit",
     "whisper": "whisper",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),

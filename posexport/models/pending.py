@@ -165,7 +165,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "LongT5: T5 buckets inside local or transient-global attention blocks; not modelled": ("longt5",),
     "Pix2Struct: T5-style buckets in its text decoder and 2-D row/column patch tables in its encoder; not read yet":
         ("pix2struct", "pix2struct_text_model", "pix2struct_vision_model"),
-    _IN_REACH + "BEiT's relative position bias table (data2vec-vision is BEiT's code)": ("data2vec-vision",),
     "Swin-V2: continuous position bias from a small MLP over log-spaced offsets; not modelled":
         ("swinv2", "swin2sr"),
     _IN_REACH + "Swin's window bias tables, computed inline in the tower's own self-attention (no "

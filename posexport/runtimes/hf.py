@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,6 +56,7 @@ CALLABLES = {
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions"),
     "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
+    "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
 }
 
 
@@ -309,12 +311,17 @@ class SwinSession(Session):
 
 
 class BeitSession(Session):
-    """BeitRelativePositionBias holding the layer's (or the shared) trained table, at the trained grid."""
+    """BeitRelativePositionBias (or the model's copy of it, as the recipe names) holding the layer's (or the
+    shared) trained table, at the trained grid."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        from transformers.models.beit.modeling_beit import BeitRelativePositionBias
-
-        self.bias = BeitRelativePositionBias(auto_config(entry)).eval()
+        recipe = entry["hf"]
+        bias = import_attr(recipe.get("module", "transformers.models.beit.modeling_beit"),
+                           recipe.get("bias", "BeitRelativePositionBias"))
+        # Data2Vec-Vision's copy takes its window as an argument; BEiT's reads it from the config.
+        window = {"window_size": (artifact.params.window_h, artifact.params.window_w)} \
+            if "window_size" in inspect.signature(bias).parameters else {}
+        self.bias = bias(auto_config(entry), **window).eval()
         self.bias.relative_position_bias_table.data = trained(entry)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
