@@ -204,7 +204,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "an encoder-decoder or multi-part composite whose parts are read as their own types (dia_encoder, "
     "dia_decoder; blt_patcher, blt_local_encoder …; t5_gemma_module): the composite folder not read yet":
         ("dia", "blt", "t5gemma"),
-    _IN_REACH + "DBRX: plain rope with rope_theta inside attn_config": ("dbrx",),
+    "DBRX: transformers 5.24 rotates with rope_parameters (default θ 10000) while attn_config.rope_theta (500000 "
+    "in published configs) goes unused; posexport will not pick one of the two": ("dbrx",),
     "DiNAT: neighborhood attention (natten) with its own relative position bias; not modelled": ("dinat",),
     "Mllama's vision tower: gated learned position embeddings per tile and aspect-ratio (precomputed) "
     "embeddings; not modelled": ("mllama_vision_model",),
