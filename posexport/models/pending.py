@@ -64,6 +64,10 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "muse_glimmer_vision", "muse_spark_vision", "step3p5_vision", "cohere_compass_vision",
          "hunyuan_vl_vision", "hy_v4_vl_vision", "minimax_m3_vl_vision", "molmo2_vision", "molmo2_adapter",
          "cosmos3_edge_vision", "dots3_note_vision_encoder", "apertus1p5_vision_tokenizer", "efficientloftr"),
+    "a convolutional vision tower (ALIGN's EfficientNet, Gemma-3n's MobileNet-V5 through timm): no position "
+    "encoding of its own; its module's other towers hold the position code": ("align_vision_model", "gemma3n_vision"),
+    "a timm model wrapped: its positions are timm's code (pos_embed of the wrapped architecture), not "
+    "transformers'; not read": ("timm_wrapper",),
     "SAM-2/SAM-3/EdgeTAM: 2-D rope in memory attention, sine feature-map encodings and decomposed "
     "relative tables (rel_pos_h/w) in the image encoder; not modelled":
         ("sam", "sam_hq", "sam_vision_model", "sam_hq_vision_model", "sam_mask_decoder", "sam_hq_mask_decoder",
@@ -77,7 +81,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "sam3_tracker_video_prompt_encoder", "sam3_video", "edgetam", "edgetam_vision_model",
          "edgetam_mask_decoder", "edgetam_prompt_encoder", "edgetam_video", "edgetam_video_mask_decoder",
          "edgetam_video_prompt_encoder", "seggpt", "vitdet", "unlimited_ocr_sam_vision_model",
-         "deepseek_ocr2_sam_vision_model"),
+         "deepseek_ocr2_sam_vision_model", "got_ocr2_vision"),
     "ESM: rotary or absolute by position_embedding_type, with the token-dropout rescaling of embeddings; "
     "not read yet": ("esm", "esmfold2"),
     "CLVP: rotary in its encoders beside learned tables in its decoder; not read yet":
@@ -94,15 +98,15 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("siglip2_vision_model",
         
          "aimv2_vision_model",
-         "align_vision_model",
+        
         
          "dpt", "depth_pro",
-         "internvl_vision", "qianfan_ocr_vision", "got_ocr2_vision", "ovis2_vision", "pp_chart2table_vision",
+         "internvl_vision", "qianfan_ocr_vision", "ovis2_vision", "pp_chart2table_vision",
          "lw_detr", "lw_detr_vit", "vitpose_backbone", "mgp-str",
          "audio-spectrogram-transformer", "florence_vision",
          "granite_docling_vision", "chmv2", "eomt", "videomt", "radio", "glm_image_vision",
          "unlimited_ocr_vision", "unlimited_ocr_vision_encoder", "deepseek_ocr2_vision", "phi4_multimodal_vision",
-         "pp_formulanet_vision", "slanext_vision", "gemma3n_vision", "timm_wrapper"),
+         "pp_formulanet_vision", "slanext_vision"),
     "NaViT-style vision tower: a learned grid table indexed by bucketed fractional coordinates "
     "(get_vision_nearest_position_ids), not resampled; not modelled":
         ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "minicpm_ocr_vision", "minicpmv4_6_vision",
