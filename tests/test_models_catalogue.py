@@ -23,7 +23,7 @@ from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import scaling  # noqa: E402
-from posexport.runtimes.hf import SESSIONS, model_bound  # noqa: E402
+from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
 
@@ -151,6 +151,7 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
     for role in plan.roles:
         encoding = get_encoding(role.encoding)
         p = encoding.params(**role.values)
+        assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
         session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         if role.encoding == "rope":  # float64 frequencies against the model's own rope init
             theirs, their_factor = model_frequencies(session, role)
@@ -382,6 +383,7 @@ def test_t5_copies_bias_as_their_own_attention(tmp_path, model_type):
     for role in plan.roles:
         encoding = get_encoding(role.encoding)
         p = encoding.params(**role.values)
+        assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
         session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         feeds = {"scores": rng.standard_normal((1, 4, 5, 300)).astype(np.float32)}
         assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
@@ -403,6 +405,7 @@ def test_data2vec_vision_bias_as_its_own_copy_of_beits(tmp_path):
     for role in plan.roles:
         encoding = get_encoding(role.encoding)
         p = encoding.params(**role.values)
+        assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
         session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         feeds = {"scores": rng.standard_normal((2, 4, 17, 17)).astype(np.float32)}
         assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
@@ -424,6 +427,7 @@ def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type
     (role,) = plan.roles
     encoding = get_encoding(role.encoding)
     p = encoding.params(**{**role.values, "max_grid": max(24, role.values["trained_h"])})
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
     session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
     side = (role.values["trained_h"], role.values["trained_w"])
     for feeds in feeds_for(encoding, p, np.random.default_rng(0), grids=(side, *GRIDS[1:])):

@@ -52,7 +52,7 @@ CALLABLES = {
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"),
     "embeddings": re.compile(r"[A-Za-z0-9_]+Embeddings"),
-    "table": re.compile(r"position_embeddings|position_embedding\.weight"),
+    "table": re.compile(r"position_embeddings?(\.weight)?"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions"),
     "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
