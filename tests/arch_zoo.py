@@ -21,12 +21,41 @@ EXTRA: dict[str, dict[str, Any]] = {
     "moonshine": {"hidden_size": 64, "encoder_num_attention_heads": 4, "decoder_num_attention_heads": 4,
                   "encoder_num_key_value_heads": 4, "decoder_num_key_value_heads": 4},  # its default pad id is past the tiny vocabulary
     "mimo_v2_flash": {"head_dim": 48},  # partial_rotary_factor 0.334 of 48 is an even 16
+    # Learned tables: the sizes under these families' own names.
+    **dict.fromkeys(("xlm", "flaubert"), {"emb_dim": 64, "n_layers": 2, "n_heads": 4}),
+    **dict.fromkeys(("gpt2", "gpt-sw3", "gpt_bigcode", "imagegpt"), {"n_embd": 64, "n_layer": 2, "n_head": 4}),
+    "gpt_neo": {"num_layers": 2, "attention_types": [[["global", "local"], 1]], "num_heads": 4},
+    "distilbert": {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 32},
+    "albert": {"embedding_size": 32},
+    "squeezebert": {"embedding_size": 64},
+    **dict.fromkeys(("bart", "mbart", "plbart", "mvp", "bigbird_pegasus", "blenderbot", "blenderbot-small", "led"),
+                    {"d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
+                     "decoder_attention_heads": 4, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32}),
+    **dict.fromkeys(("switch_transformers", "pop2piano"), {"d_model": 32, "d_kv": 8, "d_ff": 32, "num_layers": 2,
+                                                           "num_decoder_layers": 2, "num_heads": 4}),
+    "trocr": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
+    "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
 }
+# Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).
+MLA = {"num_key_value_heads": 4, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 16, "q_lora_rank": 16}
+EXTRA.update(dict.fromkeys(("deepseek_v2", "deepseek_v3", "sarvam_mla", "glm4_moe_lite", "youtu", "axk1", "longcat_flash",
+                            "minicpm3"), MLA))
 QWEN2_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 1000000.0}}
 QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True,
                                 "rope_theta": 500000.0}}
-EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl"), QWEN2_VL))
+EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"), QWEN2_VL))
 EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"), QWEN3_VL))
+EXTRA.update(dict.fromkeys(("kimi_k25",), MLA), cosmos3_omni=QWEN3_VL, apertus1p5={"vocab_size": 300000})
+# Per multimodal type: its other sub-configs, sized to fit the tiny text model; a vision tower with a learned
+# pos_embed gets a checkpoint holding it.
+QWEN3_VL_TOWER = {"depth": 2, "hidden_size": 32, "num_heads": 2, "intermediate_size": 32, "out_hidden_size": 64,
+                  "num_position_embeddings": 36}
+BESIDE_TEXT: dict[str, dict[str, Any]] = {
+    **dict.fromkeys(("qwen3_vl", "qwen3_vl_moe"), {"vision_config": QWEN3_VL_TOWER}),
+    "fun_asr_nano": {"adaptor_config": {"hidden_size": 64}},
+    "granite_docling": {"vision_config": {"out_hidden_size": 64}},
+}
+POS_EMBED_KEY = "model.visual.pos_embed.weight"
 
 
 def config_class(model_type: str) -> Any:
@@ -53,6 +82,24 @@ def tiny(model_type: str, folder: Path, **overrides: Any) -> Path:
             config = cls(**{**sized(cls, model_type), **overrides})
         else:
             inner = {"model_type": text.model_type, **sized(type(text), model_type), **overrides}
-            config = cls(text_config=inner)
+            config = cls(text_config=inner, **BESIDE_TEXT.get(model_type, {}))
         config.save_pretrained(folder)
+    vision = BESIDE_TEXT.get(model_type, {}).get("vision_config", {})
+    if "num_position_embeddings" in vision:
+        pos_embed_checkpoint(folder, vision)
     return folder
+
+
+def pos_embed_checkpoint(folder: Path, vision: dict[str, int]) -> None:
+    """model.safetensors holding only the vision tower's pos_embed: all its reader reads."""
+    table_checkpoint(folder, POS_EMBED_KEY, (vision["num_position_embeddings"], vision["hidden_size"]))
+
+
+def table_checkpoint(folder: Path, key: str, shape: tuple[int, ...]) -> Any:
+    """model.safetensors holding only one trained table, random normal (float32); returns it."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    table = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    save_file({key: table}, str(folder / "model.safetensors"))
+    return table

@@ -1,5 +1,5 @@
-"""What --from-model needed from the encodings: vit-learned's plain (not antialiased) bicubic and DeiT's
-distillation token, learned's row offset (OPT)."""
+"""What --from-model needed from the encodings: vit-learned's plain (not antialiased) bicubic, its bilinear
+resampling (Qwen3-VL's pos_embed) and DeiT's distillation token, learned's row offset (OPT)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,39 @@ def test_plain_bicubic_is_torch_interpolate_without_antialias(rng, target):
     theirs = torch.nn.functional.interpolate(torch.from_numpy(grid).permute(2, 0, 1)[None], size=target, mode="bicubic",
                                              align_corners=False)[0].permute(1, 2, 0).numpy()
     assert np.max(np.abs(ours - theirs)) < 1e-12
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+@pytest.mark.parametrize("target", [(7, 11), (3, 5), (1, 1), (20, 2), (6, 6)])
+def test_bilinear_is_transformers_vision_interpolation(rng, target, align_corners):
+    """The float64 bilinear weights against transformers' own get_vision_interpolation_indices_and_weights
+    (what Qwen3-VL's tower sums its pos_embed rows with) and torch's F.interpolate."""
+    from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+
+    grid = rng.standard_normal((6, 6, 3))
+    ours = resample_grid(grid, *target, a=-0.75, antialias=False, interpolation="bilinear", align_corners=align_corners)
+    indices, weights = get_vision_interpolation_indices_and_weights(torch.tensor([[1, *target]]), 6, mode="bilinear",
+                                                                    align_corners=align_corners)
+    theirs = (grid.reshape(36, 3)[indices.numpy()] * weights.double().numpy()[:, :, None]).sum(1).reshape(*target, 3)
+    assert np.max(np.abs(ours - theirs)) < 1e-6  # transformers forms the sample points in float32
+    interpolated = torch.nn.functional.interpolate(torch.from_numpy(grid).permute(2, 0, 1)[None], size=target,
+                                                   mode="bilinear", align_corners=align_corners)[0].permute(1, 2, 0).numpy()
+    assert np.max(np.abs(ours - interpolated)) < 1e-12
+
+
+def test_bilinear_graph_on_every_runtime():
+    values = {"dim": 8, "trained_h": 4, "trained_w": 4, "max_grid": 9, "antialias": False, "interpolation": "bilinear",
+              "align_corners": True}
+    report = verdicts.run_parity(export.build("vit-learned", values), ["ort-cpu", "reference", "torch"], properties=True)
+    assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
+
+
+@pytest.mark.parametrize("values, option", [({"interpolation": "bilinear"}, "--antialias"),
+                                            ({"align_corners": True, "antialias": False}, "--align-corners"),
+                                            ({"interpolation": "nearest", "antialias": False}, "--interpolation")])
+def test_bilinear_options_refused_where_they_mean_nothing(values, option):
+    with pytest.raises(ParamError, match=option):
+        get_encoding("vit-learned").params(**values)
 
 
 def test_distillation_token_graph_on_every_runtime():

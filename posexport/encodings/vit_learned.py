@@ -6,7 +6,8 @@ class-token row (timm's ``pos_embed`` [1, 1 + Gh·Gw, dim] layout):
     table: [cls? | (0,0) (0,1) … (0,Gw−1) | (1,0) … | … (Gh−1,Gw−1)]  ×  dim
 
 For a run-time grid (H, W) the grid part is resampled like PyTorch's
-``F.interpolate(mode="bicubic", align_corners=False, antialias=True)``, which is separable:
+``F.interpolate(mode="bicubic", align_corners=False, antialias=True)`` (or plain bicubic, or bilinear with
+either align_corners: Qwen3-VL's pos_embed), which is separable:
 
     PE(H, W) = R_H · T · C_Wᵀ        R_H [H, Gh], C_W [W, Gw] antialiased bicubic weights, T [Gh, Gw, dim]
 
@@ -41,6 +42,7 @@ from .inputs import random_normal
 from .kinds.grid import GridEncoding
 
 MAX_GRID_CAP = 1024  # the packed weights grow as max_grid²·(Gh + Gw)
+INTERPOLATIONS = ("bicubic", "bilinear")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,9 @@ class VitLearnedParams:
     )
     antialias: bool = param(True, "resample like F.interpolate(antialias=True) (timm); false: plain bicubic with clamped edges, "
                                   "as transformers' ViT interpolate_pos_encoding (with --cubic-coefficient -0.75)")
+    interpolation: str = param("bicubic", "bicubic, or bilinear (2 taps per axis, no antialias: Qwen3-VL's pos_embed)")
+    align_corners: bool = param(False, "bilinear only: output i samples input i·(Gh − 1)/(H − 1), corners on corners "
+                                       "(F.interpolate align_corners=True, as Qwen3-VL); false: half-pixel centres")
     weights: str | None = param(None, "trained table (.npy, .safetensors, torch state dict), [1+]Gh·Gw × dim, e.g. timm pos_embed")
     key: str | None = param(None, "tensor name inside --weights (e.g. pos_embed)")
     seed: int = param(0, "seed of the N(0, 0.02) table used without --weights")
@@ -78,6 +83,11 @@ class VitLearnedParams:
         check(math.isfinite(self.cubic_coefficient) and -1.0 <= self.cubic_coefficient < 0.0,
               "cubic_coefficient", self.cubic_coefficient, "must be in [−1, 0), e.g. −0.5 (torch antialias) or −0.75")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
+        check(self.interpolation in INTERPOLATIONS, "interpolation", self.interpolation, f"must be one of {', '.join(INTERPOLATIONS)}")
+        check(self.interpolation == "bicubic" or not self.antialias, "antialias", self.antialias,
+              "bilinear resampling here is not antialiased: give --antialias false")
+        check(self.interpolation == "bilinear" or not self.align_corners, "align_corners", self.align_corners,
+              "only bilinear resampling takes align_corners")
         check(self.class_token or not self.distillation_token, "distillation_token", self.distillation_token,
               "comes after a class token: give --class-token true too")
         limits.check_tokens([("dim", self.dim)], "x (one patch each)")
@@ -93,6 +103,12 @@ class VitLearnedParams:
     @property
     def table_rows(self) -> int:
         return self.prefix + self.trained_h * self.trained_w
+
+    @property
+    def resampling(self) -> dict[str, Any]:
+        """How one axis is resampled (axis_weights' keywords)."""
+        return {"a": self.cubic_coefficient, "antialias": self.antialias, "interpolation": self.interpolation,
+                "align_corners": self.align_corners}
 
 
 # --- pure functions: the table, antialiased bicubic weights, the float64 oracle --------------------
@@ -169,19 +185,35 @@ def plain_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
     return weights
 
 
-def axis_weights(n_in: int, n_out: int, a: float, antialias: bool = True) -> np.ndarray:
+def bilinear_weights(n_in: int, n_out: int, align_corners: bool) -> np.ndarray:
+    """[n_out, n_in] weights of F.interpolate(mode="bilinear") along one axis: output i samples input
+    coordinate s = i·(n_in − 1)/max(n_out − 1, 1) (align_corners) or (i + ½)·n_in/n_out − ½, from its two
+    neighbours ⌊s⌋ and ⌊s⌋ + 1 with weights 1 − |s − tap|, indices clamped to the edge."""
+    i = np.arange(n_out)
+    source = i * (n_in - 1) / max(n_out - 1, 1) if align_corners else (i + 0.5) * (n_in / n_out) - 0.5
+    first = np.floor(source).astype(np.int64)
+    weights = np.zeros((n_out, n_in))
+    for k in range(2):
+        np.add.at(weights, (i, np.clip(first + k, 0, n_in - 1)), 1.0 - np.abs(source - (first + k)))
+    return weights
+
+
+def axis_weights(n_in: int, n_out: int, a: float, antialias: bool = True, interpolation: str = "bicubic",
+                 align_corners: bool = False) -> np.ndarray:
+    if interpolation == "bilinear":
+        return bilinear_weights(n_in, n_out, align_corners)
     return aa_bicubic_weights(n_in, n_out, a) if antialias else plain_bicubic_weights(n_in, n_out, a)
 
 
-def packed_weights(n_in: int, max_out: int, a: float, antialias: bool = True) -> np.ndarray:
+def packed_weights(n_in: int, max_out: int, **resampling: Any) -> np.ndarray:
     """Weights for every output size n = 1 … max_out stacked: size n is rows n·(n−1)/2 … n·(n+1)/2 − 1."""
-    return np.concatenate([axis_weights(n_in, n, a, antialias) for n in range(1, max_out + 1)], axis=0)
+    return np.concatenate([axis_weights(n_in, n, **resampling) for n in range(1, max_out + 1)], axis=0)
 
 
-def resample_grid(grid: np.ndarray, h: int, w: int, a: float, antialias: bool = True) -> np.ndarray:
-    """grid [Gh, Gw, dim] -> [h, w, dim], separable bicubic (antialiased unless asked not to), float64."""
-    rows = axis_weights(grid.shape[0], h, a, antialias)
-    cols = axis_weights(grid.shape[1], w, a, antialias)
+def resample_grid(grid: np.ndarray, h: int, w: int, a: float, antialias: bool = True, **mode: Any) -> np.ndarray:
+    """grid [Gh, Gw, dim] -> [h, w, dim], separable (bicubic, antialiased unless asked not to; or bilinear), float64."""
+    rows = axis_weights(grid.shape[0], h, a, antialias, **mode)
+    cols = axis_weights(grid.shape[1], w, a, antialias, **mode)
     return np.einsum("hi,wj,ijd->hwd", rows, cols, grid)
 
 
@@ -189,7 +221,7 @@ def reference(p: VitLearnedParams, feeds: Mapping[str, np.ndarray]) -> np.ndarra
     x = np.asarray(feeds["x"]).astype(np.float64)
     batch, h, w, dim = x.shape
     cls_row, grid = split_table(p)
-    y = x + resample_grid(grid, h, w, p.cubic_coefficient, p.antialias)[None]
+    y = x + resample_grid(grid, h, w, **p.resampling)[None]
     if not p.class_token:
         return y
     first = np.asarray(feeds["cls"]).astype(np.float64) + cls_row[None]
@@ -211,7 +243,7 @@ class VitLearnedEmbedding(torch.nn.Module):
         f32 = COMPUTE.numpy
         self.register_buffer("grid_table", torch.from_numpy(grid.reshape(p.trained_h, -1).astype(f32)), persistent=False)
         for name, n_in in (("row_weights", p.trained_h), ("col_weights", p.trained_w)):
-            packed = packed_weights(n_in, p.max_grid, p.cubic_coefficient, p.antialias).astype(f32)
+            packed = packed_weights(n_in, p.max_grid, **p.resampling).astype(f32)
             self.register_buffer(name, torch.from_numpy(packed), persistent=False)
         if cls_row is not None:
             self.register_buffer("cls_table", torch.from_numpy(cls_row.astype(f32)), persistent=False)
@@ -282,8 +314,8 @@ def build_tables(p: VitLearnedParams) -> dict[str, np.ndarray]:
     cls_row, grid = split_table(p)
     f32 = COMPUTE.numpy
     out = {
-        "row_weights": packed_weights(p.trained_h, p.max_grid, p.cubic_coefficient, p.antialias).astype(f32),
-        "col_weights": packed_weights(p.trained_w, p.max_grid, p.cubic_coefficient, p.antialias).astype(f32),
+        "row_weights": packed_weights(p.trained_h, p.max_grid, **p.resampling).astype(f32),
+        "col_weights": packed_weights(p.trained_w, p.max_grid, **p.resampling).astype(f32),
         "grid_table": grid.reshape(p.trained_h, -1).astype(f32),
     }
     if cls_row is not None:

@@ -15,13 +15,18 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import config, decoders
+from . import config, decoders, deepseek, learned, t5, vit
 from .plan import ModelPlan, Role
 
-# Multimodal wrappers read through their text_config's own model_type (wrapper.py).
+# Multimodal wrappers (vision, audio or speech towers before a language model) read through their
+# text_config's own model_type (wrapper.py).
 WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipllava", "video_llava", "aya_vision",
             "paligemma", "shieldgemma2", "lfm2_vl", "mistral3", "cohere2_vision", "perception_lm", "fast_vlm",
-            "lighton_ocr", "deepseek_vl", "deepseek_vl_hybrid")
+            "lighton_ocr", "deepseek_vl", "deepseek_vl_hybrid", "apertus1p5", "audioflamingo3", "cosmos3_omni", "exaone4_5",
+            "got_ocr2", "granite_docling", "granite_speech", "granite_speech_plus", "hyperclovax_vision_v2", "idefics2",
+            "idefics3", "internvl", "janus", "jev", "kimi_k25", "lfm3_vl", "minicpm_ocr", "minicpmv4_6", "minicpmv4_7",
+            "modernvbert", "moss_transcribe_diarize", "omniasr", "ovis2", "pp_chart2table", "qianfan_ocr", "qwen2_audio",
+            "qwen3_asr", "smolvlm", "ultravbert", "vibevoice", "vibevoice_asr", "video_llama_3", "voxtral")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",
@@ -48,31 +53,27 @@ READERS: dict[str, str] = {
     "glm": "glm",
     "glm4": "glm",
     "deepseek_v2": "deepseek",
-    "deepseek_v3": "deepseek",
     "falcon": "falcon",
-    "t5": "t5",
-    "mt5": "t5",
-    "umt5": "t5",
     "bloom": "alibi",
     "mpt": "alibi",
-    "gpt2": "learned",
-    "opt": "learned",
-    "bert": "learned",
-    "roberta": "learned",
-    "xlm-roberta": "learned",
-    "camembert": "learned",
     "qwen2_vl": "qwen_vl",
     "qwen2_5_vl": "qwen_vl",
+    "qwen2_vl_text": "qwen_vl",
+    "qwen2_5_vl_text": "qwen_vl",
     "qwen3_vl": "qwen_vl",
     "qwen3_vl_text": "qwen_vl",
     "qwen3_vl_moe": "qwen_vl",
     "qwen3_vl_moe_text": "qwen_vl",
     "swin": "swin",
     "beit": "beit",
-    "vit": "vit",
-    "deit": "vit",
+    "data2vec-vision": "beit",
     "whisper": "whisper",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
+    **dict.fromkeys(deepseek.MLA, "deepseek"),
+    **dict.fromkeys(learned.TABLES, "learned"),
+    **dict.fromkeys(learned.BART_LIKE, "learned"),
+    **dict.fromkeys(vit.FAMILIES, "vit"),
+    **dict.fromkeys(t5.FAMILIES, "t5"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 

@@ -3,7 +3,8 @@ class token, whose table ends with three rows (class→token, token→class, cla
 bias with `--class-token true`. Either one table shared by every layer (`use_shared_relative_position_bias`,
 role `beit-bias`) or one per layer (`use_relative_position_bias`, roles `beit-bias-<i>`), read from the
 checkpoint in transformers 5's names or the published ones. BEiT's absolute position table
-(`use_absolute_position_embeddings`) is not built."""
+(`use_absolute_position_embeddings`) is a vit-learned role `beit-absolute`. Data2Vec-Vision is BEiT's code
+copied: read the same way, checked against its own copy."""
 
 from __future__ import annotations
 
@@ -21,15 +22,21 @@ ABSOLUTE_NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, h
                   "[batch, 1, hidden]; y is [batch, 1 + grid_h·grid_w, hidden] as BeitEmbeddings returns it (before dropout)",)
 
 
-def table_keys(layer: int | None) -> tuple[str, ...]:
+# model_type -> (transformers module, class prefix, the base model's name in a whole checkpoint)
+FAMILIES = {"beit": ("beit.modeling_beit", "Beit", "beit"),
+            "data2vec-vision": ("data2vec.modeling_data2vec_vision", "Data2VecVision", "data2vec_vision")}
+
+
+def table_keys(layer: int | None, base: str = "beit") -> tuple[str, ...]:
     if layer is None:
         names = (f"shared_position_bias.{TABLE}", f"encoder.{TABLE}")
     else:
         names = (f"layers.{layer}.{TABLE}", f"encoder.layer.{layer}.attention.attention.{TABLE}")
-    return (*names, *(f"beit.{n}" for n in names))
+    return (*names, *(f"{base}.{n}" for n in names))
 
 
 def read(cfg: ModelConfig) -> list[Role]:
+    module, prefix, base = FAMILIES[cfg.architecture]
     absolute = bool(cfg.get("use_absolute_position_embeddings", False))
     shared = bool(cfg.get("use_shared_relative_position_bias", False))
     per_layer = bool(cfg.get("use_relative_position_bias", False))
@@ -40,11 +47,13 @@ def read(cfg: ModelConfig) -> list[Role]:
     count = cfg.number("num_hidden_layers", 12, integer=True)
     common = {"window_h": side, "window_w": side, "heads": cfg.number("num_attention_heads", 12, integer=True),
               "class_token": True}
-    roles = [grid_role(cfg, "beit.modeling_beit", "BeitEmbeddings", 1, ABSOLUTE, cfg.number("hidden_size", 768, integer=True),
+    absolute_keys = tuple(k.replace("beit.", f"{base}.") for k in ABSOLUTE)
+    roles = [grid_role(cfg, module, f"{prefix}Embeddings", 1, absolute_keys, cfg.number("hidden_size", 768, integer=True),
                        ABSOLUTE_NOTES, "beit-absolute")] if absolute else []
     for layer in (None,) if shared else range(count) if per_layer else ():
-        path, key = checkpoint.locate(cfg.folder, table_keys(layer))
+        path, key = checkpoint.locate(cfg.folder, table_keys(layer, base))
         name, layers = ("beit-bias", tuple(range(count))) if layer is None else (f"beit-bias-{layer}", (layer,))
         roles.append(Role(name, "swin", {**common, "weights": str(path), "key": key}, layers, NOTES,
-                          {"kind": "beit", "key": key}))
+                          {"kind": "beit", "key": key, "module": f"transformers.models.{module}",
+                           "bias": f"{prefix}RelativePositionBias"}))
     return roles

@@ -49,6 +49,7 @@ class D:
     text: bool = False
     nope: str = ""
     single_apply: bool = False  # its apply_rotary_pos_emb rotates one tensor (Gemma-3n)
+    split: bool = False  # its attention hands apply only the leading rotary channels (Phi, Persimmon)
 
 
 DECODERS: dict[str, D] = {
@@ -170,6 +171,22 @@ DECODERS: dict[str, D] = {
     "gemma3n": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, text=True, single_apply=True),
     "gemma3n_text": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, single_apply=True),
     "lfm3": D("lfm3", "Lfm3", 128000, {"full_attention": 1000000.0, SLIDING: 10000.0}, 128),
+    "beam": D("beam", "Beam", 8192, 10000.0, 128),
+    "cohere2_moe": D("cohere2_moe", "Cohere2Moe", 8192, 10000.0, 128, None, "interleaved", nope=SLIDING_ONLY),
+    "flint": D("flint", "Flint", 262144, 10000.0, 128, nope=SLIDING_ONLY),
+    "kyutai_speech_to_text": D("kyutai_speech_to_text", "KyutaiSpeechToText", 750, 10000.0),
+    "moshi": D("moshi", "Moshi", 3000, 10000.0),
+    "neomme": D("neomme", "NeoMME", 16384, {"full_attention": 1000000.0, SLIDING: 10000.0}, 64),
+    "pocket_tts_audio_tokenizer_decoder": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0),
+    "pocket_tts_audio_tokenizer_encoder": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0),
+    "zaya": D("zaya", "Zaya", 131072, {"hybrid": 5000000.0, "hybrid_sliding": 10000.0}, 128),
+    # Config types whose model is another family's (transformers' MODEL_MAPPING): that family's rotary code.
+    "exaone": D("llama", "Llama", 4096, 500000.0),
+    "internlm3": D("llama", "Llama", 32768, 10000.0, 128),
+    "iquestcoder": D("llama", "Llama", 131072, 10000.0, 128),
+    "sarvam_moe": D("glm4_moe", "Glm4Moe", 131072, 8000000.0, 64),
+    "phi": D("phi", "Phi", 2048, 10000.0, partial=0.5, split=True),
+    "persimmon": D("persimmon", "Persimmon", 16384, 10000.0, partial=0.5, split=True),
 }
 
 
@@ -188,7 +205,8 @@ def read(cfg: ModelConfig) -> list[Role]:
         values = rope_values(text, block, head_dim=head_dim, heads=heads, block_name=block_name,
                              max_positions=max_positions, theta=text.number("rope_theta", theta),
                              partial=text.get("partial_rotary_factor", spec.partial), pair_layout=spec.pair_layout)
-        extra = {**({"layer_type": layer_type} if layer_type else {}), **({"single_apply": True} if spec.single_apply else {})}
+        extra = {**({"layer_type": layer_type} if layer_type else {}), **({"single_apply": True} if spec.single_apply else {}),
+                 **({"split": True} if spec.split else {})}
         hf = hf_rope(f"{spec.module}.modeling_{spec.module}", f"{spec.prefix}RotaryEmbedding", text_config=spec.text, **extra)
         ids = tuple(i for i in of_type(text, layer_type, count) if i in rotating) if count else ()
         name = LAYER_ROLES.get(layer_type, f"rope-{layer_type}") if layer_type else "rope"

@@ -6,10 +6,18 @@ height, ≡ 2 with width, within 3·h and 3·w), whatever `mrope_interleaved` sa
 [24, 20, 20]. The vision tower's 2-D rotary (`<prefix>VisionRotaryEmbedding`, axial) is a second role,
 `mrope-vision`: M-RoPE's axial form, position rows (height, width) of each patch as the tower's
 rot_pos_emb lays them out, head_dim = embed_dim (Qwen2-VL) or hidden_size (Qwen2.5-VL, Qwen3-VL) //
-num_heads. Qwen3-VL's vision tower also adds a learned, bilinearly resampled pos_embed: not built."""
+num_heads. Qwen3-VL's vision tower also adds a learned pos_embed, a num_grid_per_side² table (side =
+√num_position_embeddings) that its forward resamples to each image's grid by bilinear interpolation with
+align_corners (get_vision_interpolation_indices_and_weights): a third role, `vision-pos-embed`
+(vit-learned, bilinear, corners aligned), read from the checkpoint (a config-only folder's notes say it
+was not built)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
+from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
@@ -17,6 +25,7 @@ from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
 MROPE_KINDS = ("mrope", "default")
 # model_type -> (transformers module, rotary class prefix)
 FAMILIES = {"qwen2_vl": ("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": ("qwen2_5_vl", "Qwen2_5_VL"),
+            "qwen2_vl_text": ("qwen2_vl", "Qwen2VL"), "qwen2_5_vl_text": ("qwen2_5_vl", "Qwen2_5_VL"),
             "qwen3_vl": ("qwen3_vl", "Qwen3VLText"), "qwen3_vl_text": ("qwen3_vl", "Qwen3VLText"),
             "qwen3_vl_moe": ("qwen3_vl_moe", "Qwen3VLMoeText"), "qwen3_vl_moe_text": ("qwen3_vl_moe", "Qwen3VLMoeText")}
 INTERLEAVED = ("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text")
@@ -55,6 +64,8 @@ def read(cfg: ModelConfig) -> list[Role]:
     roles = [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads)), hf)]
     if cfg.has("vision_config"):
         roles.append(vision_role(cfg, module, prefix.removesuffix("Text")))
+        if cfg.get("vision_config").get("num_position_embeddings") is not None:
+            roles += pos_embed_role(cfg, module, prefix.removesuffix("Text"), roles.pop())
     return roles
 
 
@@ -69,7 +80,7 @@ def vision_role(cfg: ModelConfig, module: str, prefix: str) -> Role:
     block = dict(vision.get("rope_parameters", None) or {"rope_type": "axial"})
     if block.pop("rope_type", "axial") != "axial" or set(block) - {"rope_theta"}:
         vision.fail("rope_parameters", vision.get("rope_parameters"), "Qwen-VL's vision rotary is axial with rope_theta only")
-    # Qwen3-VL's learned pos_embed (num_position_embeddings rows) is not built: the notes say so.
+    # num_position_embeddings: the learned pos_embed's rows (pos_embed_role); deepstack: which layers feed the merger.
     vision.ignore("num_position_embeddings", "deepstack_visual_indexes")
     vision.check_all_read()
     values = {"head_dim": head_dim, "heads": heads, "base": float(block.get("rope_theta", 10000.0)), "axial": True,
@@ -78,6 +89,33 @@ def vision_role(cfg: ModelConfig, module: str, prefix: str) -> Role:
           "rotary": f"{prefix}VisionRotaryEmbedding", "apply": "apply_rotary_pos_emb_vision", "vision_config": True}
     notes = ("x is one vision attention layer's q or k, [1, patches, heads, head_dim] (the tower's [patches, heads, "
              "head_dim] with a batch axis); position_ids are [2, 1, patches]: each patch's (height, width) row and "
-             "column, as rot_pos_emb lays them out (window- and merge-ordered for Qwen2.5-VL)",
-             *(("Qwen3-VL's learned, bilinearly resampled pos_embed is not built",) if vision.has("num_position_embeddings") else ()))
+             "column, as rot_pos_emb lays them out (window- and merge-ordered for Qwen2.5-VL)")
     return Role("mrope-vision", "mrope", values, tuple(range(vision.number("depth", 32, integer=True))), notes, hf)
+
+
+POS_EMBED_KEYS = ("model.visual.pos_embed.weight", "visual.pos_embed.weight")
+# The graph covers grids up to this many patches a side (--max-grid overrides): 2048 px at 16 px patches.
+POS_EMBED_GRID = 128
+
+
+def pos_embed_role(cfg: ModelConfig, module: str, prefix: str, rope: Role) -> list[Role]:
+    """The vision rope role and Qwen3-VL's learned vision pos_embed, resampled to the image's patch grid as
+    its tower does; a folder without weights gets the rope role only, its notes saying so (as Gemma-3's)."""
+    if not checkpoint.has_weights(cfg.folder):
+        return [dataclasses.replace(rope, notes=(*rope.notes, "the vision tower's learned pos_embed is in the weights, "
+                                                              "which this folder lacks: not built"))]
+    vision = ModelConfig(cfg.get("vision_config"), cfg.architecture, f"{cfg.source} vision_config", cfg.folder)
+    rows = vision.count("num_position_embeddings")
+    side = math.isqrt(rows)
+    if side * side != rows:
+        vision.fail("num_position_embeddings", rows, "expected a square number: the table is a num_grid_per_side² grid")
+    path, key = checkpoint.locate(cfg.folder, POS_EMBED_KEYS)
+    values = {"dim": vision.number("hidden_size", 3584, integer=True), "trained_h": side, "trained_w": side,
+              "interpolation": "bilinear", "align_corners": True, "antialias": False,
+              "max_grid": max(POS_EMBED_GRID, side), "weights": str(path), "key": key}
+    hf = {"kind": "grid-interpolate", "module": f"transformers.models.{module}.modeling_{module}",
+          "tower": f"{prefix}VisionModel", "key": key, "vision_config": True}
+    notes = ("x is the patch embeddings of one image (patch_embed's output) as a grid [batch, grid_h, grid_w, hidden], "
+             "row-major; the tower orders them in spatial_merge_size blocks: reorder before and after",
+             f"pos_embed is a {side}×{side} grid resampled as the tower's forward does (bilinear, align_corners=True)")
+    return [rope, Role("vision-pos-embed", "vit-learned", values, (), notes, hf)]

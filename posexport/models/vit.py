@@ -1,7 +1,8 @@
-"""ViT (`vit`) and DeiT (`deit`): learned positions of the trained patch grid, image_size // patch_size on
-each side, after a class-token row (DeiT: and a distillation-token row); transformers' ViTEmbeddings /
-DeiTEmbeddings resample the grid part to other image sizes with interpolate_pos_encoding (bicubic,
-align_corners=False, no antialias: Keys a = −0.75).
+"""ViT (`vit`), DeiT (`deit`) and the vision towers built the same way (CLIP's, SigLIP's, DINOv2's, BLIP's, …):
+learned positions of the trained patch grid, image_size // patch_size on each side, after a class-token row
+(DeiT: and a distillation-token row; SigLIP, I-JEPA: none); the tower's <X>Embeddings resample the grid
+part to other image sizes with interpolate_pos_encoding (bicubic, align_corners=False, no antialias: Keys
+a = −0.75).
 
 The graph takes the patch embeddings as a grid [batch, grid_h, grid_w, hidden] and the class token
 [batch, 1, hidden] and returns the token sequence with positions added, as ViTEmbeddings does before
@@ -10,29 +11,84 @@ dropout. The graph resamples the same way (vit-learned with --antialias false --
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
-# model_type -> (transformers module, embeddings class, tokens before the grid)
-FAMILIES = {"vit": ("vit.modeling_vit", "ViTEmbeddings", 1), "deit": ("deit.modeling_deit", "DeiTEmbeddings", 2)}
+
+@dataclass(frozen=True)
+class Tower:
+    module: str  # transformers.models.<module>
+    embeddings: str  # the class holding the table and interpolate_pos_encoding
+    prefix: int  # token rows before the grid: class token (1), then DeiT's distillation token (2)
+    table: str = "position_embeddings"  # the table inside that class (CLIP's: an nn.Embedding)
+    base: str = ""  # the table's path in a whole checkpoint before `embeddings.`
+    sizes: tuple[int, int] = (224, 16)  # the config class's image_size and patch_size defaults
+
+
+CLIP_TABLE = "position_embedding.weight"
+# model_type -> its tower line.
+FAMILIES = {
+    "vit": Tower("vit.modeling_vit", "ViTEmbeddings", 1, base="vit"),
+    "deit": Tower("deit.modeling_deit", "DeiTEmbeddings", 2, base="deit"),
+    "vit_msn": Tower("vit_msn.modeling_vit_msn", "ViTMSNEmbeddings", 1, base="vit"),
+    "ijepa": Tower("ijepa.modeling_ijepa", "IJepaEmbeddings", 0, base="ijepa"),
+    "dinov2": Tower("dinov2.modeling_dinov2", "Dinov2Embeddings", 1, base="dinov2"),
+    "clip_vision_model": Tower("clip.modeling_clip", "CLIPVisionEmbeddings", 1, CLIP_TABLE, "vision_model", (224, 32)),
+    "metaclip_2_vision_model": Tower("metaclip_2.modeling_metaclip_2", "MetaClip2VisionEmbeddings", 1, CLIP_TABLE,
+                                    "vision_model", (224, 32)),
+    "clipseg_vision_model": Tower("clipseg.modeling_clipseg", "CLIPSegVisionEmbeddings", 1, CLIP_TABLE, "vision_model",
+                                  (224, 32)),
+    "chinese_clip_vision_model": Tower("chinese_clip.modeling_chinese_clip", "ChineseCLIPVisionEmbeddings", 1,
+                                       CLIP_TABLE, "vision_model", (224, 32)),
+    "altclip_vision_model": Tower("altclip.modeling_altclip", "AltCLIPVisionEmbeddings", 1, CLIP_TABLE, "vision_model",
+                                  (224, 32)),
+    "owlvit_vision_model": Tower("owlvit.modeling_owlvit", "OwlViTVisionEmbeddings", 1, CLIP_TABLE, "vision_model",
+                                 (768, 32)),
+    "owlv2_vision_model": Tower("owlv2.modeling_owlv2", "Owlv2VisionEmbeddings", 1, CLIP_TABLE, "vision_model", (768, 16)),
+    "siglip_vision_model": Tower("siglip.modeling_siglip", "SiglipVisionEmbeddings", 0, CLIP_TABLE, "vision_model"),
+    "xclip_vision_model": Tower("x_clip.modeling_x_clip", "XCLIPVisionEmbeddings", 1, CLIP_TABLE, "vision_model", (224, 32)),
+    "git_vision_model": Tower("git.modeling_git", "GitVisionEmbeddings", 1, CLIP_TABLE, "vision_model"),
+    "kosmos_2_vision_model": Tower("kosmos2.modeling_kosmos2", "Kosmos2VisionEmbeddings", 1, CLIP_TABLE, "vision_model",
+                                   (224, 14)),
+    "bridgetower_vision_model": Tower("bridgetower.modeling_bridgetower", "BridgeTowerVisionEmbeddings", 1, CLIP_TABLE,
+                                      "vision_model.visual", (288, 16)),
+    "janus_vision_model": Tower("janus.modeling_janus", "JanusVisionEmbeddings", 0, CLIP_TABLE, "vision_model", (384, 16)),
+    "blip_vision_model": Tower("blip.modeling_blip", "BlipVisionEmbeddings", 1, "position_embedding", "vision_model",
+                               (384, 16)),
+    "blip_2_vision_model": Tower("blip_2.modeling_blip_2", "Blip2VisionEmbeddings", 1, "position_embedding",
+                                 "vision_model", (224, 14)),
+    "instructblip_vision_model": Tower("instructblip.modeling_instructblip", "InstructBlipVisionEmbeddings", 1,
+                                       "position_embedding", "vision_model", (224, 14)),
+    "instructblipvideo_vision_model": Tower("instructblipvideo.modeling_instructblipvideo",
+                                            "InstructBlipVideoVisionEmbeddings", 1, "position_embedding", "vision_model",
+                                            (224, 14)),
+    "groupvit_vision_model": Tower("groupvit.modeling_groupvit", "GroupViTVisionEmbeddings", 0, base="vision_model"),
+    "flava_image_model": Tower("flava.modeling_flava", "FlavaImageEmbeddings", 1, base="image_model"),
+}
 NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden] (row-major patches); cls is the class "
          "token (DeiT: then the distillation token) [batch, tokens, hidden]; y is [batch, tokens + grid_h·grid_w, "
          "hidden] as the embeddings module returns it (before dropout)",
-         "other grids are resampled as ViTEmbeddings does with interpolate_pos_encoding=True (plain bicubic, a = −0.75)")
+         "other grids are resampled as the embeddings module does with interpolate_pos_encoding=True (plain bicubic, a = −0.75)")
 
 
 def read(cfg: ModelConfig) -> list[Role]:
-    module, embeddings, prefix = FAMILIES[cfg.architecture]
-    keys = ("embeddings.position_embeddings", f"{cfg.architecture}.embeddings.position_embeddings")
-    return [grid_role(cfg, module, embeddings, prefix, keys, cfg.number("hidden_size", 768, integer=True), NOTES)]
+    tower = FAMILIES[cfg.architecture]
+    path = f"embeddings.{tower.table}"
+    notes = NOTES if tower.prefix else ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden]; y likewise, "
+                                        "with positions added", NOTES[1])
+    recipe = {"table": tower.table} if tower.table != "position_embeddings" else {}
+    return [grid_role(cfg, tower.module, tower.embeddings, tower.prefix, (path, f"{tower.base}.{path}"),
+                      cfg.number("hidden_size", 768, integer=True), notes, sizes=tower.sizes, **recipe)]
 
 
 def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys: tuple[str, ...], dim: int,
-              notes: tuple[str, ...], role: str = "vit-learned", **recipe: object) -> Role:
+              notes: tuple[str, ...], role: str = "vit-learned", sizes: tuple[int, int] = (224, 16), **recipe: object) -> Role:
     """A learned patch-grid table (image_size // patch_size on each side, after ``prefix`` token rows)
     resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75)."""
-    image, patch = cfg.number("image_size", 224, integer=True), cfg.number("patch_size", 16, integer=True)
+    image, patch = cfg.number("image_size", sizes[0], integer=True), cfg.number("patch_size", sizes[1], integer=True)
     side = image // patch
     path, key = checkpoint.locate(cfg.folder, keys)
     values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,

@@ -1,7 +1,7 @@
-"""Multimodal wrappers (LLaVA, PaliGemma, Mistral-3, Aya Vision, LFM2-VL, ShieldGemma-2, …): a vision
-tower and a projector in front of a language model whose config is `text_config`, with a model_type of its
-own. The text model's encodings are read by that type's reader, exactly as a folder of that type; the
-vision tower's positions are not built (a note says so)."""
+"""Multimodal wrappers (LLaVA, PaliGemma, Mistral-3, Aya Vision, LFM2-VL, Idefics3, InternVL, Voxtral,
+Qwen2-Audio, …): a vision or audio tower and a projector in front of a language model whose config is
+`text_config`, with a model_type of its own. The text model's encodings are read by that type's reader,
+exactly as a folder of that type; the towers' positions are not built (a note says so)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .config import ModelConfig
 from .plan import Role
 from .rope_family import BESIDE_TEXT
 
-NOTE = "the language model's positions (text_config, model_type {inner}); the vision tower's own are not built"
+NOTE = "the language model's positions (text_config, model_type {inner}); the other towers' own (vision, audio) are not built"
 
 
 def read(cfg: ModelConfig) -> list[Role]:

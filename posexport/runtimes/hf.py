@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,11 +50,13 @@ MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
 CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
-    "attention": re.compile(r"(UM)?T5Attention|Llama4TextAttention"),
-    "embeddings": re.compile(r"(ViT|DeiT|Beit|Swin|SiglipVision)Embeddings"),
-    "table": re.compile(r"position_embeddings|position_embedding\.weight"),
+    "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"),
+    "embeddings": re.compile(r"[A-Za-z0-9_]+Embeddings"),
+    "table": re.compile(r"position_embeddings?(\.weight)?"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions"),
+    "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
+    "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
 }
 
 
@@ -214,7 +217,8 @@ class AlibiSession(Session):
 
 class LearnedSession(Session):
     """x + the model's trained position table at position_ids: an nn.Embedding as GPT-2, BERT and RoBERTa
-    hold it, or OPT's OPTLearnedPositionalEmbedding, which adds its offset of 2 itself."""
+    hold it, or OPT's OPTLearnedPositionalEmbedding, which adds its offset of 2 itself; BART-like tables
+    (recipe offset) at position_ids + their offset, as their <X>LearnedPositionalEmbedding looks them up."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         import torch
@@ -227,8 +231,8 @@ class LearnedSession(Session):
             self.embedding.weight.data = table
             self.call = lambda positions: self.embedding(None, 0, position_ids=positions)
         else:
-            self.embedding = torch.nn.Embedding.from_pretrained(table)
-            self.call = self.embedding
+            self.embedding, offset = torch.nn.Embedding.from_pretrained(table), int(entry["hf"].get("offset", 0))
+            self.call = lambda positions: self.embedding(positions + offset)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -262,6 +266,33 @@ class VitSession(Session):
         return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
 
 
+class GridInterpolateSession(Session):
+    """A Qwen3-VL vision tower's pos_embed as its forward adds it: transformers' own
+    get_vision_interpolation_indices_and_weights with the tower's interpolation mode and align_corners (the
+    tower built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
+    and summed with their weights. Patches in raster order (spatial_merge_size 1): the graph's grid."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        with torch.device("meta"):
+            tower = import_attr(entry["hf"]["module"], entry["hf"]["tower"])(auto_config(entry))
+        self.side, self.mode, self.corners = tower.num_grid_per_side, tower.interpolation_mode, tower.interpolation_align_corners
+        self.table = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+        from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        with torch.no_grad():
+            indices, weights = get_vision_interpolation_indices_and_weights(
+                torch.tensor([[1, h, w]]), self.side, mode=self.mode, align_corners=self.corners, spatial_merge_size=1)
+            rows = (torch.nn.functional.embedding(indices, self.table) * weights[:, :, None]).sum(1)
+        return (x + rows.reshape(h, w, dim)).numpy()
+
+
 class SwinSession(Session):
     """SwinRelativePositionBias (its own index buffer) holding the block's trained table, added to scores."""
 
@@ -280,12 +311,17 @@ class SwinSession(Session):
 
 
 class BeitSession(Session):
-    """BeitRelativePositionBias holding the layer's (or the shared) trained table, at the trained grid."""
+    """BeitRelativePositionBias (or the model's copy of it, as the recipe names) holding the layer's (or the
+    shared) trained table, at the trained grid."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        from transformers.models.beit.modeling_beit import BeitRelativePositionBias
-
-        self.bias = BeitRelativePositionBias(auto_config(entry)).eval()
+        recipe = entry["hf"]
+        bias = import_attr(recipe.get("module", "transformers.models.beit.modeling_beit"),
+                           recipe.get("bias", "BeitRelativePositionBias"))
+        # Data2Vec-Vision's copy takes its window as an argument; BEiT's reads it from the config.
+        window = {"window_size": (artifact.params.window_h, artifact.params.window_w)} \
+            if "window_size" in inspect.signature(bias).parameters else {}
+        self.bias = bias(auto_config(entry), **window).eval()
         self.bias.relative_position_bias_table.data = trained(entry)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -432,6 +468,7 @@ SESSIONS = {
     "llama4-temperature": Llama4TemperatureSession,
     "gptj": GptjSession,
     "vision-rope": VisionRopeSession,
+    "grid-interpolate": GridInterpolateSession,
 }
 
 
