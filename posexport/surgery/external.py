@@ -123,14 +123,15 @@ def copy_span(stored: ExternalTensor, fd: int, offset: int, advance: Callable[[i
 @dataclass
 class DataFile:
     """An external data file to write: each part's bytes (in memory, or a stored tensor's span carried
-    from its source file) at its offset; zeros between parts. Called with an open file descriptor."""
+    from its source file) at its offset; zeros between parts. Called with the descriptor of a new, empty file."""
 
     name: str
     parts: list[tuple[int, bytes | ExternalTensor]]
     size: int
 
     def __call__(self, fd: int) -> None:
-        os.ftruncate(fd, 0)
+        # fd is a new, empty file (posexport.files); truncating it to 0 anyway would make ext4 flush its
+        # pages when it is closed (its replace-by-truncate heuristic), so the call would wait for the disk.
         with progress(f"writing {self.name}", self.size) as advance:
             kernel = True
             for offset, content in self.parts:
