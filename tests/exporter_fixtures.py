@@ -84,13 +84,15 @@ def transformers_onnx(folder: Path, out: Path, ort_fusions: str | None = None) -
     return out / "model.onnx"
 
 
-def transformers_onnx_generation(folder: Path, out: Path, ort_fusions: str | None = None) -> Path:
+def transformers_onnx_generation(folder: Path, out: Path, ort_fusions: str | None = None, multi_token_decode: bool = False) -> Path:
     """The same exporter's ``export_for_generation``: one file per generation stage, out/prefill.onnx (the
-    prompt) and out/decode.onnx (a one-token step on past key/values), with export.json beside them;
-    returns ``out``. It takes generate()'s inputs, and captures each stage's own from a short generation."""
+    prompt) and out/decode.onnx (a one-token step on past key/values, or any number of tokens with
+    ``multi_token_decode``), with export.json beside them; returns ``out``. It takes generate()'s inputs,
+    and captures each stage's own from a short generation."""
     if not (out / "export.json").is_file():  # written last
         inputs = {k: v for k, v in sample_inputs().items() if k != "position_ids"}
-        exported(folder, out, lambda exporter, model, config: exporter.export_for_generation(model, inputs, config), ort_fusions)
+        exported(folder, out, lambda exporter, model, config: exporter.export_for_generation(
+            model, inputs, config, multi_token_decode=multi_token_decode), ort_fusions)
     return out
 
 

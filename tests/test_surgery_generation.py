@@ -30,10 +30,11 @@ def folder() -> Path:
 
 
 @functools.lru_cache(maxsize=None)
-def components(fusions: str | None) -> Path:
-    """The export's folder (prefill.onnx, decode.onnx), made once per session for each fusions setting."""
+def components(fusions: str | None, multi_token_decode: bool = False) -> Path:
+    """The export's folder (prefill.onnx, decode.onnx), made once per session for each form."""
+    name = f"x-llama-generation-{fusions or 'plain'}{'-multi' if multi_token_decode else ''}"
     try:
-        return ef.transformers_onnx_generation(folder(), sf.ROOT / f"x-llama-generation-{fusions or 'plain'}", fusions)
+        return ef.transformers_onnx_generation(folder(), sf.ROOT / name, fusions, multi_token_decode)
     except ef.ExporterMissing as e:
         pytest.skip(str(e))
 
@@ -46,15 +47,20 @@ def patched(model: Path) -> Path:
     return out
 
 
-# fusions -> the fused op reading each stage's cos/sin (None: no fused op, the plain per-call rope).
-# "cuda" fusions are built here on CPU: its prefill gets RotaryEmbedding, its decode step GroupQueryAttention.
-FORMS = {None: (None, None), "cpu": ("GroupQueryAttention", "GroupQueryAttention"), "cuda": ("RotaryEmbedding", "GroupQueryAttention")}
+# form -> (ort_fusions, multi_token_decode, the fused op reading each stage's cos/sin); no op: the plain
+# per-call rope. "cuda" fusions are built here on CPU: RotaryEmbedding in the prefill, GroupQueryAttention
+# in the decode step. multi_token_decode changes only the decode step (its prefill is the "cpu" form's).
+GQA = "GroupQueryAttention"
+FORMS = {"plain": (None, False, {"prefill": None, "decode": None}), "cpu": ("cpu", False, {"prefill": GQA, "decode": GQA}),
+         "cuda": ("cuda", False, {"prefill": "RotaryEmbedding", "decode": GQA}), "cpu-multi-token-decode": ("cpu", True, {"decode": GQA})}
 
 
-@pytest.mark.parametrize("fusions", FORMS, ids=[f or "plain" for f in FORMS])
-def test_each_generation_component_is_patched_and_exact_past_max_positions(fusions):
-    for stage, op in zip(("prefill", "decode"), FORMS[fusions]):
-        model = components(fusions) / f"{stage}.onnx"
+@pytest.mark.parametrize("form", FORMS)
+def test_each_generation_component_is_patched_and_exact_past_max_positions(form):
+    fusions, multi, ops = FORMS[form]
+    for stage, op in ops.items():
+        model = components(fusions, multi) / f"{stage}.onnx"
+        cases = [FeedCase(16), CASES[stage][-1]] if multi else CASES[stage]  # its decode step takes a prompt too
         (site,) = surgery.find(model)
         assert (site.kind, site.recovered.get("op")) == ("rope-cache-per-token" if op else "rope-inv-freq", op), stage
         assert site.recovered["recognised"] == {"head_dim": 16, "base": 10000.0}
@@ -63,9 +69,9 @@ def test_each_generation_component_is_patched_and_exact_past_max_positions(fusio
         assert [f["fault"] for s in before["sites"] for f in s["faults"]] == ["trig-per-call"]
         fixed = patched(model)
         assert surgery.doctor(fixed)["faults"] == 0
-        report = model_parity(fixed, against_hf=folder(), cases=CASES[stage], runtimes=["ort-cpu"], tolerance=EXACT, original=model)
+        report = model_parity(fixed, against_hf=folder(), cases=cases, runtimes=["ort-cpu"], tolerance=EXACT, original=model)
         assert report.passed and not report.not_compared and len(report.results) == 10, report  # logits and 2 × 2 caches
-        far = {r.output: float(r.original) for r in report.results if r.case == CASES[stage][-1].label}
+        far = {r.output: float(r.original) for r in report.results if r.case == cases[-1].label}
         assert max(far.values()) > 2 * EXACT  # the export itself fails there: float32 angles
 
 
