@@ -79,19 +79,36 @@ def sample_inputs(seq: int = 8) -> dict[str, Any]:
 def transformers_onnx(folder: Path, out: Path, ort_fusions: str | None = None) -> Path:
     """transformers 5's own exporter (``transformers.exporters.OnnxExporter``, ``OnnxConfig(dynamic=True)``,
     optionally with onnxruntime fusions for ``ort_fusions``): out/model.onnx with export.json beside it."""
+    if not (out / "model.onnx").is_file():
+        exported(folder, out, lambda exporter, model, config: exporter.export(model, sample_inputs(), config), ort_fusions)
+    return out / "model.onnx"
+
+
+def transformers_onnx_generation(folder: Path, out: Path, ort_fusions: str | None = None, multi_token_decode: bool = False) -> Path:
+    """The same exporter's ``export_for_generation``: one file per generation stage, out/prefill.onnx (the
+    prompt) and out/decode.onnx (a one-token step on past key/values, or any number of tokens with
+    ``multi_token_decode``), with export.json beside them; returns ``out``. It takes generate()'s inputs,
+    and captures each stage's own from a short generation."""
+    if not (out / "export.json").is_file():  # written last
+        inputs = {k: v for k, v in sample_inputs().items() if k != "position_ids"}
+        exported(folder, out, lambda exporter, model, config: exporter.export_for_generation(
+            model, inputs, config, multi_token_decode=multi_token_decode), ort_fusions)
+    return out
+
+
+def exported(folder: Path, out: Path, export: Callable[[Any, Any, Any], Any], ort_fusions: str | None) -> None:
+    """``export(exporter, model, config)`` with transformers' OnnxExporter and ``OnnxConfig(dynamic=True,
+    ort_fusions=...)`` on the model of ``folder``, saved to ``out``."""
     try:
         from transformers.exporters import OnnxConfig, OnnxExporter
     except ImportError as e:
         raise ExporterMissing(f"transformers.exporters is not available ({e}); it needs transformers ≥ 5.24") from None
     from transformers import AutoModelForCausalLM
 
-    if not (out / "model.onnx").is_file():
-        model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            exported = OnnxExporter().export(model, sample_inputs(), OnnxConfig(dynamic=True, ort_fusions=ort_fusions))
-        exported.save_pretrained(out)
-    return out / "model.onnx"
+    model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export(OnnxExporter(), model, OnnxConfig(dynamic=True, ort_fusions=ort_fusions)).save_pretrained(out)
 
 
 def torch_onnx(folder: Path, out: Path, dynamo: bool = True, position_ids: bool = True) -> Path:

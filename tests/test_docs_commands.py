@@ -20,6 +20,7 @@ import pytest
 
 from . import learned_fixtures as lf, model_zoo
 from . import surgery_fixtures as sf
+from . import test_surgery_generation as generation
 from .test_parity_cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,6 +142,9 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "gpt2.onnx": copied(lambda: lf.export("gpt2")),
     "whisper-decoder.onnx": copied(lf.whisper_decoder),
     "t5-encoder.onnx": copied(sf.t5_encoder_export),
+    "tiny-llama": copied(generation.folder),
+    "llama-gen/prefill.onnx": copied(lambda: generation.components("cpu"), folder=True),
+    "llama-gen/decode.onnx": copied(lambda: generation.components("cpu"), folder=True),
 }
 NEEDS_GENAI = {"tiny-llama3", "gen/model.onnx"}
 

@@ -53,14 +53,17 @@ def genai(model: onnx.ModelProto, path: Path | None) -> Exporter | None:
 
 def transformers_exporter(model: onnx.ModelProto, path: Path | None) -> Exporter | None:
     manifest = beside(path, "export.json")
-    if manifest is None or "components" not in manifest:
+    if manifest is None or not isinstance(manifest.get("components"), dict):
         return None
-    component = next(iter(manifest["components"].values()), {})
-    metadata = component.get("metadata", {}) if isinstance(component, dict) else {}
+    components = {k: v for k, v in manifest["components"].items() if isinstance(v, dict)}
+    # export_for_generation writes one file per stage (prefill.onnx, decode.onnx): this file's entry
+    own = next((k for k, v in components.items() if v.get("file") == path.name), next(iter(components), None))
+    metadata = components[own].get("metadata", {}) if own is not None else {}
     version = metadata.get("packages", {}).get("transformers")
     fusions = metadata.get("export_config", {}).get("ort_fusions")
     name = "transformers.exporters (OnnxExporter)" + (f", ort_fusions={fusions}" if fusions else "")
-    return Exporter(name, version, version, [f"export.json beside the model (schema_version {manifest.get('schema_version')})"])
+    stage = f", component {own!r} of {', '.join(components)}" if len(components) > 1 else ""
+    return Exporter(name, version, version, [f"export.json beside the model (schema_version {manifest.get('schema_version')}){stage}"])
 
 
 def torchscript_style(model: onnx.ModelProto) -> bool:

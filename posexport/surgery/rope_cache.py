@@ -75,10 +75,14 @@ def rows_from(graph: Graph, cache: str) -> str | None:
 
 
 def token_rows(graph: Graph, node: onnx.NodeProto) -> bool:
-    """The op reads cache row i for token i: its position_ids are Range(0, …, 1), reshaped."""
+    """The op reads cache row i for token i: its position_ids are Range(0, …, 1), reshaped, or that range
+    folded to a constant 0 … n−1 where batch and sequence are fixed (a one-token decode step's [[0]])."""
     index = POSITION_IDS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
     if index is None or len(node.input) <= index or not node.input[index]:
         return False
+    folded = graph.array(node.input[index])
+    if folded is not None:
+        return folded.size > 0 and np.array_equal(folded.ravel(), np.arange(folded.size))
     source = graph.producer.get(node.input[index])
     while source is not None and source.op_type in PASSED:
         source = graph.producer.get(source.input[0])

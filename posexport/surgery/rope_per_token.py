@@ -41,7 +41,7 @@ class PerTokenCacheKind(InvFreqKind):
     def relabel(self, site: Site, per_call: str, fed: list[onnx.NodeProto]) -> Site:
         site.kind = self.name
         site.feeds = [n.name for n in fed]
-        site.recovered |= {"op": fed[0].op_type, "per_call_form": per_call, "cache_rows": "one per token (position_ids = Range)"}
+        site.recovered |= {"op": fed[0].op_type, "per_call_form": per_call, "cache_rows": "one per token (the op's position_ids are 0 … b·s−1)"}
         return site
 
     def diagnose(self, graph: Graph, site: Site, p: Any, context: dict[str, Any]) -> None:

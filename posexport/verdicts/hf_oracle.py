@@ -25,7 +25,8 @@ from ..rope.encoding import RopeParams, inv_freq_and_factor
 NAME = "hf-float64"
 AGREEMENT = 1e-5  # relative, against transformers' float32 frequencies
 # A cache tensor of any exporter: present.0.key, present_key_values.0.value, cache.layers.0.keys,
-# past_key_values.0.key (inputs); the decoder's self-attention of encoder-decoder models is not matched.
+# output.cache.layers.0.keys; past_key_values.0.key, input.cache.layers.0.keys (inputs); the decoder's
+# self-attention of encoder-decoder models is not matched.
 CACHE = re.compile(r"(present|past|cache)\D*?(\d+)\D*?(key|value)s?$")
 
 

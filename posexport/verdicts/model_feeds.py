@@ -17,6 +17,7 @@ from ..errors import PosexportError
 from ..surgery.genai import head_size
 from ..surgery.graph import node_label
 from ..surgery.rope_cache import reads_caches
+from .hf_oracle import cache_slot
 
 
 
@@ -101,20 +102,44 @@ ROLES: dict[str, Callable[[FeedCase], list[int]]] = {
 }
 
 
+# words that make a dim a length when its name holds one (as guessed reads names)
+LENGTH_WORDS = ("total", "all", "past", "seq")
+
+
+def role_of(name: str) -> Callable[[FeedCase], list[int]] | None:
+    return next((ROLES[r] for r in ROLES if r in name), None)
+
+
 def named_sizes(sig: Signature, case: FeedCase) -> dict[str, int]:
-    """Sizes of the symbolic dims that the [batch, seq] inputs fix (e.g. 'b' and 's' of a TorchScript export)."""
+    """Sizes of the symbolic dims that the [batch, seq] inputs fix (e.g. 'b' and 's' of a TorchScript export),
+    and the past length for a past key/value input's one axis that nothing else sizes (transformers'
+    exporter names it after a torch.export symbol, e.g. 's53')."""
     sizes: dict[str, int] = {}
     for name, _, dims in sig.inputs:
-        role = next((ROLES[r] for r in ROLES if r in name), None)
+        role = role_of(name)
         if role is not None and len(dims) == 2:
             sizes |= {str(d).lower(): n for d, n in zip(dims, role(case)) if isinstance(d, str) and d}
-    return sizes | sig.dims
+    sizes |= sig.dims
+    for name, _, dims in sig.inputs:
+        unsized = {str(d).lower() for d in dims if guessed(d, case, sizes) is None}
+        named_length = any(word in str(d).lower() for d in dims for word in LENGTH_WORDS)
+        if cache_slot(name) is not None and len(unsized) == 1 and not named_length:
+            sizes[unsized.pop()] = case.past
+    return sizes
 
 
-def size_of(dim: int | str, case: FeedCase, known: Mapping[str, int], name: str) -> int:
-    if isinstance(dim, int) and dim > 0:
-        return dim
-    lowered = str(dim).lower()
+def fixed_size(dim: int | str) -> int | None:
+    """A dimension's fixed size: a number, or a symbol that is one (transformers' exporter writes '2', '16')."""
+    if isinstance(dim, int):
+        return dim if dim > 0 else None
+    return int(dim) if dim.isdigit() and int(dim) > 0 else None
+
+
+def guessed(dim: int | str, case: FeedCase, known: Mapping[str, int]) -> int | None:
+    """A dimension's size: fixed, given, or told by its name; None when nothing tells it."""
+    fixed, lowered = fixed_size(dim), str(dim).lower()
+    if fixed is not None:
+        return fixed
     if lowered in known:
         return known[lowered]
     if "total" in lowered or "all" in lowered:
@@ -125,7 +150,24 @@ def size_of(dim: int | str, case: FeedCase, known: Mapping[str, int], name: str)
         return case.batch
     if "seq" in lowered:
         return case.seq
-    raise PosexportError(f"input {name!r}: cannot size its dimension {dim!r}; give it with --dim {dim}=N")
+    return None
+
+
+def size_of(dim: int | str, case: FeedCase, known: Mapping[str, int], name: str) -> int:
+    size = guessed(dim, case, known)
+    if size is None:
+        raise PosexportError(f"input {name!r}: cannot size its dimension {dim!r}; give it with --dim {dim}=N")
+    return size
+
+
+def misfit(sig: Signature, case: FeedCase) -> str:
+    """Why the model cannot take this case (a [batch, seq] input fixed at other sizes: a one-token decode
+    step given a prompt), or ''."""
+    for name, _, dims in sig.inputs:
+        role = role_of(name)
+        if role is not None and len(dims) == 2 and any(fixed_size(d) not in (None, n) for d, n in zip(dims, role(case))):
+            return f"the model's input {name!r} is fixed at {[fixed_size(d) or d for d in dims]}: {case.label} needs {role(case)}"
+    return ""
 
 
 def make_feeds(sig: Signature, case: FeedCase, seed: int = 0) -> dict[str, np.ndarray]:

@@ -26,7 +26,7 @@ from ..runtimes import ModelSession, Runtime, get_runtime
 from ..runtimes.isolated import IsolatedModelSession, RuntimeCrash, warm
 from .graphs import describe, opened, valid_bound
 from .hf_oracle import HfOracle, cache_slot
-from .model_feeds import FeedCase, Signature, checked_model, make_feeds, signature
+from .model_feeds import FeedCase, Signature, checked_model, make_feeds, misfit, signature
 from .report import CaseResult, NotCompared, Report
 
 DEFAULT_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
@@ -189,6 +189,11 @@ def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, 
         sessions[role] = session
     run.report.runtimes[runtime.name] = runtime.description
     for index, case in enumerate(run.cases):
+        why = misfit(run.sig, case)
+        if why:  # not the model's fault, nor a pass: a one-token decode step cannot take a prompt
+            run.report.not_compared.append(NotCompared(run.label, case.label, runtime.name, "every output", why))
+            run.advance(1)
+            continue
         feeds = make_feeds(run.sig, case, run.seed + index)
         if run.oracle.run is not None:
             ref = hf_outputs.get(index) or hf_outputs.setdefault(index, attempt(run.oracle.run, feeds))
