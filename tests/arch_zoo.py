@@ -33,6 +33,7 @@ EXTRA: dict[str, dict[str, Any]] = {
                      "decoder_attention_heads": 4, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32}),
     **dict.fromkeys(("switch_transformers", "pop2piano"), {"d_model": 32, "d_kv": 8, "d_ff": 32, "num_layers": 2,
                                                            "num_decoder_layers": 2, "num_heads": 4}),
+    "pp_formulanet_text": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "trocr": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
 }

@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 from posexport.contract import Case  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
-from posexport.models import READERS, catalogue, decoders, learned, read_model, vit  # noqa: E402
+from posexport.models import READERS, catalogue, decoders, learned, read_model, swin, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -281,7 +281,7 @@ def test_qwen3_vl_without_weights_says_its_pos_embed_was_not_built(tmp_path):
 
 def own_model(config):
     """transformers' model of a config: AutoModel's, else (a tower with no AutoModel entry) the class of
-    its modeling module made for this config class."""
+    its modeling module (a text or audio tower) made for this config class."""
     import importlib
     import inspect
 
@@ -293,7 +293,7 @@ def own_model(config):
     except ValueError:
         name = model_type_to_module_name(config.model_type)
         module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
-        (cls,) = [c for n, c in vars(module).items() if inspect.isclass(c) and n.endswith("TextModel")
+        (cls,) = [c for n, c in vars(module).items() if inspect.isclass(c) and n.endswith(("TextModel", "AudioModel"))
                   and getattr(c, "config_class", None) is type(config)]
         return cls(config)
 
@@ -457,3 +457,50 @@ def test_list_models_prints_the_catalogue_with_encodings():
             rows[last] += " " + text
     assert rows["cohere"] == "rope, interleaved pairs" and rows["smollm3"] == "rope, NoPE layers"
     assert rows["modernbert"] == "rope per layer type" and set(rows) == set(READERS)
+
+
+@pytest.mark.parametrize("model_type", sorted(swin.FAMILIES))
+def test_swin_window_biases_are_the_blocks_own(tmp_path, model_type):
+    """Random per-block tables, saved under the names transformers' own model gives them, read back: the
+    graph's reference against the block's bias as the model computes it (Swin's SwinRelativePositionBias, or
+    a copy's self-attention adding it inline), window 3, two stages of 2 and 4 heads."""
+    from transformers import AutoConfig
+
+    family = swin.FAMILIES[model_type]
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, depths=[1, 1], window_size=3, **{family.heads: [2, 4]})
+    names = own_model(AutoConfig.from_pretrained(folder)).state_dict()
+    rng = np.random.default_rng(0)
+    tables = {next(k for k in swin.table_keys(stage, 0, family) if k in names): rng.standard_normal((25, heads))
+              for stage, heads in enumerate((2, 4))}
+    save_file({k: v.astype(np.float32) for k, v in tables.items()}, str(folder / "model.safetensors"))
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["swin-s0b0", "swin-s1b0"]
+    for role, heads in zip(plan.roles, (2, 4)):
+        encoding = get_encoding(role.encoding)
+        p = encoding.params(**role.values)
+        assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        feeds = {"scores": rng.standard_normal((2, heads, 9, 9)).astype(np.float32)}
+        assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+
+
+def test_videoprism_text_sinusoid_is_its_embeddings_own(tmp_path):
+    """VideoPrismTextEmbeddings' forward on random token embeddings: what it returns for the tokens is the
+    graph's reference at 0-based positions on the scaled embeddings; the hf runtime's table agrees too."""
+    import torch
+    from transformers.models.videoprism.modeling_videoprism import VideoPrismTextEmbeddings
+
+    folder = arch_zoo.tiny("videoprism_text_model", tmp_path / "videoprism", max_position_embeddings=24)
+    embeddings = VideoPrismTextEmbeddings(arch_zoo.config_class("videoprism_text_model").from_pretrained(folder)).eval()
+    tokens = torch.from_numpy(np.random.default_rng(0).standard_normal((2, 17, 64)).astype(np.float32))
+    with torch.no_grad():
+        theirs = embeddings(inputs_embeds=tokens)[:, :17].double().numpy()
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    feeds = {"x": tokens.double().numpy() * 8.0, "position_ids": np.tile(np.arange(17), (2, 1))}  # √64
+    assert np.max(np.abs(encoding.reference(p, feeds) - theirs)) < 1e-5
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import config, decoders, deepseek, learned, t5, vit
+from . import config, decoders, deepseek, learned, swin, t5, vit
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -64,10 +64,11 @@ READERS: dict[str, str] = {
     "qwen3_vl_text": "qwen_vl",
     "qwen3_vl_moe": "qwen_vl",
     "qwen3_vl_moe_text": "qwen_vl",
-    "swin": "swin",
+    **dict.fromkeys(swin.FAMILIES, "swin"),
     "beit": "beit",
     "data2vec-vision": "beit",
     "whisper": "whisper",
+    "videoprism_text_model": "videoprism",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),

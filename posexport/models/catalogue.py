@@ -21,6 +21,7 @@ READER_ENCODINGS = {
     "wrapper": "its text model's (text_config)",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
+    "videoprism": "sinusoidal ([sin | cos])",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -36,13 +37,15 @@ _NO_POSITIONS_GROUPS = {
             "mobilenet_v1", "mobilenet_v2", "mobilevit", "mobilevitv2", "poolformer", "pvt_v2", "regnet", "resnet",
             "segformer", "swiftformer", "textnet", "pp_lcnet", "pp_lcnet_v3", "pp_lcnet_v4", "pp_ocrv5_mobile_det",
             "pp_ocrv5_mobile_rec", "pp_ocrv5_server_det", "pp_ocrv5_server_rec", "pp_ocrv6_medium_det",
-            "pp_ocrv6_small_det", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec", "superpoint", "uvdoc", "uvdoc_backbone"),
+            "pp_ocrv6_small_det", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec", "superpoint", "uvdoc", "uvdoc_backbone",
+            "florence_vision"),
     _CODEC: ("dac", "encodec", "xcodec", "univnet", "wavtokenizer", "wavtokenizer_encoder",
              "vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_decoder",
              "vibevoice_acoustic_tokenizer_encoder"),
     _WRAPPER: ("encoder-decoder", "speech-encoder-decoder", "vision-encoder-decoder", "vision-text-dual-encoder",
                "rag", "timm_backbone", "upernet", "vitmatte", "vitpose", "depth_anything", "prompt_depth_anything",
-               "zoedepth", "dpr", "colpali", "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt"),
+               "zoedepth", "dpr", "colpali", "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt", "depth_pro", "chmv2",
+               "nougat"),
     _NOPE_LINEAR: ("kimi_linear",),
 }
 NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}

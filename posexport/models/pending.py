@@ -89,28 +89,33 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "PE audio/video encoders: ModernBERT text model plus an encoder rope read only as its own type "
     "(pe_audio_encoder …); the composite not read yet": ("pe_audio", "pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------
-    _IN_REACH + "a BART-like language model (learned tables with an offset of 2, read as bart) behind a vision "
-    "encoder (DaViT, Donut-Swin); the composite not read yet": ("florence2", "nougat"),
-    _IN_REACH + "a text tower's learned table from 0 (position_embedding), its layout to be checked":
-        ("videoprism_text_model", "pp_formulanet_text"),
-    _IN_REACH + "a learned patch-grid table (with or without a class token) that the tower resamples with "
-    "bicubic interpolation, as ViT's (vit-learned)":
-        ("siglip2_vision_model",
-        
-         "aimv2_vision_model",
-        
-        
-         "dpt", "depth_pro",
-         "internvl_vision", "qianfan_ocr_vision", "ovis2_vision", "pp_chart2table_vision",
-         "lw_detr", "lw_detr_vit", "vitpose_backbone", "mgp-str",
-         "audio-spectrogram-transformer", "florence_vision",
-         "granite_docling_vision", "chmv2", "eomt", "videomt", "radio", "glm_image_vision",
-         "unlimited_ocr_vision", "unlimited_ocr_vision_encoder", "deepseek_ocr2_vision", "phi4_multimodal_vision",
-         "pp_formulanet_vision", "slanext_vision"),
+    _IN_REACH + "Florence-2: a BART language model (learned tables with an offset of 2, read as bart) behind "
+    "DaViT and a projector with its own 2-D row/column tables; the composite's checkpoint names not read yet":
+        ("florence2",),
+    _IN_REACH + "a learned table over the trained patch grid added unresampled (the tower takes that image "
+    "size only): the learned form over the patch sequence; its reader line not written yet":
+        ("aimv2_vision_model", "ovis2_vision", "eomt", "videomt", "mgp-str", "audio-spectrogram-transformer"),
+    _IN_REACH + "GLM-Image's tower: F.grid_sample (bilinear, border, half-pixel centres) of its learned grid at "
+    "each packed patch's coordinates, bilinear resampling as vit-learned's; its session not written yet":
+        ("glm_image_vision",),
+    "SigLIP-2 NaFlex: the learned grid resampled per image with antialiased bilinear weights (a triangle filter "
+    "widened by the scale when shrinking: resize_positional_embeddings); vit-learned's bilinear has no antialias":
+        ("siglip2_vision_model",),
+    "ViTPose: the table's class row added to every patch (position_embeddings[:, 1:] + [:, :1]), no class "
+    "token, never resampled; not vit-learned's form": ("vitpose_backbone",),
+    "LW-DETR's ViT: a table with a class row the tower drops (it has no class token), the grid resampled "
+    "(bicubic) to window-partitioned feature maps; vit-learned reads a table whole, its class row for a class "
+    "token; the detector adds DETR query positions": ("lw_detr", "lw_detr_vit"),
+    "RADIO: the learned grid resampled twice (bilinear to a max(h, w) square, cropped, bilinear again when "
+    "not square) after class and register tokens; vit-learned resamples once": ("radio",),
+    "SAM-style ViT image encoder: a pos_embed grid beside decomposed relative tables (rel_pos_h/w, use_rel_pos) "
+    "added inside attention, which are not modelled (some feed a CLIP-like encoder read as its own type)":
+        ("unlimited_ocr_vision", "deepseek_ocr2_vision", "pp_chart2table_vision", "pp_formulanet_vision",
+         "slanext_vision"),
     "NaViT-style vision tower: a learned grid table indexed by bucketed fractional coordinates "
     "(get_vision_nearest_position_ids), not resampled; not modelled":
         ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "minicpm_ocr_vision", "minicpmv4_6_vision",
-         "minicpmv4_7_vision", "idefics2_perceiver", "idefics_perciever"),
+         "minicpmv4_7_vision", "idefics2_perceiver", "idefics_perciever", "phi4_multimodal_vision"),
     "dual encoder or vision-language model holding a learned text table and a learned vision grid (two "
     "towers, read as each tower's type once those are read)":
         ("clip", "siglip", "siglip2", "metaclip_2", "owlvit", "owlv2", "xclip", "groupvit", "aimv2", "clipseg",
@@ -171,9 +176,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("pix2struct", "pix2struct_text_model", "pix2struct_vision_model"),
     "Swin-V2: continuous position bias from a small MLP over log-spaced offsets; not modelled":
         ("swinv2", "swin2sr"),
-    _IN_REACH + "Swin's window bias tables, computed inline in the tower's own self-attention (no "
-    "SwinRelativePositionBias to run); its session not written yet":
-        ("donut-swin", "maskformer-swin", "clap_audio_model"),
     "CLAP: a RoBERTa text table and an HTS-AT (Swin) audio tower; the composite not read yet": ("clap", "clap_text_model"),
     "DeBERTa: disentangled relative attention (content-to-position and position-to-content terms); not "
     "modelled": ("deberta", "deberta-v2"),
