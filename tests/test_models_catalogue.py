@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 from posexport.contract import Case  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
-from posexport.models import READERS, catalogue, decoders, learned, read_model, swin, vit  # noqa: E402
+from posexport.models import READERS, catalogue, decoders, learned, patch_table, read_model, swin, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -31,7 +31,9 @@ from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
 CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek")
-ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS)
+# Wrappers whose text model reads trained tables (tested on their own, below).
+TABLE_WRAPPERS = ("florence2",)
+ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS and t not in TABLE_WRAPPERS)
 # Named as wanted and read (docs/models.md): the issue's list of 2025–26 architectures.
 NAMED = ("qwen3_vl", "llama4", "gptj", "moonshine", "gemma4", "gemma3n", "cohere", "cohere2", "granite", "olmo2", "olmo3", "smollm3", "ministral3", "mistral3", "deepseek_v3",
          "gpt_oss", "gemma3", "modernbert", "falcon_h1", "qwen3_next", "ernie4_5", "exaone4", "hunyuan_v1_dense",
@@ -504,3 +506,64 @@ def test_videoprism_text_sinusoid_is_its_embeddings_own(tmp_path):
     assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
     session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
     assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5
+
+
+PATCH_EMBEDDINGS = {"aimv2_vision_model": ("aimv2", "Aimv2VisionEmbeddings"), "ovis2_vision": ("ovis2", "Ovis2VisionEmbeddings"),
+                    "eomt": ("eomt", "EomtEmbeddings"), "videomt": ("videomt", "VideomtEmbeddings")}
+
+
+@pytest.mark.parametrize("model_type", sorted(patch_table.FAMILIES))
+def test_patch_tables_add_the_rows_the_towers_add(tmp_path, model_type):
+    """The tower's own embeddings class holding a random table read back from a checkpoint: what it adds to
+    each patch on a forward of random pixels (its output less its output with the table zeroed; the patches
+    last) is the graph's reference at position_ids 0 … patches − 1."""
+    import importlib
+
+    import torch
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, image_size=32, patch_size=8)
+    name, cls = PATCH_EMBEDDINGS[model_type]
+    embeddings = getattr(importlib.import_module(f"transformers.models.{name}.modeling_{name}"), cls)(
+        arch_zoo.config_class(model_type).from_pretrained(folder)).eval()
+    (param,) = [n for n, _ in embeddings.named_parameters() if "position" in n]
+    assert patch_table.FAMILIES[model_type].table.endswith(f"embeddings.{param}")
+    table = embeddings.get_parameter(param)
+    table.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, patch_table.FAMILIES[model_type].table, tuple(table.shape)))
+    pixels = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32))
+    with torch.no_grad():
+        placed = embeddings(pixels)[:, -16:]
+        table.data.zero_()
+        added = (placed - embeddings(pixels)[:, -16:]).double().numpy()
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(0).standard_normal((2, 16, 64))
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.tile(np.arange(16), (2, 1))})
+    assert role.values["max_positions"] == 16 and np.max(np.abs(ours - (x + added))) < 1e-5
+
+
+def test_florence2_reads_its_bart_tables_as_bart(tmp_path):
+    """Florence-2's language model is transformers' BartModel: the reader finds each part's table under the
+    name Florence-2's own model gives it (built on the meta device), and reads them exactly as a BART folder
+    holding the same tables (which test_encoder_decoder_tables_add_the_rows_transformers_adds checks)."""
+    import torch
+    from transformers import AutoConfig
+    from transformers.models.bart.modeling_bart import BartModel
+    from transformers.models.florence2.modeling_florence2 import Florence2ForConditionalGeneration
+
+    folder = arch_zoo.tiny("florence2", tmp_path / "florence2")
+    with torch.device("meta"):
+        model = Florence2ForConditionalGeneration(AutoConfig.from_pretrained(folder))
+    assert isinstance(model.model.language_model, BartModel)
+    names, rng = model.state_dict(), np.random.default_rng(0)
+    rows = model.config.text_config.max_position_embeddings + 2
+    tables = {next(k for k in learned.table_keys(part) if k in names): rng.standard_normal((rows, 64)).astype(np.float32)
+              for part in ("encoder", "decoder")}
+    save_file(tables, str(folder / "model.safetensors"))
+    bart = arch_zoo.tiny("bart", tmp_path / "bart", max_position_embeddings=rows - 2)
+    save_file({k.removeprefix("model.language_model."): v for k, v in tables.items()}, str(bart / "model.safetensors"))
+    plan, theirs = read_model(folder), read_model(bart).roles
+    assert [r.role for r in plan.roles] == ["learned-encoder", "learned-decoder"]
+    for mine, barts in zip(plan.roles, theirs):
+        assert recipe_problem(plan.manifest_entry(mine)) == ""  # the hf runtime accepts the recipe
+        assert {**mine.values, "weights": "", "key": ""} == {**barts.values, "weights": "", "key": ""}
+        assert mine.values["key"] == f"model.language_model.{barts.values['key']}" and mine.hf["text_config"]

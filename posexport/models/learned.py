@@ -137,9 +137,10 @@ def read(cfg: ModelConfig) -> list[Role]:
 
 
 def table_keys(part: str) -> tuple[str, ...]:
-    """A part's `embed_positions` in a whole checkpoint, as the base model or under `model.`."""
+    """A part's `embed_positions` in a whole checkpoint, as the base model, under `model.`, or as a
+    multimodal model's language model (Florence-2's BART)."""
     path = f"{part}.embed_positions.weight" if part else "embed_positions.weight"
-    return path, f"model.{path}", f"biogpt.{path}"
+    return path, f"model.{path}", f"biogpt.{path}", f"model.language_model.{path}", f"language_model.{path}"
 
 
 def bart_like(cfg: ModelConfig) -> list[Role]:

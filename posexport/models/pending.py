@@ -89,12 +89,10 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "PE audio/video encoders: ModernBERT text model plus an encoder rope read only as its own type "
     "(pe_audio_encoder …); the composite not read yet": ("pe_audio", "pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------
-    _IN_REACH + "Florence-2: a BART language model (learned tables with an offset of 2, read as bart) behind "
-    "DaViT and a projector with its own 2-D row/column tables; the composite's checkpoint names not read yet":
-        ("florence2",),
-    _IN_REACH + "a learned table over the trained patch grid added unresampled (the tower takes that image "
-    "size only): the learned form over the patch sequence; its reader line not written yet":
-        ("aimv2_vision_model", "ovis2_vision", "eomt", "videomt", "mgp-str", "audio-spectrogram-transformer"),
+    _IN_REACH + "a learned table over [class (AST: and distillation) token | patches] added unresampled at the "
+    "trained size: the learned form over the token sequence, but stored [1, tokens, hidden] (pos_embed, "
+    "position_embeddings parameters), which the learned encoding does not read yet":
+        ("mgp-str", "audio-spectrogram-transformer"),
     _IN_REACH + "GLM-Image's tower: F.grid_sample (bilinear, border, half-pixel centres) of its learned grid at "
     "each packed patch's coordinates, bilinear resampling as vit-learned's; its session not written yet":
         ("glm_image_vision",),
