@@ -37,6 +37,7 @@ EXTRA: dict[str, dict[str, Any]] = {
     "pp_formulanet_text": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "trocr": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
+    "glm_image_vision": {"image_size": 256},  # a 16 × 16 grid (its default 128 × 128 takes seconds to resample)
 }
 # Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).
 MLA = {"num_key_value_heads": 4, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 16, "q_lora_rank": 16}

@@ -420,6 +420,7 @@ def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type
     import importlib
 
     tower = vit.FAMILIES[model_type]
+    assert vit.DEFAULT_MAX_GRID == get_encoding("vit-learned").params().max_grid
     folder = arch_zoo.tiny(model_type, tmp_path / model_type)
     embeddings = getattr(importlib.import_module(f"transformers.models.{tower.module}"), tower.embeddings)(
         arch_zoo.config_class(model_type).from_pretrained(folder))

@@ -93,9 +93,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "trained size: the learned form over the token sequence, but stored [1, tokens, hidden] (pos_embed, "
     "position_embeddings parameters), which the learned encoding does not read yet":
         ("mgp-str", "audio-spectrogram-transformer"),
-    _IN_REACH + "GLM-Image's tower: F.grid_sample (bilinear, border, half-pixel centres) of its learned grid at "
-    "each packed patch's coordinates, bilinear resampling as vit-learned's; its session not written yet":
-        ("glm_image_vision",),
     "SigLIP-2 NaFlex: the learned grid resampled per image with antialiased bilinear weights (a triangle filter "
     "widened by the scale when shrinking: resize_positional_embeddings); vit-learned's bilinear has no antialias":
         ("siglip2_vision_model",),

@@ -8,7 +8,8 @@ The graph takes the patch embeddings as a grid [batch, grid_h, grid_w, hidden] a
 [batch, 1, hidden] and returns the token sequence with positions added, as ViTEmbeddings does before
 dropout. The graph resamples the same way (vit-learned with --antialias false --cubic-coefficient -0.75).
 Towers that resample otherwise say so in their line: Unlimited-OCR's encoder with antialias=True (a = −0.5),
-DPT with bilinear at every grid (its _resize_pos_embed). InternVL gives image_size and patch_size as [n, n].
+DPT with bilinear at every grid (its _resize_pos_embed), GLM-Image by F.grid_sample at each patch's row and
+column (bilinear, half-pixel centres: the same weights). InternVL gives image_size and patch_size as [n, n].
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ class Tower:
     # config keys the tower's table depends on, each with the only value read (InternVL's switch, DPT's hybrid)
     requires: tuple[tuple[str, object], ...] = ()
     antialias: bool = False  # resampled with antialias=True (torch's Keys a = −0.5), as Unlimited-OCR's encoder
-    bilinear_resize: str = ""  # the method resampling the grid bilinearly at every size (DPT's), else bicubic
+    bilinear: bool = False  # resampled bilinearly (half-pixel centres, no antialias) at every grid, else bicubic
+    resize: str = ""  # the embeddings' own resampling method when not interpolate_pos_encoding (DPT's)
+    kind: str = "vit"  # the hf session running the tower's code (GLM-Image's: its forward, grid-sample)
 
 
 CLIP_TABLE = "position_embedding.weight"
+DEFAULT_MAX_GRID = 64  # vit-learned's max_grid default (importing the encoding here would import torch)
 # model_type -> its tower line.
 FAMILIES = {
     "vit": Tower("vit.modeling_vit", "ViTEmbeddings", 1, base="vit"),
@@ -82,7 +86,9 @@ FAMILIES = {
     "unlimited_ocr_vision_encoder": Tower("unlimited_ocr.modeling_unlimited_ocr", "UnlimitedOcrVisionEmbeddings", 1,
                                           CLIP_TABLE, "model", (224, 14), antialias=True),
     "dpt": Tower("dpt.modeling_dpt", "DPTViTEmbeddings", 1, base="dpt", sizes=(384, 16),
-                 requires=(("is_hybrid", False), ("backbone_config", None)), bilinear_resize="_resize_pos_embed"),
+                 requires=(("is_hybrid", False), ("backbone_config", None)), bilinear=True, resize="_resize_pos_embed"),
+    "glm_image_vision": Tower("glm_image.modeling_glm_image", "GlmImageVisionEmbeddings", 0, CLIP_TABLE, "model",
+                              (2048, 16), bilinear=True, kind="grid-sample"),
 }
 NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden] (row-major patches); cls is the class "
          "token (DeiT: then the distillation token) [batch, tokens, hidden]; y is [batch, tokens + grid_h·grid_w, "
@@ -102,12 +108,12 @@ def read(cfg: ModelConfig) -> list[Role]:
         if cfg.get(key, value) != value:
             cfg.fail(key, cfg.get(key), f"only {value} is read (the tower's own learned table, resampled)")
     path = f"embeddings.{tower.table}"
-    notes = (*(NOTES if tower.prefix else GRID_NOTES), RESAMPLED["bilinear" if tower.bilinear_resize else tower.antialias])
-    recipe = {**({"table": tower.table} if tower.table != "position_embeddings" else {}),
-              **({"resize": tower.bilinear_resize} if tower.bilinear_resize else {})}
+    notes = (*(NOTES if tower.prefix else GRID_NOTES), RESAMPLED["bilinear" if tower.bilinear else tower.antialias])
+    recipe = {"kind": tower.kind, **({"table": tower.table} if tower.table != "position_embeddings" else {}),
+              **({"resize": tower.resize} if tower.resize else {})}
     return [grid_role(cfg, tower.module, tower.embeddings, tower.prefix, (path, f"{tower.base}.{path}"),
                       cfg.number("hidden_size", 768, integer=True), notes, sizes=tower.sizes, antialias=tower.antialias,
-                      bilinear=bool(tower.bilinear_resize), **recipe)]
+                      bilinear=tower.bilinear, **recipe)]
 
 
 def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys: tuple[str, ...], dim: int,
@@ -121,6 +127,7 @@ def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys:
     values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,
               "distillation_token": prefix == 2, "cubic_coefficient": -0.5 if antialias else -0.75, "antialias": antialias,
               **({"interpolation": "bilinear"} if bilinear else {}),
+              **({"max_grid": side} if side > DEFAULT_MAX_GRID else {}),  # GLM-Image's 128 × 128 grid
               "weights": str(path), "key": key}
     hf = {"kind": "vit", "key": key, "patch_size": patch, "module": f"transformers.models.{module}", "embeddings": embeddings,
           **recipe}

@@ -273,6 +273,22 @@ class VitSession(Session):
         return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
 
 
+class GridSampleSession(VitSession):
+    """GLM-Image's vision embeddings forward on the model's trained table: each image's patches packed
+    [patches, hidden] with their row and column (raster order), the table sampled there (F.grid_sample,
+    bilinear, border padding) and added."""
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        rows, cols = torch.arange(h).repeat_interleave(w), torch.arange(w).repeat(h)
+        with torch.no_grad():
+            y = [self.embeddings(x[b].reshape(h * w, dim), [h * w], torch.tensor([[1, h, w]]), rows, cols) for b in range(batch)]
+        return torch.stack(y).reshape(batch, h, w, dim).numpy()
+
+
 class GridInterpolateSession(Session):
     """A Qwen3-VL vision tower's pos_embed as its forward adds it: transformers' own
     get_vision_interpolation_indices_and_weights with the tower's interpolation mode and align_corners (the
@@ -512,6 +528,7 @@ SESSIONS = {
     "gptj": GptjSession,
     "vision-rope": VisionRopeSession,
     "grid-interpolate": GridInterpolateSession,
+    "grid-sample": GridSampleSession,
 }
 
 
