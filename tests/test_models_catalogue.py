@@ -234,8 +234,8 @@ def test_query_scale_plan_is_every_layer_of_ministral3(tiny_models):
 
 
 # One built graph per rope form: interleaved pairs, NoPE layers, per-layer-type ropes, query scaling,
-# YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE.
-FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "gemma4", "mistral3", "qwen3_vl"]
+# YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE (Qwen3-VL, Cosmos-3-Edge as a wrapper).
+FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "gemma4", "mistral3", "qwen3_vl", "cosmos3_edge"]
 
 
 @pytest.mark.parametrize("model_type", FORMS)

@@ -37,16 +37,26 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("musicflamingo", "gradium_phonon_tts", "pocket_tts", "timesfm2_5", "lasr_ctc", "lasr_encoder",
          "moonshine_streaming_encoder", "nemotron3_diarization", "nemotron3_5_transcribe_audio",
          "nemotron3_5_transcribe_word_timestamp", "nemo_speechlm"),
-    "M-RoPE text model (mrope_section over temporal/height/width rows) in GLM-4V's layout with partial "
-    "rotary; not read by the Qwen-VL reader yet":
-        ("glm4v", "glm4v_text", "glm4v_moe", "glm4v_moe_text", "glm46v", "glmga", "glm_ocr", "glm_ocr_text",
-         "glm_image", "glm_image_text"),
-    "M-RoPE text model (mrope_section) of its own family; not read by the Qwen-VL reader yet":
-        ("paddleocr_vl", "paddleocr_vl_text", "ernie4_5_vl_moe", "ernie4_5_vl_moe_text", "cosmos3_edge",
-         "cosmos3_edge_text", "hy_v4_vl", "hy_v4_vl_text", "hunyuan_vl", "hunyuan_vl_text", "minimax_m3_vl",
-         "minimax_m3_vl_text", "muse_glimmer", "muse_glimmer_text", "cohere_compass", "cohere_compass_text",
-         "step3p7", "step3p5", "molmo2", "molmo2_text", "dots3_note", "dots3_note_text", "glm5_next",
-         "glm5_next_text", "inkling2", "inkling2_text", "inkling2_loop", "inkling2_loop_text"),
+    "M-RoPE text model: Qwen2-VL's chunked sections, but on a partial rotary (partial_rotary_factor) with "
+    "interleaved pairs (repeat_interleave, rotate_half_llm); checked against posexport's mrope (every channel, "
+    "half-split): differs": ("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text"),
+    "M-RoPE text model in GLM-4V's family (partial rotary; GLM-4V-MoE recomposes [h·w | h·w] sections of its "
+    "own); not checked one by one against posexport's mrope":
+        ("glm4v_moe", "glm4v_moe_text", "glm46v", "glmga"),
+    "GLM-Image text model: Qwen2-VL's chunked sections, half-split, but on a partial rotary (default sections "
+    "[8, 12, 12] cover half of head_dim 128); posexport's mrope rotates every channel": ("glm_image", "glm_image_text"),
+    "HunYuan-VL: its sections split the doubled [θ | θ] vector (2·section each, XD-RoPE's rows), so a pair's two "
+    "channels can turn with different rows; checked against posexport's mrope: differs":
+        ("hunyuan_vl", "hunyuan_vl_text"),
+    "ERNIE-4.5-VL: sections ordered height and width alternating per frequency, then time, on interleaved pairs "
+    "(repeat_interleave(2)); checked against posexport's mrope (Qwen's layouts, half-split): differs":
+        ("ernie4_5_vl_moe", "ernie4_5_vl_moe_text"),
+    "M-RoPE-like text model of its own family (position rows per axis, its own recomposition, or a multi-head "
+    "latent or per-layer-type rotary); not checked one by one against posexport's mrope yet":
+        ("hy_v4_vl", "hy_v4_vl_text", "minimax_m3_vl", "minimax_m3_vl_text", "muse_glimmer", "muse_glimmer_text",
+         "cohere_compass", "cohere_compass_text", "step3p7", "step3p5", "molmo2", "molmo2_text", "dots3_note",
+         "dots3_note_text", "glm5_next", "glm5_next_text", "inkling2", "inkling2_text", "inkling2_loop",
+         "inkling2_loop_text"),
     "Qwen-Omni thinker/talker: M-RoPE with audio time positions (position_id_per_seconds); not read yet":
         ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text", "qwen2_5_omni_talker", "qwen3_omni_moe",
          "qwen3_omni_moe_thinker", "qwen3_omni_moe_text", "qwen3_omni_moe_talker_text",
