@@ -4,7 +4,6 @@ its reader line (docs/models.md counts them); the others name what posexport doe
 
 from __future__ import annotations
 
-_IN_REACH = "in reach (forms posexport models), not read yet: "
 _GROUPS: dict[str, tuple[str, ...]] = {
     # --- rotary ---------------------------------------------------------------------------------------------
     "multi-head latent attention with a DSA indexer that rotates its own index heads half-split beside the "
@@ -99,10 +98,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "PE audio/video encoders: ModernBERT text model plus an encoder rope read only as its own type "
     "(pe_audio_encoder …); the composite not read yet": ("pe_audio", "pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------
-    _IN_REACH + "a learned table over [class (AST: and distillation) token | patches] added unresampled at the "
-    "trained size: the learned form over the token sequence, but stored [1, tokens, hidden] (pos_embed, "
-    "position_embeddings parameters), which the learned encoding does not read yet":
-        ("mgp-str", "audio-spectrogram-transformer"),
     "SigLIP-2 NaFlex: the learned grid resampled per image with antialiased bilinear weights (a triangle filter "
     "widened by the scale when shrinking: resize_positional_embeddings); vit-learned's bilinear has no antialias":
         ("siglip2_vision_model",),

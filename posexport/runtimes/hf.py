@@ -226,6 +226,7 @@ class LearnedSession(Session):
         import torch
 
         table = trained(entry)
+        table = table.reshape(-1, table.shape[-1])  # AST's and MGP-STR's are [1, rows, hidden] parameters
         if entry["hf"].get("opt"):
             from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
 
