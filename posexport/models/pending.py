@@ -24,7 +24,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "OLMo-Hybrid: gated-delta linear_attention layers carry no rope, only full_attention layers rotate; the "
     "layer plan does not tell linear_attention from attention yet": ("olmo_hybrid",),
     "per-layer rope_theta lists (layer_rope_theta, 0 for NoPE layers) and a rotary module per layer group; "
-    "not read yet": ("granite_swa", "granitemoe_swa", "muse_spark", "muse_spark_text"),
+    "not read yet": ("granite_swa", "granitemoe_swa", "muse_spark", "muse_spark_text", "muse_glimmer",
+                     "muse_glimmer_text"),
     "its rotary class forms inv_freq its own way (not transformers' default rope init): checked to differ, "
     "not modelled": ("embedding_gemma2", "embedding_gemma2_text", "diffusion_gemma", "diffusion_gemma_text",
                      "gemma4_unified", "gemma4_unified_text", "gemma4_unified_assistant"),
@@ -50,12 +51,20 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "ERNIE-4.5-VL: sections ordered height and width alternating per frequency, then time, on interleaved pairs "
     "(repeat_interleave(2)); checked against posexport's mrope (Qwen's layouts, half-split): differs":
         ("ernie4_5_vl_moe", "ernie4_5_vl_moe_text"),
-    "M-RoPE-like text model of its own family (position rows per axis, its own recomposition, or a multi-head "
-    "latent or per-layer-type rotary); not checked one by one against posexport's mrope yet":
-        ("hy_v4_vl", "hy_v4_vl_text", "minimax_m3_vl", "minimax_m3_vl_text", "muse_glimmer", "muse_glimmer_text",
-         "cohere_compass", "cohere_compass_text", "step3p7", "step3p5", "molmo2", "molmo2_text", "dots3_note",
-         "dots3_note_text", "glm5_next", "glm5_next_text", "inkling2", "inkling2_text", "inkling2_loop",
-         "inkling2_loop_text"),
+    "M-RoPE text model whose rope_parameters and mrope_section are keyed by layer type (Qwen3-VL's interleaved "
+    "sections per layer type); the Qwen-VL reader reads one M-RoPE block": ("cohere_compass", "cohere_compass_text"),
+    "HY-V4-VL: Qwen3-VL's interleaved M-RoPE inside HY-V4's hybrid stack (multi-head latent attention beside "
+    "linear-attention layers without rope); layer plan not read yet": ("hy_v4_vl", "hy_v4_vl_text"),
+    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D rope whose layers take a scaled or an unscaled "
+    "rotary (rope_scaling_layers); not read yet": ("molmo2", "molmo2_text"),
+    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D partial rope beside a lightning indexer "
+    "(index_head_dim) that rotates its own index heads, a second rope site; not read yet":
+        ("minimax_m3_vl", "minimax_m3_vl_text"),
+    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D rope per layer type (rope_parameters keyed by "
+    "layer type, partial rotary) in its own family's stack; not checked one by one yet":
+        ("step3p7", "step3p5", "dots3_note", "dots3_note_text"),
+    "GLM-5-Next: multi-head latent attention rotating qk_rope_head_dim channels inline in its attention (no "
+    "rotary class to run); not read yet": ("glm5_next", "glm5_next_text"),
     "Qwen-Omni thinker/talker: M-RoPE with audio time positions (position_id_per_seconds); not read yet":
         ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text", "qwen2_5_omni_talker", "qwen3_omni_moe",
          "qwen3_omni_moe_thinker", "qwen3_omni_moe_text", "qwen3_omni_moe_talker_text",
@@ -185,7 +194,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "ProphetNet: n-gram stream relative buckets plus a learned table; not modelled": ("prophetnet",),
     "CPM-Ant: segment-aware relative buckets; not modelled": ("cpmant",),
     "relative attention logits or biases of their own form (gated, projected or per-head learned); not modelled":
-        ("wavlm", "inkling_mm_model", "inkling_text", "inkling_vision"),
+        ("wavlm", "inkling_mm_model", "inkling_text", "inkling_vision", "inkling2", "inkling2_text", "inkling2_loop",
+         "inkling2_loop_text"),
     "Conformer relative positional encoding (Transformer-XL style pos_bias_u/v with a sinusoid projection); "
     "not modelled":
         ("wav2vec2-conformer", "wav2vec2-bert", "seamless_m4t", "fastspeech2_conformer",
