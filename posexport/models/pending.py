@@ -39,12 +39,11 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "nemotron3_5_transcribe_word_timestamp", "nemo_speechlm"),
     "M-RoPE text model: Qwen2-VL's chunked sections, but on a partial rotary (partial_rotary_factor) with "
     "interleaved pairs (repeat_interleave, rotate_half_llm); checked against posexport's mrope (every channel, "
-    "half-split): differs": ("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text"),
-    "M-RoPE text model in GLM-4V's family (partial rotary; GLM-4V-MoE recomposes [h·w | h·w] sections of its "
-    "own); not checked one by one against posexport's mrope":
-        ("glm4v_moe", "glm4v_moe_text", "glm46v", "glmga"),
-    "GLM-Image text model: Qwen2-VL's chunked sections, half-split, but on a partial rotary (default sections "
-    "[8, 12, 12] cover half of head_dim 128); posexport's mrope rotates every channel": ("glm_image", "glm_image_text"),
+    "half-split): differs (GLM-4.6V and GLM-GA compose glm4v_text)":
+        ("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga"),
+    "M-RoPE text model: Qwen2-VL's chunked sections, half-split, but on a partial rotary (default sections "
+    "[8, 12, 12] cover half of head_dim 128); posexport's mrope rotates every channel":
+        ("glm4v_moe", "glm4v_moe_text", "glm_image", "glm_image_text"),
     "HunYuan-VL: its sections split the doubled [θ | θ] vector (2·section each, XD-RoPE's rows), so a pair's two "
     "channels can turn with different rows; checked against posexport's mrope: differs":
         ("hunyuan_vl", "hunyuan_vl_text"),
@@ -60,9 +59,11 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "not M-RoPE (its rotary takes [batch, seq] positions): 1-D partial rope beside a lightning indexer "
     "(index_head_dim) that rotates its own index heads, a second rope site; not read yet":
         ("minimax_m3_vl", "minimax_m3_vl_text"),
-    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D rope per layer type (rope_parameters keyed by "
-    "layer type, partial rotary) in its own family's stack; not checked one by one yet":
-        ("step3p7", "step3p5", "dots3_note", "dots3_note_text"),
+    "Step-3.5/3.7: not M-RoPE (1-D rope per layer type), but its config class converts per-layer rope_theta and "
+    "partial_rotary_factors lists of published configs, sliding layers take their own heads (per_layer_config), "
+    "and a sparse indexer (sparse_attention_config) sits beside attention; not read yet": ("step3p7", "step3p5"),
+    "Dots3-Note: not M-RoPE (1-D rope per layer type, partial), on multi-head latent attention with an indexer "
+    "(index_head_dim, indexed_attention layers); not read yet": ("dots3_note", "dots3_note_text"),
     "GLM-5-Next: multi-head latent attention rotating qk_rope_head_dim channels inline in its attention (no "
     "rotary class to run); not read yet": ("glm5_next", "glm5_next_text"),
     "Qwen-Omni thinker/talker: M-RoPE with audio time positions (position_id_per_seconds); not read yet":
