@@ -66,9 +66,10 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "(index_head_dim, indexed_attention layers); not read yet": ("dots3_note", "dots3_note_text"),
     "GLM-5-Next: multi-head latent attention rotating qk_rope_head_dim channels inline in its attention (no "
     "rotary class to run); not read yet": ("glm5_next", "glm5_next_text"),
-    "Qwen-Omni thinker/talker: M-RoPE with audio time positions (position_id_per_seconds); not read yet":
-        ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text", "qwen2_5_omni_talker", "qwen3_omni_moe",
-         "qwen3_omni_moe_thinker", "qwen3_omni_moe_text", "qwen3_omni_moe_talker_text",
+    "Qwen-Omni composites (thinker, talker, the whole model): M-RoPE text models read as their own _text types "
+    "(qwen2_5_omni_text, qwen3_omni_moe_text, qwen3_omni_moe_talker_text) beside audio and vision towers and "
+    "the talker's code predictor; the composite folders not read yet":
+        ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_talker", "qwen3_omni_moe", "qwen3_omni_moe_thinker",
          "qwen3_omni_moe_talker_code_predictor"),
     "a vision tower alone: 2-D (axial) rope over each patch's row and column, read with the full model's "
     "folder (mrope-vision) but not from a vision-only config":

@@ -42,13 +42,19 @@ class Line:
 QWEN3 = {"interleaved": True, "section": (24, 20, 20), "max_positions": 128000}
 # model_type -> its line. PaddleOCR-VL's and Cosmos-3-Edge's text rotary are Qwen2-VL's and Qwen3-VL's M-RoPE
 # (checked against theirs); their composites are read as wrappers, their vision towers being of their own.
+# Qwen2.5-Omni's and Qwen3-Omni's text models (thinker, talker) rotate as Qwen2.5-VL and Qwen3-VL: their audio
+# time positions (position_id_per_seconds) change only the position_ids get_rope_index makes.
 FAMILIES = {"qwen2_vl": Line("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": Line("qwen2_5_vl", "Qwen2_5_VL"),
             "qwen2_vl_text": Line("qwen2_vl", "Qwen2VL"), "qwen2_5_vl_text": Line("qwen2_5_vl", "Qwen2_5_VL"),
             "qwen3_vl": Line("qwen3_vl", "Qwen3VLText", **QWEN3), "qwen3_vl_text": Line("qwen3_vl", "Qwen3VLText", **QWEN3),
             "qwen3_vl_moe": Line("qwen3_vl_moe", "Qwen3VLMoeText", **QWEN3),
             "qwen3_vl_moe_text": Line("qwen3_vl_moe", "Qwen3VLMoeText", **QWEN3),
             "paddleocr_vl_text": Line("paddleocr_vl", "PaddleOCR", theta=500000.0, max_positions=131072, vision=False),
-            "cosmos3_edge_text": Line("cosmos3_edge", "Cosmos3EdgeText", True, (24, 20, 20), 100000000.0, 131072, False)}
+            "cosmos3_edge_text": Line("cosmos3_edge", "Cosmos3EdgeText", True, (24, 20, 20), 100000000.0, 131072, False),
+            "qwen2_5_omni_text": Line("qwen2_5_omni", "Qwen2_5Omni", vision=False),
+            "qwen3_omni_moe_text": Line("qwen3_omni_moe", "Qwen3OmniMoeThinkerText", True, (24, 20, 20), vision=False),
+            "qwen3_omni_moe_talker_text": Line("qwen3_omni_moe", "Qwen3OmniMoeTalker", True, (24, 20, 20), 10000.0,
+                                               vision=False)}
 NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
          "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
 
