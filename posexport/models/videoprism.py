@@ -18,8 +18,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         cfg.fail("hidden_size", d, "the sinusoid needs an even hidden_size")
     rows = cfg.count("max_position_embeddings", 64)
     notes = ("x is the token embeddings times √hidden_size [batch, seq, hidden]; position_ids are 0 … seq − 1",
-             f"the model's table holds max_position_embeddings = {rows} rows; the class embedding appended after the "
-             "tokens takes no position (outside this graph)")
-    return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": 10000.0, "pair_layout": "concat", "position_limit": rows}, (),
-                 notes,
+             f"the model's table holds max_position_embeddings = {rows} rows; the graph is exact past them too; the "
+             "class embedding appended after the tokens takes no position (outside this graph)")
+    return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": 10000.0, "pair_layout": "concat"}, (), notes,
                  {"kind": "sinusoid-table", "module": MODULE, "create": "create_sinusoidal_positions"})]
