@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, decoders, pending
+from . import READERS, decoders, pending, qwen_vl
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -16,12 +16,12 @@ READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 READER_ENCODINGS = {
     "llama": "rope", "gemma": "rope (Gemma-3: one per layer type)", "phi3": "rope (longrope)", "neox": "rope (partial)",
     "glm": "rope (partial, interleaved pairs)", "deepseek": "rope (qk_rope_head_dim, yarn mscale)", "falcon": "rope",
-    "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "qwen_vl": "mrope (Qwen3-VL: interleaved), mrope-vision (axial); Qwen3-VL: vit-learned pos_embed (bilinear)", "swin": "swin bias",
+    "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "swin": "swin bias",
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
-    "videoprism": "sinusoidal ([sin | cos])", "patch_table": "learned table (the trained patch grid, not resampled)",
+    "videoprism": "sinusoidal ([sin | cos])", "patch_table": "learned table (the trained token grid, not resampled)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -64,6 +64,12 @@ class Entry:
 def encodings_of(model_type: str) -> str:
     """What posexport builds for a model type it reads."""
     reader = READERS[model_type]
+    if reader == "qwen_vl":
+        line = qwen_vl.FAMILIES[model_type]
+        vision = line.vision and not model_type.endswith("_text")
+        return ", ".join(["mrope" + (" (interleaved sections)" if line.interleaved else ""),
+                          *(["mrope-vision (axial)"] if vision else []),
+                          *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
     if reader != "decoders":
         return READER_ENCODINGS[reader]
     spec = decoders.DECODERS[model_type]
