@@ -28,13 +28,16 @@ EXTRA: dict[str, dict[str, Any]] = {
     "distilbert": {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 32},
     "albert": {"embedding_size": 32},
     "squeezebert": {"embedding_size": 64},
-    **dict.fromkeys(("bart", "mbart", "plbart", "mvp", "bigbird_pegasus", "blenderbot", "blenderbot-small", "led"),
+    **dict.fromkeys(("bart", "mbart", "plbart", "mvp", "bigbird_pegasus", "blenderbot", "blenderbot-small", "led",
+                     "florence2"),
                     {"d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
                      "decoder_attention_heads": 4, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32}),
     **dict.fromkeys(("switch_transformers", "pop2piano"), {"d_model": 32, "d_kv": 8, "d_ff": 32, "num_layers": 2,
                                                            "num_decoder_layers": 2, "num_heads": 4}),
+    "pp_formulanet_text": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "trocr": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
+    "glm_image_vision": {"image_size": 256},  # a 16 × 16 grid (its default 128 × 128 takes seconds to resample)
 }
 # Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).
 MLA = {"num_key_value_heads": 4, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 16, "q_lora_rank": 16}
@@ -44,8 +47,14 @@ QWEN2_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 
 QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True,
                                 "rope_theta": 500000.0}}
 EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"), QWEN2_VL))
-EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text"), QWEN3_VL))
+EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_omni_moe_text",
+                            "qwen3_omni_moe_talker_text"), QWEN3_VL), qwen2_5_omni_text=QWEN2_VL)
 EXTRA.update(dict.fromkeys(("kimi_k25",), MLA), cosmos3_omni=QWEN3_VL, apertus1p5={"vocab_size": 300000})
+# PaddleOCR-VL's and Cosmos-3-Edge's rotary read the sections but not mrope_interleaved.
+EXTRA.update(dict.fromkeys(("paddleocr_vl", "paddleocr_vl_text"), {"rope_parameters": {
+    "rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 500000.0}}))
+EXTRA.update(dict.fromkeys(("cosmos3_edge", "cosmos3_edge_text"), {"rope_parameters": {
+    "rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 100000000.0}}))
 # Per multimodal type: its other sub-configs, sized to fit the tiny text model; a vision tower with a learned
 # pos_embed gets a checkpoint holding it.
 QWEN3_VL_TOWER = {"depth": 2, "hidden_size": 32, "num_heads": 2, "intermediate_size": 32, "out_hidden_size": 64,

@@ -69,7 +69,8 @@ def check_rows(rows: int, current: int, cols: int = 1) -> None:
 class LearnedParams:
     d_model: int | None = param(None, f"channels of x; default {DEFAULT_D_MODEL}, or the columns of --weights")
     max_positions: int | None = param(None, f"rows of the trained table; default {DEFAULT_MAX_POSITIONS}, or the rows of --weights")
-    weights: str | None = param(None, "trained table (max_positions × d_model): .npy, .safetensors or a torch state dict (.pt/.pth/.bin)")
+    weights: str | None = param(None, "trained table (max_positions × d_model, or 1 × max_positions × d_model): .npy, "
+                                      ".safetensors or a torch state dict (.pt/.pth/.bin)")
     key: str | None = param(None, "name of the table inside --weights (safetensors or state dict)")
     weights_sha256: str | None = param(None, "sha256 of --weights; recorded from the file, and checked when given")
     seed: int = param(0, f"seed of the N(0, {INIT_STD}) table used without --weights")
@@ -109,7 +110,12 @@ class LearnedParams:
 @functools.lru_cache(maxsize=8)
 def trained_table(path: str, key: str | None, digest: str, rows: int | None, cols: int | None) -> np.ndarray:
     """The float64 table of a weights file, its shape checked; cached per file content (digest)."""
-    table = load_table(path, key, (rows, cols))
+    table = load_table(path, key)
+    if table.ndim == 3 and table.shape[0] == 1:  # a [1, rows, d_model] parameter (AST's, MGP-STR's)
+        table = table[0]
+    if table.ndim != 2 or any(w is not None and w != a for w, a in zip((rows, cols), table.shape)):
+        want = ", ".join("*" if w is None else str(w) for w in (rows, cols))
+        raise PosexportError(f"--weights {path}: table has shape {list(table.shape)}, expected [{want}] (or [1, {want}])")
     table.setflags(write=False)
     return table
 

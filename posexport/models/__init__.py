@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import config, decoders, deepseek, learned, t5, vit
+from . import config, decoders, deepseek, learned, patch_table, swin, t5, vit
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -26,7 +26,8 @@ WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipll
             "got_ocr2", "granite_docling", "granite_speech", "granite_speech_plus", "hyperclovax_vision_v2", "idefics2",
             "idefics3", "internvl", "janus", "jev", "kimi_k25", "lfm3_vl", "minicpm_ocr", "minicpmv4_6", "minicpmv4_7",
             "modernvbert", "moss_transcribe_diarize", "omniasr", "ovis2", "pp_chart2table", "qianfan_ocr", "qwen2_audio",
-            "qwen3_asr", "smolvlm", "ultravbert", "vibevoice", "vibevoice_asr", "video_llama_3", "voxtral")
+            "qwen3_asr", "smolvlm", "ultravbert", "vibevoice", "vibevoice_asr", "video_llama_3", "voxtral", "florence2",
+            "paddleocr_vl", "cosmos3_edge")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",
@@ -64,15 +65,22 @@ READERS: dict[str, str] = {
     "qwen3_vl_text": "qwen_vl",
     "qwen3_vl_moe": "qwen_vl",
     "qwen3_vl_moe_text": "qwen_vl",
-    "swin": "swin",
+    "paddleocr_vl_text": "qwen_vl",
+    "cosmos3_edge_text": "qwen_vl",
+    "qwen2_5_omni_text": "qwen_vl",
+    "qwen3_omni_moe_text": "qwen_vl",
+    "qwen3_omni_moe_talker_text": "qwen_vl",
+    **dict.fromkeys(swin.FAMILIES, "swin"),
     "beit": "beit",
     "data2vec-vision": "beit",
     "whisper": "whisper",
+    "videoprism_text_model": "videoprism",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),
     **dict.fromkeys(learned.BART_LIKE, "learned"),
     **dict.fromkeys(vit.FAMILIES, "vit"),
+    **dict.fromkeys(patch_table.FAMILIES, "patch_table"),
     **dict.fromkeys(t5.FAMILIES, "t5"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }

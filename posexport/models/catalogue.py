@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, decoders, pending
+from . import READERS, decoders, pending, qwen_vl
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -16,11 +16,12 @@ READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 READER_ENCODINGS = {
     "llama": "rope", "gemma": "rope (Gemma-3: one per layer type)", "phi3": "rope (longrope)", "neox": "rope (partial)",
     "glm": "rope (partial, interleaved pairs)", "deepseek": "rope (qk_rope_head_dim, yarn mscale)", "falcon": "rope",
-    "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "qwen_vl": "mrope (Qwen3-VL: interleaved), mrope-vision (axial); Qwen3-VL: vit-learned pos_embed (bilinear)", "swin": "swin bias",
+    "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "swin": "swin bias",
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
+    "videoprism": "sinusoidal ([sin | cos])", "patch_table": "learned table (the trained token grid, not resampled)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -36,13 +37,15 @@ _NO_POSITIONS_GROUPS = {
             "mobilenet_v1", "mobilenet_v2", "mobilevit", "mobilevitv2", "poolformer", "pvt_v2", "regnet", "resnet",
             "segformer", "swiftformer", "textnet", "pp_lcnet", "pp_lcnet_v3", "pp_lcnet_v4", "pp_ocrv5_mobile_det",
             "pp_ocrv5_mobile_rec", "pp_ocrv5_server_det", "pp_ocrv5_server_rec", "pp_ocrv6_medium_det",
-            "pp_ocrv6_small_det", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec", "superpoint", "uvdoc", "uvdoc_backbone"),
+            "pp_ocrv6_small_det", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec", "superpoint", "uvdoc", "uvdoc_backbone",
+            "florence_vision"),
     _CODEC: ("dac", "encodec", "xcodec", "univnet", "wavtokenizer", "wavtokenizer_encoder",
              "vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_decoder",
              "vibevoice_acoustic_tokenizer_encoder"),
     _WRAPPER: ("encoder-decoder", "speech-encoder-decoder", "vision-encoder-decoder", "vision-text-dual-encoder",
                "rag", "timm_backbone", "upernet", "vitmatte", "vitpose", "depth_anything", "prompt_depth_anything",
-               "zoedepth", "dpr", "colpali", "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt"),
+               "zoedepth", "dpr", "colpali", "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt", "depth_pro", "chmv2",
+               "nougat"),
     _NOPE_LINEAR: ("kimi_linear",),
 }
 NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
@@ -61,6 +64,12 @@ class Entry:
 def encodings_of(model_type: str) -> str:
     """What posexport builds for a model type it reads."""
     reader = READERS[model_type]
+    if reader == "qwen_vl":
+        line = qwen_vl.FAMILIES[model_type]
+        vision = line.vision and not model_type.endswith("_text")
+        return ", ".join(["mrope" + (" (interleaved sections)" if line.interleaved else ""),
+                          *(["mrope-vision (axial)"] if vision else []),
+                          *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
     if reader != "decoders":
         return READER_ENCODINGS[reader]
     spec = decoders.DECODERS[model_type]

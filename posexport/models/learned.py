@@ -82,7 +82,7 @@ TABLES = {
     "bridgetower_text_model": bert_like("text_model", 514, FROM_PADDING),
 }
 OPT_OFFSET = 2
-# Encoder-decoder (and BioGPT, TrOCR: decoder-only) tables `embed_positions` under these parts, each its
+# Encoder-decoder (and BioGPT, TrOCR, PP-FormulaNet's text model: decoder-only) tables `embed_positions` under these parts, each its
 # own role: model_type -> (parts, rows key per part, rows default per part, rows before position 0).
 # <X>LearnedPositionalEmbedding adds that offset to the 0-based positions itself (BART's 2; none for
 # Blenderbot, LED, BigBird-Pegasus); the graph leaves those rows out and takes 0-based position_ids.
@@ -98,6 +98,7 @@ BART_LIKE = {
             (16384, 1024), 0),
     "biogpt": (("",), ("max_position_embeddings",), (1024,), 2),
     "trocr": (("decoder",), ("max_position_embeddings",), (512,), 2),
+    "pp_formulanet_text": (("",), ("max_position_embeddings",), (2560,), 2),  # PP-FormulaNet's BART-like decoder
 }
 # Tables that are the only position key (no position_embedding_type): decoders and CLIP-style text towers.
 TABLE_ONLY = ("gpt2", "gpt-sw3", "gpt_bigcode", "imagegpt", "gpt_neo", "openai-gpt", "opt", "clip_text_model",
@@ -136,9 +137,10 @@ def read(cfg: ModelConfig) -> list[Role]:
 
 
 def table_keys(part: str) -> tuple[str, ...]:
-    """A part's `embed_positions` in a whole checkpoint, as the base model or under `model.`."""
+    """A part's `embed_positions` in a whole checkpoint, as the base model, under `model.`, or as a
+    multimodal model's language model (Florence-2's BART)."""
     path = f"{part}.embed_positions.weight" if part else "embed_positions.weight"
-    return path, f"model.{path}", f"biogpt.{path}"
+    return path, f"model.{path}", f"biogpt.{path}", f"model.language_model.{path}", f"language_model.{path}"
 
 
 def bart_like(cfg: ModelConfig) -> list[Role]:

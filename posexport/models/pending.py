@@ -4,7 +4,6 @@ its reader line (docs/models.md counts them); the others name what posexport doe
 
 from __future__ import annotations
 
-_IN_REACH = "in reach (forms posexport models), not read yet: "
 _GROUPS: dict[str, tuple[str, ...]] = {
     # --- rotary ---------------------------------------------------------------------------------------------
     "multi-head latent attention with a DSA indexer that rotates its own index heads half-split beside the "
@@ -25,7 +24,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "OLMo-Hybrid: gated-delta linear_attention layers carry no rope, only full_attention layers rotate; the "
     "layer plan does not tell linear_attention from attention yet": ("olmo_hybrid",),
     "per-layer rope_theta lists (layer_rope_theta, 0 for NoPE layers) and a rotary module per layer group; "
-    "not read yet": ("granite_swa", "granitemoe_swa", "muse_spark", "muse_spark_text"),
+    "not read yet": ("granite_swa", "granitemoe_swa", "muse_spark", "muse_spark_text", "muse_glimmer",
+                     "muse_glimmer_text"),
     "its rotary class forms inv_freq its own way (not transformers' default rope init): checked to differ, "
     "not modelled": ("embedding_gemma2", "embedding_gemma2_text", "diffusion_gemma", "diffusion_gemma_text",
                      "gemma4_unified", "gemma4_unified_text", "gemma4_unified_assistant"),
@@ -37,19 +37,39 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("musicflamingo", "gradium_phonon_tts", "pocket_tts", "timesfm2_5", "lasr_ctc", "lasr_encoder",
          "moonshine_streaming_encoder", "nemotron3_diarization", "nemotron3_5_transcribe_audio",
          "nemotron3_5_transcribe_word_timestamp", "nemo_speechlm"),
-    "M-RoPE text model (mrope_section over temporal/height/width rows) in GLM-4V's layout with partial "
-    "rotary; not read by the Qwen-VL reader yet":
-        ("glm4v", "glm4v_text", "glm4v_moe", "glm4v_moe_text", "glm46v", "glmga", "glm_ocr", "glm_ocr_text",
-         "glm_image", "glm_image_text"),
-    "M-RoPE text model (mrope_section) of its own family; not read by the Qwen-VL reader yet":
-        ("paddleocr_vl", "paddleocr_vl_text", "ernie4_5_vl_moe", "ernie4_5_vl_moe_text", "cosmos3_edge",
-         "cosmos3_edge_text", "hy_v4_vl", "hy_v4_vl_text", "hunyuan_vl", "hunyuan_vl_text", "minimax_m3_vl",
-         "minimax_m3_vl_text", "muse_glimmer", "muse_glimmer_text", "cohere_compass", "cohere_compass_text",
-         "step3p7", "step3p5", "molmo2", "molmo2_text", "dots3_note", "dots3_note_text", "glm5_next",
-         "glm5_next_text", "inkling2", "inkling2_text", "inkling2_loop", "inkling2_loop_text"),
-    "Qwen-Omni thinker/talker: M-RoPE with audio time positions (position_id_per_seconds); not read yet":
-        ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text", "qwen2_5_omni_talker", "qwen3_omni_moe",
-         "qwen3_omni_moe_thinker", "qwen3_omni_moe_text", "qwen3_omni_moe_talker_text",
+    "M-RoPE text model: Qwen2-VL's chunked sections, but on a partial rotary (partial_rotary_factor) with "
+    "interleaved pairs (repeat_interleave, rotate_half_llm); checked against posexport's mrope (every channel, "
+    "half-split): differs (GLM-4.6V and GLM-GA compose glm4v_text)":
+        ("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga"),
+    "M-RoPE text model: Qwen2-VL's chunked sections, half-split, but on a partial rotary (default sections "
+    "[8, 12, 12] cover half of head_dim 128); posexport's mrope rotates every channel":
+        ("glm4v_moe", "glm4v_moe_text", "glm_image", "glm_image_text"),
+    "HunYuan-VL: its sections split the doubled [θ | θ] vector (2·section each, XD-RoPE's rows), so a pair's two "
+    "channels can turn with different rows; checked against posexport's mrope: differs":
+        ("hunyuan_vl", "hunyuan_vl_text"),
+    "ERNIE-4.5-VL: sections ordered height and width alternating per frequency, then time, on interleaved pairs "
+    "(repeat_interleave(2)); checked against posexport's mrope (Qwen's layouts, half-split): differs":
+        ("ernie4_5_vl_moe", "ernie4_5_vl_moe_text"),
+    "M-RoPE text model whose rope_parameters and mrope_section are keyed by layer type (Qwen3-VL's interleaved "
+    "sections per layer type); the Qwen-VL reader reads one M-RoPE block": ("cohere_compass", "cohere_compass_text"),
+    "HY-V4-VL: Qwen3-VL's interleaved M-RoPE inside HY-V4's hybrid stack (multi-head latent attention beside "
+    "linear-attention layers without rope); layer plan not read yet": ("hy_v4_vl", "hy_v4_vl_text"),
+    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D rope whose layers take a scaled or an unscaled "
+    "rotary (rope_scaling_layers); not read yet": ("molmo2", "molmo2_text"),
+    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D partial rope beside a lightning indexer "
+    "(index_head_dim) that rotates its own index heads, a second rope site; not read yet":
+        ("minimax_m3_vl", "minimax_m3_vl_text"),
+    "Step-3.5/3.7: not M-RoPE (1-D rope per layer type), but its config class converts per-layer rope_theta and "
+    "partial_rotary_factors lists of published configs, sliding layers take their own heads (per_layer_config), "
+    "and a sparse indexer (sparse_attention_config) sits beside attention; not read yet": ("step3p7", "step3p5"),
+    "Dots3-Note: not M-RoPE (1-D rope per layer type, partial), on multi-head latent attention with an indexer "
+    "(index_head_dim, indexed_attention layers); not read yet": ("dots3_note", "dots3_note_text"),
+    "GLM-5-Next: multi-head latent attention rotating qk_rope_head_dim channels inline in its attention (no "
+    "rotary class to run); not read yet": ("glm5_next", "glm5_next_text"),
+    "Qwen-Omni composites (thinker, talker, the whole model): M-RoPE text models read as their own _text types "
+    "(qwen2_5_omni_text, qwen3_omni_moe_text, qwen3_omni_moe_talker_text) beside audio and vision towers and "
+    "the talker's code predictor; the composite folders not read yet":
+        ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_talker", "qwen3_omni_moe", "qwen3_omni_moe_thinker",
          "qwen3_omni_moe_talker_code_predictor"),
     "a vision tower alone: 2-D (axial) rope over each patch's row and column, read with the full model's "
     "folder (mrope-vision) but not from a vision-only config":
@@ -89,28 +109,24 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "PE audio/video encoders: ModernBERT text model plus an encoder rope read only as its own type "
     "(pe_audio_encoder …); the composite not read yet": ("pe_audio", "pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------
-    _IN_REACH + "a BART-like language model (learned tables with an offset of 2, read as bart) behind a vision "
-    "encoder (DaViT, Donut-Swin); the composite not read yet": ("florence2", "nougat"),
-    _IN_REACH + "a text tower's learned table from 0 (position_embedding), its layout to be checked":
-        ("videoprism_text_model", "pp_formulanet_text"),
-    _IN_REACH + "a learned patch-grid table (with or without a class token) that the tower resamples with "
-    "bicubic interpolation, as ViT's (vit-learned)":
-        ("siglip2_vision_model",
-        
-         "aimv2_vision_model",
-        
-        
-         "dpt", "depth_pro",
-         "internvl_vision", "qianfan_ocr_vision", "ovis2_vision", "pp_chart2table_vision",
-         "lw_detr", "lw_detr_vit", "vitpose_backbone", "mgp-str",
-         "audio-spectrogram-transformer", "florence_vision",
-         "granite_docling_vision", "chmv2", "eomt", "videomt", "radio", "glm_image_vision",
-         "unlimited_ocr_vision", "unlimited_ocr_vision_encoder", "deepseek_ocr2_vision", "phi4_multimodal_vision",
-         "pp_formulanet_vision", "slanext_vision"),
+    "SigLIP-2 NaFlex: the learned grid resampled per image with antialiased bilinear weights (a triangle filter "
+    "widened by the scale when shrinking: resize_positional_embeddings); vit-learned's bilinear has no antialias":
+        ("siglip2_vision_model",),
+    "ViTPose: the table's class row added to every patch (position_embeddings[:, 1:] + [:, :1]), no class "
+    "token, never resampled; not vit-learned's form": ("vitpose_backbone",),
+    "LW-DETR's ViT: a table with a class row the tower drops (it has no class token), the grid resampled "
+    "(bicubic) to window-partitioned feature maps; vit-learned reads a table whole, its class row for a class "
+    "token; the detector adds DETR query positions": ("lw_detr", "lw_detr_vit"),
+    "RADIO: the learned grid resampled twice (bilinear to a max(h, w) square, cropped, bilinear again when "
+    "not square) after class and register tokens; vit-learned resamples once": ("radio",),
+    "SAM-style ViT image encoder: a pos_embed grid beside decomposed relative tables (rel_pos_h/w, use_rel_pos) "
+    "added inside attention, which are not modelled (some feed a CLIP-like encoder read as its own type)":
+        ("unlimited_ocr_vision", "deepseek_ocr2_vision", "pp_chart2table_vision", "pp_formulanet_vision",
+         "slanext_vision"),
     "NaViT-style vision tower: a learned grid table indexed by bucketed fractional coordinates "
     "(get_vision_nearest_position_ids), not resampled; not modelled":
         ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "minicpm_ocr_vision", "minicpmv4_6_vision",
-         "minicpmv4_7_vision", "idefics2_perceiver", "idefics_perciever"),
+         "minicpmv4_7_vision", "idefics2_perceiver", "idefics_perciever", "phi4_multimodal_vision"),
     "dual encoder or vision-language model holding a learned text table and a learned vision grid (two "
     "towers, read as each tower's type once those are read)":
         ("clip", "siglip", "siglip2", "metaclip_2", "owlvit", "owlv2", "xclip", "groupvit", "aimv2", "clipseg",
@@ -171,9 +187,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("pix2struct", "pix2struct_text_model", "pix2struct_vision_model"),
     "Swin-V2: continuous position bias from a small MLP over log-spaced offsets; not modelled":
         ("swinv2", "swin2sr"),
-    _IN_REACH + "Swin's window bias tables, computed inline in the tower's own self-attention (no "
-    "SwinRelativePositionBias to run); its session not written yet":
-        ("donut-swin", "maskformer-swin", "clap_audio_model"),
     "CLAP: a RoBERTa text table and an HTS-AT (Swin) audio tower; the composite not read yet": ("clap", "clap_text_model"),
     "DeBERTa: disentangled relative attention (content-to-position and position-to-content terms); not "
     "modelled": ("deberta", "deberta-v2"),
@@ -183,7 +196,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "ProphetNet: n-gram stream relative buckets plus a learned table; not modelled": ("prophetnet",),
     "CPM-Ant: segment-aware relative buckets; not modelled": ("cpmant",),
     "relative attention logits or biases of their own form (gated, projected or per-head learned); not modelled":
-        ("wavlm", "inkling_mm_model", "inkling_text", "inkling_vision"),
+        ("wavlm", "inkling_mm_model", "inkling_text", "inkling_vision", "inkling2", "inkling2_text", "inkling2_loop",
+         "inkling2_loop_text"),
     "Conformer relative positional encoding (Transformer-XL style pos_bias_u/v with a sinusoid projection); "
     "not modelled":
         ("wav2vec2-conformer", "wav2vec2-bert", "seamless_m4t", "fastspeech2_conformer",

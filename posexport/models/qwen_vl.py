@@ -1,4 +1,5 @@
-"""Qwen2-VL / Qwen2.5-VL / Qwen3-VL (and its MoE): the language model's M-RoPE (`mrope_section`, position_ids [3, batch, seq] for
+"""Qwen2-VL / Qwen2.5-VL / Qwen3-VL (and its MoE), and the text models whose rotary is theirs (PaddleOCR-VL's:
+Qwen2-VL's chunks; Cosmos-3-Edge's: Qwen3-VL's interleaving): the language model's M-RoPE (`mrope_section`, position_ids [3, batch, seq] for
 temporal, height and width), read from `text_config` (transformers 5) or the top level (published
 configs), where `rope_scaling` says {"type": "mrope", "mrope_section": [...]}. Qwen2-VL's sections are
 chunks of consecutive frequencies; Qwen3-VL's rotary interleaves them (frequency j ≡ 1 mod 3 turns with
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 
 from .. import checkpoint
 from .config import ModelConfig
@@ -23,12 +25,36 @@ from .plan import Role
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
 
 MROPE_KINDS = ("mrope", "default")
-# model_type -> (transformers module, rotary class prefix)
-FAMILIES = {"qwen2_vl": ("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": ("qwen2_5_vl", "Qwen2_5_VL"),
-            "qwen2_vl_text": ("qwen2_vl", "Qwen2VL"), "qwen2_5_vl_text": ("qwen2_5_vl", "Qwen2_5_VL"),
-            "qwen3_vl": ("qwen3_vl", "Qwen3VLText"), "qwen3_vl_text": ("qwen3_vl", "Qwen3VLText"),
-            "qwen3_vl_moe": ("qwen3_vl_moe", "Qwen3VLMoeText"), "qwen3_vl_moe_text": ("qwen3_vl_moe", "Qwen3VLMoeText")}
-INTERLEAVED = ("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text")
+
+
+@dataclass(frozen=True)
+class Line:
+    module: str  # transformers.models.<module>
+    prefix: str  # its text rotary class: <prefix>RotaryEmbedding
+    interleaved: bool = False  # Qwen3-VL's interleaved sections, else Qwen2-VL's chunks
+    # the config class's defaults when a key is absent
+    section: tuple[int, int, int] = (16, 24, 24)
+    theta: float = 1000000.0
+    max_positions: int = 32768
+    vision: bool = True  # its vision_config is a Qwen-VL tower (mrope-vision, Qwen3-VL's pos_embed)
+
+
+QWEN3 = {"interleaved": True, "section": (24, 20, 20), "max_positions": 128000}
+# model_type -> its line. PaddleOCR-VL's and Cosmos-3-Edge's text rotary are Qwen2-VL's and Qwen3-VL's M-RoPE
+# (checked against theirs); their composites are read as wrappers, their vision towers being of their own.
+# Qwen2.5-Omni's and Qwen3-Omni's text models (thinker, talker) rotate as Qwen2.5-VL and Qwen3-VL: their audio
+# time positions (position_id_per_seconds) change only the position_ids get_rope_index makes.
+FAMILIES = {"qwen2_vl": Line("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": Line("qwen2_5_vl", "Qwen2_5_VL"),
+            "qwen2_vl_text": Line("qwen2_vl", "Qwen2VL"), "qwen2_5_vl_text": Line("qwen2_5_vl", "Qwen2_5_VL"),
+            "qwen3_vl": Line("qwen3_vl", "Qwen3VLText", **QWEN3), "qwen3_vl_text": Line("qwen3_vl", "Qwen3VLText", **QWEN3),
+            "qwen3_vl_moe": Line("qwen3_vl_moe", "Qwen3VLMoeText", **QWEN3),
+            "qwen3_vl_moe_text": Line("qwen3_vl_moe", "Qwen3VLMoeText", **QWEN3),
+            "paddleocr_vl_text": Line("paddleocr_vl", "PaddleOCR", theta=500000.0, max_positions=131072, vision=False),
+            "cosmos3_edge_text": Line("cosmos3_edge", "Cosmos3EdgeText", True, (24, 20, 20), 100000000.0, 131072, False),
+            "qwen2_5_omni_text": Line("qwen2_5_omni", "Qwen2_5Omni", vision=False),
+            "qwen3_omni_moe_text": Line("qwen3_omni_moe", "Qwen3OmniMoeThinkerText", True, (24, 20, 20), vision=False),
+            "qwen3_omni_moe_talker_text": Line("qwen3_omni_moe", "Qwen3OmniMoeTalker", True, (24, 20, 20), 10000.0,
+                                               vision=False)}
 NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
          "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
 
@@ -43,26 +69,27 @@ def read(cfg: ModelConfig) -> list[Role]:
     kind = block.pop("rope_type", block.pop("type", "default"))
     if kind not in MROPE_KINDS:
         text.fail(present[0], kind, "Qwen2-VL's rope is M-RoPE without scaling")
-    interleaved = cfg.architecture in INTERLEAVED
+    line = FAMILIES[cfg.architecture]
+    interleaved = line.interleaved
     if block.pop("mrope_interleaved", interleaved) is not interleaved:
         text.fail(f"{present[0]}.mrope_interleaved", not interleaved, f"transformers' {cfg.architecture} "
                   f"{'always' if interleaved else 'never'} interleaves its sections")
-    section = block.pop("mrope_section", [24, 20, 20] if interleaved else [16, 24, 24])
-    theta = block.pop("rope_theta", text.number("rope_theta", 1000000.0))
+    section = block.pop("mrope_section", list(line.section))
+    theta = block.pop("rope_theta", text.number("rope_theta", line.theta))
     if block:
         key = next(iter(block))
         text.fail(f"{present[0]}.{key}", block[key], "not a key of Qwen2-VL's M-RoPE")
     values = {"head_dim": head_dim, "heads": heads, "base": float(theta), "mrope_section": tuple(section),
-              "max_positions": text.number("max_position_embeddings", 128000 if interleaved else 32768, integer=True),
+              "max_positions": text.number("max_position_embeddings", line.max_positions, integer=True),
               "interleaved": interleaved}
-    module, prefix = FAMILIES[cfg.architecture]
+    module, prefix = line.module, line.prefix
     hf = {"kind": "rope", "module": f"transformers.models.{module}.modeling_{module}", "rotary": f"{prefix}RotaryEmbedding",
           "apply": "apply_rotary_pos_emb", "text_config": True}
     text.ignore("use_sliding_window", "sliding_window", "max_window_layers")
     if text is not cfg:
         text.check_all_read()
     roles = [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads)), hf)]
-    if cfg.has("vision_config"):
+    if line.vision and cfg.has("vision_config"):
         roles.append(vision_role(cfg, module, prefix.removesuffix("Text")))
         if cfg.get("vision_config").get("num_position_embeddings") is not None:
             roles += pos_embed_role(cfg, module, prefix.removesuffix("Text"), roles.pop())

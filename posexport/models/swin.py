@@ -4,9 +4,16 @@ window (config.window_size), added to the scaled window scores; one graph per bl
 `…attention.relative_position_bias.relative_position_bias_table`, or the published
 `…attention.self.relative_position_bias_table`, with or without the `swin.` prefix). Swin's absolute
 table (`use_absolute_embeddings`, patches only, no class token) is a vit-learned role `swin-absolute`,
-resampled as SwinEmbeddings does."""
+resampled as SwinEmbeddings does.
+
+Swin's copies whose self-attention adds the same bias inline, with no SwinRelativePositionBias module
+(Donut-Swin, MaskFormer-Swin, CLAP's HTS-AT audio tower `clap_audio_model`), are read by one line each in
+FAMILIES: the config key naming heads per stage, the tables' paths, and the self-attention class the hf
+runtime runs; their absolute tables (use_absolute_embeddings) are not read."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .. import checkpoint
 from .config import ModelConfig
@@ -22,26 +29,49 @@ ABSOLUTE_NOTES = ("x is the normalised patch embeddings as a grid [batch, grid_h
                   "positions added (SwinEmbeddings before dropout; no class token)",)
 
 
-def table_keys(stage: int, block: int) -> tuple[str, ...]:
-    inner = [f"encoder.layers.{stage}.blocks.{block}.{s}" for s in SPELLINGS]
-    return (*inner, *(f"swin.{k}" for k in inner))
+@dataclass(frozen=True)
+class Family:
+    encoder: str = "encoder"  # the stages' module path: <encoder>.layers.<stage>.blocks.<block>
+    prefixes: tuple[str, ...] = ("swin",)  # the base model's name in a whole checkpoint
+    heads: str = "num_heads"  # the config key giving each stage's heads
+    defaults: tuple[int, tuple[int, ...]] = (7, (3, 6, 12, 24))  # the config class's window_size and heads
+    attention: str = ""  # transformers.models.<module>:<class> computing the bias inline ("": Swin's own module)
+
+
+FAMILIES = {
+    "swin": Family(),
+    "donut-swin": Family(prefixes=("donut",), attention="donut.modeling_donut_swin:DonutSwinSelfAttention"),
+    "maskformer-swin": Family(prefixes=("model",), attention="maskformer.modeling_maskformer_swin:MaskFormerSwinSelfAttention"),
+    "clap_audio_model": Family("audio_encoder", ("audio_model",), "num_attention_heads", (8, (4, 8, 16, 32)),
+                               "clap.modeling_clap:ClapAudioSelfAttention"),
+}
+
+
+def table_keys(stage: int, block: int, family: Family = FAMILIES["swin"]) -> tuple[str, ...]:
+    inner = [f"{family.encoder}.layers.{stage}.blocks.{block}.{s}" for s in SPELLINGS]
+    return (*inner, *(f"{prefix}.{k}" for prefix in family.prefixes for k in inner))
 
 
 def read(cfg: ModelConfig) -> list[Role]:
-    window = cfg.number("window_size", 7, integer=True)
-    depths, heads = cfg.get("depths", [2, 2, 6, 2]), cfg.get("num_heads", [3, 6, 12, 24])
+    family = FAMILIES[cfg.architecture]
+    window = cfg.number("window_size", family.defaults[0], integer=True)
+    depths, heads = cfg.get("depths", [2, 2, 6, 2]), cfg.get(family.heads, list(family.defaults[1]))
     if not (isinstance(depths, list) and isinstance(heads, list) and len(depths) == len(heads)):
-        cfg.fail("depths", depths, f"needs one entry per stage, like num_heads {heads!r}")
+        cfg.fail("depths", depths, f"needs one entry per stage, like {family.heads} {heads!r}")
     roles, layer = [], 0
+    if family.attention and cfg.get("use_absolute_embeddings", False):
+        cfg.fail("use_absolute_embeddings", True, f"{cfg.architecture}'s absolute table is not read (only Swin's)")
     if cfg.get("use_absolute_embeddings", False):
         keys = ("embeddings.position_embeddings", "swin.embeddings.position_embeddings")
         roles.append(grid_role(cfg, "swin.modeling_swin", "SwinEmbeddings", 0, keys, cfg.number("embed_dim", 96, integer=True),
                                ABSOLUTE_NOTES, "swin-absolute"))
     for stage, (count, stage_heads) in enumerate(zip(depths, heads)):
         for block in range(count):
-            path, key = checkpoint.locate(cfg.folder, table_keys(stage, block))
+            path, key = checkpoint.locate(cfg.folder, table_keys(stage, block, family))
             values = {"window_h": window, "window_w": window, "heads": stage_heads, "weights": str(path), "key": key}
-            hf = {"kind": "swin", "key": key, "window": window}
+            module, attention = family.attention.split(":") if family.attention else ("swin.modeling_swin", "")
+            hf = {"kind": "swin", "key": key, "window": window, "module": f"transformers.models.{module}",
+                  **({"attention": attention} if attention else {})}
             roles.append(Role(f"swin-s{stage}b{block}", "swin", values, (layer,), NOTES, hf))
             layer += 1
     return roles

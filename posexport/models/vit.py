@@ -7,6 +7,9 @@ a = −0.75).
 The graph takes the patch embeddings as a grid [batch, grid_h, grid_w, hidden] and the class token
 [batch, 1, hidden] and returns the token sequence with positions added, as ViTEmbeddings does before
 dropout. The graph resamples the same way (vit-learned with --antialias false --cubic-coefficient -0.75).
+Towers that resample otherwise say so in their line: Unlimited-OCR's encoder with antialias=True (a = −0.5),
+DPT with bilinear at every grid (its _resize_pos_embed), GLM-Image by F.grid_sample at each patch's row and
+column (bilinear, half-pixel centres: the same weights). InternVL gives image_size and patch_size as [n, n].
 """
 
 from __future__ import annotations
@@ -26,9 +29,16 @@ class Tower:
     table: str = "position_embeddings"  # the table inside that class (CLIP's: an nn.Embedding)
     base: str = ""  # the table's path in a whole checkpoint before `embeddings.`
     sizes: tuple[int, int] = (224, 16)  # the config class's image_size and patch_size defaults
+    # config keys the tower's table depends on, each with the only value read (InternVL's switch, DPT's hybrid)
+    requires: tuple[tuple[str, object], ...] = ()
+    antialias: bool = False  # resampled with antialias=True (torch's Keys a = −0.5), as Unlimited-OCR's encoder
+    bilinear: bool = False  # resampled bilinearly (half-pixel centres, no antialias) at every grid, else bicubic
+    resize: str = ""  # the embeddings' own resampling method when not interpolate_pos_encoding (DPT's)
+    kind: str = "vit"  # the hf session running the tower's code (GLM-Image's: its forward, grid-sample)
 
 
 CLIP_TABLE = "position_embedding.weight"
+DEFAULT_MAX_GRID = 64  # vit-learned's max_grid default (importing the encoding here would import torch)
 # model_type -> its tower line.
 FAMILIES = {
     "vit": Tower("vit.modeling_vit", "ViTEmbeddings", 1, base="vit"),
@@ -67,33 +77,68 @@ FAMILIES = {
                                             (224, 14)),
     "groupvit_vision_model": Tower("groupvit.modeling_groupvit", "GroupViTVisionEmbeddings", 0, base="vision_model"),
     "flava_image_model": Tower("flava.modeling_flava", "FlavaImageEmbeddings", 1, base="image_model"),
+    "internvl_vision": Tower("internvl.modeling_internvl", "InternVLVisionEmbeddings", 1, base="internvl_vision",
+                             sizes=(448, 14), requires=(("use_absolute_position_embeddings", True),)),
+    "qianfan_ocr_vision": Tower("qianfan_ocr.modeling_qianfan_ocr", "QianfanOCRVisionEmbeddings", 1, base="vision_model",
+                                sizes=(448, 14), requires=(("use_absolute_position_embeddings", True),)),
+    "granite_docling_vision": Tower("granite_docling.modeling_granite_docling", "GraniteDoclingVisionEmbeddings", 0,
+                                    CLIP_TABLE, "model", (512, 16)),
+    "unlimited_ocr_vision_encoder": Tower("unlimited_ocr.modeling_unlimited_ocr", "UnlimitedOcrVisionEmbeddings", 1,
+                                          CLIP_TABLE, "model", (224, 14), antialias=True),
+    "dpt": Tower("dpt.modeling_dpt", "DPTViTEmbeddings", 1, base="dpt", sizes=(384, 16),
+                 requires=(("is_hybrid", False), ("backbone_config", None)), bilinear=True, resize="_resize_pos_embed"),
+    "glm_image_vision": Tower("glm_image.modeling_glm_image", "GlmImageVisionEmbeddings", 0, CLIP_TABLE, "model",
+                              (2048, 16), bilinear=True, kind="grid-sample"),
 }
 NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden] (row-major patches); cls is the class "
          "token (DeiT: then the distillation token) [batch, tokens, hidden]; y is [batch, tokens + grid_h·grid_w, "
-         "hidden] as the embeddings module returns it (before dropout)",
-         "other grids are resampled as the embeddings module does with interpolate_pos_encoding=True (plain bicubic, a = −0.75)")
+         "hidden] as the embeddings module returns it (before dropout)",)
+GRID_NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden]; y likewise, with positions added",)
+# antialias -> how other grids are resampled
+RESAMPLED = {False: "other grids are resampled as the embeddings module does with interpolate_pos_encoding=True "
+                    "(plain bicubic, a = −0.75)",
+             True: "other grids are resampled as the embeddings module does (bicubic with antialias=True, a = −0.5)",
+             "bilinear": "every grid is resampled as the embeddings module does (bilinear, half-pixel centres, no "
+                         "antialias; the trained grid too, which it leaves unchanged)"}
 
 
 def read(cfg: ModelConfig) -> list[Role]:
     tower = FAMILIES[cfg.architecture]
+    for key, value in tower.requires:
+        if cfg.get(key, value) != value:
+            cfg.fail(key, cfg.get(key), f"only {value} is read (the tower's own learned table, resampled)")
     path = f"embeddings.{tower.table}"
-    notes = NOTES if tower.prefix else ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden]; y likewise, "
-                                        "with positions added", NOTES[1])
-    recipe = {"table": tower.table} if tower.table != "position_embeddings" else {}
+    notes = (*(NOTES if tower.prefix else GRID_NOTES), RESAMPLED["bilinear" if tower.bilinear else tower.antialias])
+    recipe = {"kind": tower.kind, **({"table": tower.table} if tower.table != "position_embeddings" else {}),
+              **({"resize": tower.resize} if tower.resize else {})}
     return [grid_role(cfg, tower.module, tower.embeddings, tower.prefix, (path, f"{tower.base}.{path}"),
-                      cfg.number("hidden_size", 768, integer=True), notes, sizes=tower.sizes, **recipe)]
+                      cfg.number("hidden_size", 768, integer=True), notes, sizes=tower.sizes, antialias=tower.antialias,
+                      bilinear=tower.bilinear, **recipe)]
 
 
 def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys: tuple[str, ...], dim: int,
-              notes: tuple[str, ...], role: str = "vit-learned", sizes: tuple[int, int] = (224, 16), **recipe: object) -> Role:
+              notes: tuple[str, ...], role: str = "vit-learned", sizes: tuple[int, int] = (224, 16), antialias: bool = False,
+              bilinear: bool = False, **recipe: object) -> Role:
     """A learned patch-grid table (image_size // patch_size on each side, after ``prefix`` token rows)
-    resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75)."""
-    image, patch = cfg.number("image_size", sizes[0], integer=True), cfg.number("patch_size", sizes[1], integer=True)
-    side = image // patch
+    resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75; or
+    antialiased, torch's a = −0.5; or DPT's bilinear)."""
+    side = square(cfg, "image_size", sizes[0]) // (patch := square(cfg, "patch_size", sizes[1]))
     path, key = checkpoint.locate(cfg.folder, keys)
     values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,
-              "distillation_token": prefix == 2, "cubic_coefficient": -0.75, "antialias": False,
+              "distillation_token": prefix == 2, "cubic_coefficient": -0.5 if antialias else -0.75, "antialias": antialias,
+              **({"interpolation": "bilinear"} if bilinear else {}),
+              **({"max_grid": side} if side > DEFAULT_MAX_GRID else {}),  # GLM-Image's 128 × 128 grid
               "weights": str(path), "key": key}
     hf = {"kind": "vit", "key": key, "patch_size": patch, "module": f"transformers.models.{module}", "embeddings": embeddings,
           **recipe}
     return Role(role, "vit-learned", values, (), notes, hf)
+
+
+def square(cfg: ModelConfig, key: str, default: int) -> int:
+    """A size given as one integer or (InternVL) as [height, width]; the trained grid is square either way."""
+    value = cfg.get(key, default)
+    if isinstance(value, list) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        cfg.fail(key, value, "expected a positive integer or [n, n] (the tower's table is a square grid)")
+    return value

@@ -50,9 +50,11 @@ MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
 CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
-    "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"),
+    "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"
+                            r"|(DonutSwin|MaskFormerSwin|ClapAudio)SelfAttention"),
     "embeddings": re.compile(r"[A-Za-z0-9_]+Embeddings"),
     "table": re.compile(r"position_embeddings?(\.weight)?"),
+    "resize": re.compile(r"_resize_pos_embed"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions"),
     "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
@@ -224,6 +226,7 @@ class LearnedSession(Session):
         import torch
 
         table = trained(entry)
+        table = table.reshape(-1, table.shape[-1])  # AST's and MGP-STR's are [1, rows, hidden] parameters
         if entry["hf"].get("opt"):
             from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
 
@@ -243,15 +246,17 @@ class LearnedSession(Session):
 
 
 class VitSession(Session):
-    """ViTEmbeddings' (DeiT's, BEiT's, Swin's) own interpolate_pos_encoding on the model's trained table,
-    added to [class (and distillation) tokens | patches] (Swin: the patches alone, y as a grid)."""
+    """ViTEmbeddings' (DeiT's, BEiT's, Swin's) own interpolate_pos_encoding (DPT's _resize_pos_embed) on the
+    model's trained table, added to [class (and distillation) tokens | patches] (Swin: the patches alone, y as a grid)."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
         self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
-        table = self.embeddings.get_parameter(recipe.get("table", "position_embeddings"))  # SigLIP: an nn.Embedding
+        self.table = recipe.get("table", "position_embeddings")  # SigLIP's: an nn.Embedding
+        table = self.embeddings.get_parameter(self.table)
         table.data = trained(entry).reshape(table.shape)
         self.patch = entry["hf"]["patch_size"]
+        self.resize = getattr(self.embeddings, recipe["resize"]) if "resize" in recipe else None
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -261,9 +266,28 @@ class VitSession(Session):
         patches = x.reshape(batch, h * w, dim)
         tokens = torch.cat([torch_float(feeds["cls"]), patches], dim=1) if "cls" in feeds else patches
         with torch.no_grad():
-            positions = self.embeddings.interpolate_pos_encoding(tokens, h * self.patch, w * self.patch)
+            if self.resize:  # DPT's: the table and the target grid
+                positions = self.resize(self.embeddings.get_parameter(self.table), h, w)
+            else:
+                positions = self.embeddings.interpolate_pos_encoding(tokens, h * self.patch, w * self.patch)
             y = tokens + positions
         return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
+
+
+class GridSampleSession(VitSession):
+    """GLM-Image's vision embeddings forward on the model's trained table: each image's patches packed
+    [patches, hidden] with their row and column (raster order), the table sampled there (F.grid_sample,
+    bilinear, border padding) and added."""
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        rows, cols = torch.arange(h).repeat_interleave(w), torch.arange(w).repeat(h)
+        with torch.no_grad():
+            y = [self.embeddings(x[b].reshape(h * w, dim), [h * w], torch.tensor([[1, h, w]]), rows, cols) for b in range(batch)]
+        return torch.stack(y).reshape(batch, h, w, dim).numpy()
 
 
 class GridInterpolateSession(Session):
@@ -294,20 +318,53 @@ class GridInterpolateSession(Session):
 
 
 class SwinSession(Session):
-    """SwinRelativePositionBias (its own index buffer) holding the block's trained table, added to scores."""
+    """SwinRelativePositionBias (its own index buffer) holding the block's trained table, added to scores; or,
+    for a Swin copy that adds the bias inline (recipe attention: Donut-Swin's, CLAP's), that self-attention
+    itself, see inline_bias."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        from transformers.models.swin.modeling_swin import SwinRelativePositionBias
-
-        window = entry["hf"]["window"]
-        self.bias = SwinRelativePositionBias(artifact.params.heads, (window, window)).eval()
-        self.bias.relative_position_bias_table.data = trained(entry)
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
 
+        window, heads = entry["hf"]["window"], artifact.params.heads
+        if "attention" in entry["hf"]:
+            self.bias = inline_bias(import_attr(entry["hf"]["module"], entry["hf"]["attention"]), auto_config(entry),
+                                    heads, window, trained(entry))
+            return
+        from transformers.models.swin.modeling_swin import SwinRelativePositionBias
+
+        module = SwinRelativePositionBias(heads, (window, window)).eval()
+        module.relative_position_bias_table.data = trained(entry)
         with torch.no_grad():
-            return (torch_float(feeds["scores"]) + self.bias()).numpy()
+            self.bias = module()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return (torch_float(feeds["scores"]) + self.bias).numpy()
+
+
+def inline_bias(attention_class: Any, config: Any, heads: int, window: int, table: Any) -> Any:
+    """The window bias a Swin copy's self-attention adds inline: the class built for the block (head size 1)
+    holding the trained table, its query projection zeroed so q·kᵀ is 0, run forward on random hidden states;
+    what reaches its softmax is then the bias alone (captured there)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    attention = attention_class(config, heads, heads, window).eval()
+    attention.relative_position_bias_table.data = table
+    attention.query.weight.data.zero_()
+    if attention.query.bias is not None:
+        attention.query.bias.data.zero_()
+    seen = []
+
+    class SoftmaxInput(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in (torch.nn.functional.softmax, torch.softmax, torch.Tensor.softmax):
+                seen.append(args[0].detach().clone())
+            return func(*args, **(kwargs or {}))
+
+    hidden = torch.from_numpy(np.random.default_rng(0).standard_normal((1, window * window, heads)).astype(np.float32))
+    with torch.no_grad(), SoftmaxInput():
+        attention(hidden)
+    return seen[0]
 
 
 class BeitSession(Session):
@@ -331,18 +388,20 @@ class BeitSession(Session):
             return (torch_float(feeds["scores"]) + self.bias(self.bias.window_size)).numpy()
 
 
-class WhisperSinusoidSession(Session):
-    """x + transformers' own whisper `sinusoids(length, d_model)` (what fills the encoder's position table)
-    at position_ids."""
+class SinusoidTableSession(Session):
+    """x + the model's own fixed sinusoid table at position_ids: whisper's `sinusoids(length, d_model)` (what
+    fills its encoder's position table), or the recipe's create_sinusoidal_positions (VideoPrism's text tower)."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         self.channels = artifact.params.d_model
+        recipe = entry["hf"]
+        self.create = import_attr(recipe["module"], recipe["create"]) if "create" in recipe else None
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         from transformers.models.whisper.modeling_whisper import sinusoids
 
         positions = np.asarray(feeds["position_ids"])
-        table = sinusoids(int(positions.max()) + 1, self.channels).numpy()
+        table = (self.create or sinusoids)(int(positions.max()) + 1, self.channels).numpy()
         return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
 
 
@@ -463,12 +522,14 @@ SESSIONS = {
     "vit": VitSession,
     "swin": SwinSession,
     "beit": BeitSession,
-    "whisper-sinusoid": WhisperSinusoidSession,
+    "whisper-sinusoid": SinusoidTableSession,
+    "sinusoid-table": SinusoidTableSession,
     "query-scale": QueryScaleSession,
     "llama4-temperature": Llama4TemperatureSession,
     "gptj": GptjSession,
     "vision-rope": VisionRopeSession,
     "grid-interpolate": GridInterpolateSession,
+    "grid-sample": GridSampleSession,
 }
 
 
