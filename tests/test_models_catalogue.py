@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 from posexport.contract import Case  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
-from posexport.models import READERS, catalogue, decoders, learned, patch_table, read_model, swin, vit  # noqa: E402
+from posexport.models import READERS, catalogue, decoders, learned, patch_table, read_model, sinusoids, swin, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -580,3 +580,55 @@ def test_florence2_reads_its_bart_tables_as_bart(tmp_path):
         assert recipe_problem(plan.manifest_entry(mine)) == ""  # the hf runtime accepts the recipe
         assert {**mine.values, "weights": "", "key": ""} == {**barts.values, "weights": "", "key": ""}
         assert mine.values["key"] == f"model.language_model.{barts.values['key']}" and mine.hf["text_config"]
+
+
+def model_inputs(model, config, tokens):
+    """The forward's inputs for 9 tokens: input_ids (input_features for Speech2Text's encoder), and the same
+    tokens for an encoder-decoder's decoder."""
+    import inspect
+
+    import torch
+
+    inputs = {"input_ids": tokens}
+    if "input_features" in inspect.signature(model.forward).parameters:
+        features = config.input_feat_per_channel * config.input_channels
+        inputs = {"input_features": torch.zeros(1, 4 * 9, features)}  # two stride-2 convolutions: 9 frames
+    return {**inputs, **({"decoder_input_ids": tokens} if config.is_encoder_decoder else {})}
+
+
+@pytest.mark.parametrize("model_type", sorted(sinusoids.FAMILIES))
+def test_sinusoid_tables_add_the_rows_transformers_adds(tmp_path, model_type):
+    """transformers' own tiny model on a forward of 9 tokens: the rows each part's sinusoid module returns
+    (CTRL: its pos_encoding buffer, which it indexes by 0-based position_ids) are the graph's reference at the
+    position_ids the reader says the model uses (from 0 or padding_idx + 1), for the encoder and the decoder."""
+    import torch
+    from transformers import AutoConfig
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    config = AutoConfig.from_pretrained(folder)
+    table = sinusoids.FAMILIES[model_type]
+    fresh = type(config)()
+    assert {k: getattr(fresh, k) for k in table.defaults} == table.defaults
+    assert table.pad is None or fresh.pad_token_id == table.pad
+    torch.manual_seed(0)
+    model = own_model(config).eval()
+    added = [model.pos_encoding[:9]] if model_type == "ctrl" else []
+    for module in (m for m in model.modules() if type(m).__name__.endswith("SinusoidalPositionalEmbedding")):
+        module.register_forward_hook(lambda _m, _a, rows: added.append(rows.reshape(-1, rows.shape[-1])[:9].clone()))
+    tokens = torch.tensor([[i for i in range(2, 64) if i != config.pad_token_id][:9]])
+    with torch.no_grad():
+        model(**model_inputs(model, config, tokens))
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    start = 0 if table.start == sinusoids.FROM_ZERO else config.pad_token_id + 1
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 9, getattr(config, next(iter(table.defaults))))),
+             "position_ids": np.arange(9)[None] + start}
+    ours = encoding.reference(p, feeds)
+    assert len(added) == 1 + config.is_encoder_decoder
+    for rows in added:
+        assert np.max(np.abs(ours - (feeds["x"] + rows.double().numpy()))) < 1e-5
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - ours)) < 1e-5

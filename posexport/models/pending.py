@@ -164,11 +164,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "a learned spatial table plus a temporal table (video), or space-time tables of their own layout; "
     "not modelled": ("timesformer", "vivit", "hiera", "pvt", "yolos", "sapiens2_head", "videoprism_vision_model"),
     # --- fixed sinusoids ------------------------------------------------------------------------------------
-    "fixed sinusoidal table in fairseq's layout (sin | cos halves, positions from padding_idx + 1); not "
-    "checked against posexport's sinusoidal yet":
-        ("marian", "pegasus", "pegasus_x", "m2m_100", "nllb-moe", "fsmt", "xglm", "speech_to_text", "kosmos-2.5",
-         "kosmos_2_5_text_model", "kosmos_2_5_vision_model", "seamless_m4t_v2", "musicgen", "musicgen_decoder",
-         "musicgen_melody", "musicgen_melody_decoder", "tipsv2_text_model", "ctrl"),
+    "MusicGen: fairseq's sinusoid laid out [cos | sin] (cosines first); posexport's sinusoidal puts sines first "
+    "in both layouts: differs": ("musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder"),
+    "Kosmos-2.5 and SeamlessM4T-v2 composites: a fairseq sinusoid in their text parts (kosmos_2_5_text_model is "
+    "read as its own type) beside towers of other forms (Kosmos-2.5's Pix2Struct-style patch rows and columns, "
+    "SeamlessM4T-v2's Conformer speech encoder with relative_key positions); the composite folders not read yet":
+        ("kosmos-2.5", "seamless_m4t_v2"),
+    "Kosmos-2.5's vision tower: Pix2Struct-style learned row and column tables indexed by each patch's "
+    "coordinates; not modelled": ("kosmos_2_5_vision_model",),
     "RoFormer: sinusoidal rotary with interleaved sin/cos from a fixed table (RoFormerSinusoidalPositionalEmbedding); "
     "not read yet": ("roformer",),
     "2-D sine embeddings of feature maps (DETR's PositionEmbeddingSine, normalised coordinates) or keypoint "
