@@ -30,7 +30,7 @@ from safetensors.numpy import save_file  # noqa: E402
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
-CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek")
+CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer")
 # Wrappers whose text model reads trained tables (tested on their own, below).
 TABLE_WRAPPERS = ("florence2",)
 ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS and t not in TABLE_WRAPPERS)
@@ -138,8 +138,8 @@ def feeds_for(encoding, p, rng, grids=GRIDS):
 
 def model_frequencies(session, role) -> tuple[np.ndarray, float]:
     """The model's inverse frequencies and attention factor: its rotary module's buffers, or (GPT-J,
-    CodeGen) the angles of create_sinusoidal_positions' row for position 1."""
-    if role.hf["kind"] == "gptj":
+    CodeGen, RoFormer) the angles of its sinusoid table's row for position 1."""
+    if role.hf["kind"] in ("gptj", "roformer"):
         row = session.create(2, session.p.rotary_dim)[1].double().numpy()
         half = session.p.rotary_dim // 2
         return np.arctan2(row[:half], row[half:]), 1.0

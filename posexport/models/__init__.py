@@ -74,6 +74,7 @@ READERS: dict[str, str] = {
     "beit": "beit",
     "data2vec-vision": "beit",
     "whisper": "whisper",
+    "roformer": "roformer",
     "videoprism_text_model": "videoprism",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),

@@ -172,8 +172,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("kosmos-2.5", "seamless_m4t_v2"),
     "Kosmos-2.5's vision tower: Pix2Struct-style learned row and column tables indexed by each patch's "
     "coordinates; not modelled": ("kosmos_2_5_vision_model",),
-    "RoFormer: sinusoidal rotary with interleaved sin/cos from a fixed table (RoFormerSinusoidalPositionalEmbedding); "
-    "not read yet": ("roformer",),
     "2-D sine embeddings of feature maps (DETR's PositionEmbeddingSine, normalised coordinates) or keypoint "
     "encoders; not modelled":
         ("detr", "conditional_detr", "dab-detr", "deformable_detr", "table-transformer", "rt_detr", "rt_detr_v2",
