@@ -44,6 +44,10 @@ EXTRA: dict[str, dict[str, Any]] = {
                "decoder_attention_heads": 4, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "pad_token_id": 1,
                "decoder_start_token_id": 1},  # its default pad id is past the tiny vocabulary
     "roformer": {"embedding_size": 64},
+    **dict.fromkeys(("qwen2_audio_encoder", "audioflamingo3_encoder", "voxtral_encoder", "moss_transcribe_diarize_audio"),
+                    {"d_model": 64, "hidden_size": 64, "encoder_layers": 1, "num_hidden_layers": 1, "num_mel_bins": 16,
+                     "encoder_attention_heads": 4, "num_attention_heads": 4, "encoder_ffn_dim": 32,
+                     "intermediate_size": 32}),
     "ctrl": {"n_embd": 64, "n_layer": 1, "n_head": 4, "dff": 32},
     "tipsv2_text_model": {"num_hidden_layers": 1},
     **dict.fromkeys(("switch_transformers", "pop2piano"), {"d_model": 32, "d_kv": 8, "d_ff": 32, "num_layers": 2,
