@@ -75,6 +75,7 @@ READERS: dict[str, str] = {
     "data2vec-vision": "beit",
     "whisper": "whisper",
     "roformer": "roformer",
+    "bark": "bark",
     "videoprism_text_model": "videoprism",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),

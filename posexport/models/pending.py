@@ -160,7 +160,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "adapters, entity positions, quantised embeddings, character hashing); not read yet":
         ("xmod", "luke", "ibert", "canine"),
     "TAPAS: absolute positions reset per table cell (reset_position_index_per_cell); not modelled": ("tapas",),
-    "Bark: a learned table in each of its three GPT-style sub-models; the composite not read yet": ("bark",),
     "Decision Transformer: a learned table over episode timesteps, not token positions; not modelled":
         ("decision_transformer",),
     "Reformer: axial position embeddings (a factored 2-D learned table); not modelled": ("reformer",),
