@@ -139,9 +139,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "Qwen-Omni / Qwen3-ASR audio encoder: Whisper's encoder sinusoid (SinusoidsPositionEmbedding), but added to "
     "each audio chunk after chunked convolutions, positions restarting at 0 in every chunk (n_window); the "
     "chunking not read yet": ("qwen2_5_omni_audio_encoder", "qwen3_omni_moe_audio_encoder", "qwen3_asr_encoder"),
-    "FunASR-Nano's encoder: Whisper's sinusoid rule over input_size channels (posexport's sinusoidal, concat, "
-    "base 10000^((d/2)/(d/2 − 1))) added to the input features scaled by √hidden_size, positions counted from "
-    "1; its reader line not written yet": ("fun_asr_nano_encoder",),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
     "max_pos_emb within context_size blocks) inside attention; not modelled":
         ("granite_speech_encoder", "granite_speech_plus_encoder"),
