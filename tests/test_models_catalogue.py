@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 from posexport.contract import Case  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
-from posexport.models import READERS, catalogue, decoders, learned, patch_table, read_model, swin, vit  # noqa: E402
+from posexport.models import READERS, audio_encoders, catalogue, decoders, learned, patch_table, read_model, sinusoids, swin, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -30,7 +30,7 @@ from safetensors.numpy import save_file  # noqa: E402
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
-CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek")
+CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer")
 # Wrappers whose text model reads trained tables (tested on their own, below).
 TABLE_WRAPPERS = ("florence2",)
 ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS and t not in TABLE_WRAPPERS)
@@ -138,8 +138,8 @@ def feeds_for(encoding, p, rng, grids=GRIDS):
 
 def model_frequencies(session, role) -> tuple[np.ndarray, float]:
     """The model's inverse frequencies and attention factor: its rotary module's buffers, or (GPT-J,
-    CodeGen) the angles of create_sinusoidal_positions' row for position 1."""
-    if role.hf["kind"] == "gptj":
+    CodeGen, RoFormer) the angles of its sinusoid table's row for position 1."""
+    if role.hf["kind"] in ("gptj", "roformer"):
         row = session.create(2, session.p.rotary_dim)[1].double().numpy()
         half = session.p.rotary_dim // 2
         return np.arctan2(row[:half], row[half:]), 1.0
@@ -580,3 +580,139 @@ def test_florence2_reads_its_bart_tables_as_bart(tmp_path):
         assert recipe_problem(plan.manifest_entry(mine)) == ""  # the hf runtime accepts the recipe
         assert {**mine.values, "weights": "", "key": ""} == {**barts.values, "weights": "", "key": ""}
         assert mine.values["key"] == f"model.language_model.{barts.values['key']}" and mine.hf["text_config"]
+
+
+def model_inputs(model, config, tokens):
+    """The forward's inputs for 9 tokens: input_ids (input_features for Speech2Text's encoder), and the same
+    tokens for an encoder-decoder's decoder."""
+    import inspect
+
+    import torch
+
+    inputs = {"input_ids": tokens}
+    if "input_features" in inspect.signature(model.forward).parameters:
+        features = config.input_feat_per_channel * config.input_channels
+        inputs = {"input_features": torch.zeros(1, 4 * 9, features)}  # two stride-2 convolutions: 9 frames
+    return {**inputs, **({"decoder_input_ids": tokens} if config.is_encoder_decoder else {})}
+
+
+@pytest.mark.parametrize("model_type", sorted(set(sinusoids.FAMILIES) - {"fun_asr_nano_encoder"}))
+def test_sinusoid_tables_add_the_rows_transformers_adds(tmp_path, model_type):
+    """transformers' own tiny model on a forward of 9 tokens: the rows each part's sinusoid module returns
+    (CTRL: its pos_encoding buffer, which it indexes by 0-based position_ids) are the graph's reference at the
+    position_ids the reader says the model uses (from 0 or padding_idx + 1), for the encoder and the decoder."""
+    import torch
+    from transformers import AutoConfig
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    config = AutoConfig.from_pretrained(folder)
+    table = sinusoids.FAMILIES[model_type]
+    fresh = type(config)()
+    assert {k: getattr(fresh, k) for k in table.defaults} == table.defaults
+    assert table.pad is None or fresh.pad_token_id == table.pad
+    torch.manual_seed(0)
+    model = own_model(config).eval()
+    added = [model.pos_encoding[:9]] if model_type == "ctrl" else []
+    for module in (m for m in model.modules() if type(m).__name__.endswith("SinusoidalPositionalEmbedding")):
+        module.register_forward_hook(lambda _m, _a, rows: added.append(rows.reshape(-1, rows.shape[-1])[:9].clone()))
+    tokens = torch.tensor([[i for i in range(2, 64) if i != config.pad_token_id][:9]])
+    with torch.no_grad():
+        model(**model_inputs(model, config, tokens))
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    start = 0 if table.start == sinusoids.FROM_ZERO else config.pad_token_id + 1
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 9, getattr(config, next(iter(table.defaults))))),
+             "position_ids": np.arange(9)[None] + start}
+    ours = encoding.reference(p, feeds)
+    assert len(added) == 1 + config.is_encoder_decoder
+    for rows in added:
+        assert np.max(np.abs(ours - (feeds["x"] + rows.double().numpy()))) < 1e-5
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - ours)) < 1e-5
+
+
+@pytest.mark.parametrize("model_type", audio_encoders.FAMILIES)
+def test_audio_encoder_tables_add_the_rows_the_encoders_add(tmp_path, model_type):
+    """transformers' own tiny encoder holding a random table read back from a checkpoint: what reaches its
+    first layer on a forward of random mel features, less the same with the table zeroed, is the graph's
+    reference at position_ids 0 … max_source_positions − 1."""
+    import torch
+    from transformers import AutoConfig
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, max_source_positions=8)
+    config = AutoConfig.from_pretrained(folder)
+    assert type(config)().max_source_positions == 1500
+    torch.manual_seed(0)
+    model = own_model(config).eval()
+    table = model.embed_positions.weight
+    table.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embed_positions.weight", tuple(table.shape)))
+    reached = []
+    model.layers[0].register_forward_pre_hook(lambda _m, args: reached.append(args[0].double().numpy()))
+    features = torch.from_numpy(np.random.default_rng(1).standard_normal((1, config.num_mel_bins, 16)).astype(np.float32))
+    mask = {"input_features_mask": torch.ones(1, 16)} if model_type == "audioflamingo3_encoder" else {}  # a required mask
+    with torch.no_grad():
+        model(features, **mask)
+        table.data.zero_()
+        model(features, **mask)
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(0).standard_normal((1, 8, table.shape[1]))
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(8)[None]})
+    assert np.max(np.abs(ours - (x + reached[0] - reached[1]))) < 1e-5
+
+
+def test_bark_sub_models_add_the_rows_they_add(tmp_path):
+    """Bark's three sub-models, built by transformers from a tiny config, holding random tables read back from a
+    checkpoint: the rows each position_embeds_layer returns on a forward of 9 tokens are the graph's reference
+    at 0-based position_ids, role by role."""
+    import torch
+    from transformers import AutoConfig
+    from transformers.models.bark import modeling_bark as bark
+
+    tiny = {"hidden_size": 64, "num_layers": 1, "num_heads": 4, "block_size": 32, "input_vocab_size": 64,
+            "output_vocab_size": 64}
+    folder = arch_zoo.tiny("bark", tmp_path / "bark", **{f"{part}_config": tiny for part in ("semantic", "coarse_acoustics", "fine_acoustics")})
+    config, rng, added, tables = AutoConfig.from_pretrained(folder), np.random.default_rng(0), {}, {}
+    models = {"semantic": bark.BarkSemanticModel(config.semantic_config),
+              "coarse_acoustics": bark.BarkCoarseModel(config.coarse_acoustics_config),
+              "fine_acoustics": bark.BarkFineModel(config.fine_acoustics_config)}
+    for part, model in models.items():
+        tables[f"{part}.position_embeds_layer.weight"] = table = rng.standard_normal((32, 64)).astype(np.float32)
+        model.eval().position_embeds_layer.weight.data = torch.from_numpy(table)
+        model.position_embeds_layer.register_forward_hook(lambda _m, _a, rows, part=part: added.__setitem__(part, rows[0].double().numpy()))
+    save_file(tables, str(folder / "model.safetensors"))
+    tokens = torch.arange(2, 11)[None]
+    with torch.no_grad():
+        models["semantic"](input_ids=tokens)
+        models["coarse_acoustics"](input_ids=tokens)
+        models["fine_acoustics"](codebook_idx=2, input_ids=tokens[..., None].repeat(1, 1, config.fine_acoustics_config.n_codes_total))
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == [f"learned-{part}" for part in models]
+    x = rng.standard_normal((1, 9, 64))
+    for part, role in zip(models, plan.roles):
+        encoding = get_encoding(role.encoding)
+        ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None]})
+        assert np.max(np.abs(ours - (x + added[part]))) < 1e-6, part
+
+
+def test_fun_asr_nano_sinusoid_is_its_position_embeddings_own(tmp_path):
+    """FunAsrNanoPositionEmbedding, built as the encoder builds it (max_position_embeddings rows of
+    input_size channels): the rows it returns for 9 frames are the graph's reference at the reader's position_ids
+    (from 1)."""
+    import torch
+    from transformers.models.fun_asr_nano.modeling_fun_asr_nano import FunAsrNanoPositionEmbedding
+
+    folder = arch_zoo.tiny("fun_asr_nano_encoder", tmp_path / "fun_asr", num_mel_bins=8, num_stacked_frames=2)
+    config = arch_zoo.config_class("fun_asr_nano_encoder").from_pretrained(folder)
+    fresh, table = type(config)(), sinusoids.FAMILIES["fun_asr_nano_encoder"]
+    assert {k: getattr(fresh, k) for k in table.defaults} == table.defaults
+    with torch.no_grad():
+        rows = FunAsrNanoPositionEmbedding(config.max_position_embeddings, config.input_size)(torch.zeros(1, 9, 16))
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(0).standard_normal((1, 9, 16))
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None] + int(table.start)})
+    assert role.values["d_model"] == config.input_size and np.max(np.abs(ours - (x + rows.double().numpy()))) < 1e-5

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import config, decoders, deepseek, learned, patch_table, swin, t5, vit
+from . import audio_encoders, config, decoders, deepseek, learned, patch_table, sinusoids, swin, t5, vit
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -74,6 +74,8 @@ READERS: dict[str, str] = {
     "beit": "beit",
     "data2vec-vision": "beit",
     "whisper": "whisper",
+    "roformer": "roformer",
+    "bark": "bark",
     "videoprism_text_model": "videoprism",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
@@ -82,6 +84,8 @@ READERS: dict[str, str] = {
     **dict.fromkeys(vit.FAMILIES, "vit"),
     **dict.fromkeys(patch_table.FAMILIES, "patch_table"),
     **dict.fromkeys(t5.FAMILIES, "t5"),
+    **dict.fromkeys(sinusoids.FAMILIES, "sinusoids"),
+    **dict.fromkeys(audio_encoders.FAMILIES, "audio_encoders"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 

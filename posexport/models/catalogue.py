@@ -21,7 +21,9 @@ READER_ENCODINGS = {
     "wrapper": "its text model's (text_config)",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
-    "videoprism": "sinusoidal ([sin | cos])", "patch_table": "learned table (the trained token grid, not resampled)",
+    "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
+    "roformer": "rope (interleaved pairs)", "audio_encoders": "learned table (max_source_positions frames)",
+    "bark": "learned table (one per sub-model)", "patch_table": "learned table (the trained token grid, not resampled)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"

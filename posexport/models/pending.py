@@ -136,12 +136,19 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "nemotron_h_omni", "fun_asr_nano", "blip-2", "instructblip", "instructblipvideo", "slanext"),
     "Q-Former or resampler: learned query tokens (and a BERT-like table on its text side), attending to "
     "image features; not read yet": ("blip_2_qformer", "instructblip_qformer", "instructblipvideo_qformer"),
-    "Whisper-style audio encoder: a fixed sinusoid or learned table of max_source_positions frames (the "
-    "whisper reader's encoder form), not read as its own type yet":
-        ("audioflamingo3_encoder", "qwen2_audio_encoder", "voxtral_encoder", "moss_transcribe_diarize_audio",
-         "qwen2_5_omni_audio_encoder", "qwen3_omni_moe_audio_encoder", "qwen3_asr_encoder",
-         "fun_asr_nano_encoder", "granite_speech_encoder", "granite_speech_plus_encoder", "dots3_note_audio_encoder",
-         "gemma4_unified_audio", "inkling_audio", "muse_spark_audio", "phi4_multimodal_audio"),
+    "Qwen-Omni / Qwen3-ASR audio encoder: Whisper's encoder sinusoid (SinusoidsPositionEmbedding), but added to "
+    "each audio chunk after chunked convolutions, positions restarting at 0 in every chunk (n_window); the "
+    "chunking not read yet": ("qwen2_5_omni_audio_encoder", "qwen3_omni_moe_audio_encoder", "qwen3_asr_encoder"),
+    "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
+    "max_pos_emb within context_size blocks) inside attention; not modelled":
+        ("granite_speech_encoder", "granite_speech_plus_encoder"),
+    "Phi-4-multimodal's audio Conformer: a learned relative attention bias (Phi4MultimodalAudioRelativeAttentionBias) "
+    "added with the mask; not modelled": ("phi4_multimodal_audio",),
+    "Dots3-Note's audio tower: its own rotary (Dots3NoteAudioRotaryEmbedding) in the tower's attention, not "
+    "Whisper's table; not checked against posexport's rope yet": ("dots3_note_audio_encoder",),
+    "audio towers that are not Whisper-style (no max_source_positions table): Inkling's codebook-token "
+    "embeddings, MuSE-Spark's causal convolution stack, Gemma-4-Unified's audio tower; their position code "
+    "not checked yet": ("gemma4_unified_audio", "inkling_audio", "muse_spark_audio"),
     "BERT-like table plus 2-D layout tables (x/y/h/w bbox embeddings) or visual-box embeddings added with it; "
     "not read yet":
         ("layoutlm", "layoutlmv2", "layoutlmv3", "layoutxlm", "lilt", "bros", "udop", "lxmert", "visual_bert",
@@ -150,7 +157,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "adapters, entity positions, quantised embeddings, character hashing); not read yet":
         ("xmod", "luke", "ibert", "canine"),
     "TAPAS: absolute positions reset per table cell (reset_position_index_per_cell); not modelled": ("tapas",),
-    "Bark: a learned table in each of its three GPT-style sub-models; the composite not read yet": ("bark",),
     "Decision Transformer: a learned table over episode timesteps, not token positions; not modelled":
         ("decision_transformer",),
     "Reformer: axial position embeddings (a factored 2-D learned table); not modelled": ("reformer",),
@@ -164,13 +170,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "a learned spatial table plus a temporal table (video), or space-time tables of their own layout; "
     "not modelled": ("timesformer", "vivit", "hiera", "pvt", "yolos", "sapiens2_head", "videoprism_vision_model"),
     # --- fixed sinusoids ------------------------------------------------------------------------------------
-    "fixed sinusoidal table in fairseq's layout (sin | cos halves, positions from padding_idx + 1); not "
-    "checked against posexport's sinusoidal yet":
-        ("marian", "pegasus", "pegasus_x", "m2m_100", "nllb-moe", "fsmt", "xglm", "speech_to_text", "kosmos-2.5",
-         "kosmos_2_5_text_model", "kosmos_2_5_vision_model", "seamless_m4t_v2", "musicgen", "musicgen_decoder",
-         "musicgen_melody", "musicgen_melody_decoder", "tipsv2_text_model", "ctrl"),
-    "RoFormer: sinusoidal rotary with interleaved sin/cos from a fixed table (RoFormerSinusoidalPositionalEmbedding); "
-    "not read yet": ("roformer",),
+    "MusicGen: fairseq's sinusoid laid out [cos | sin] (cosines first); posexport's sinusoidal puts sines first "
+    "in both layouts: differs": ("musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder"),
+    "Kosmos-2.5 and SeamlessM4T-v2 composites: a fairseq sinusoid in their text parts (kosmos_2_5_text_model is "
+    "read as its own type) beside towers of other forms (Kosmos-2.5's Pix2Struct-style patch rows and columns, "
+    "SeamlessM4T-v2's Conformer speech encoder with relative_key positions); the composite folders not read yet":
+        ("kosmos-2.5", "seamless_m4t_v2"),
+    "Kosmos-2.5's vision tower: Pix2Struct-style learned row and column tables indexed by each patch's "
+    "coordinates; not modelled": ("kosmos_2_5_vision_model",),
     "2-D sine embeddings of feature maps (DETR's PositionEmbeddingSine, normalised coordinates) or keypoint "
     "encoders; not modelled":
         ("detr", "conditional_detr", "dab-detr", "deformable_detr", "table-transformer", "rt_detr", "rt_detr_v2",

@@ -436,14 +436,47 @@ class GptjSession(Session):
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
 
-        p, x = self.p, torch_float(feeds["x"])
-        bshd = x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
+        p, bshd = self.p, to_bshd(feeds["x"], self.p)
         positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
         with torch.no_grad():
             sincos = self.create(int(positions.max()) + 1, p.rotary_dim)[positions]
             sin, cos = torch.split(sincos, p.rotary_dim // 2, dim=-1)
             out = torch.cat([self.apply(bshd[..., : p.rotary_dim], sin, cos), bshd[..., p.rotary_dim :]], dim=-1)
-        return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
+        return from_bshd(out, p)
+
+
+def to_bshd(x: np.ndarray, p: Any) -> Any:
+    """x of a rope graph's layout as a tensor [batch, seq, heads, dim]."""
+    x = torch_float(x)
+    return x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
+
+
+def from_bshd(out: Any, p: Any) -> np.ndarray:
+    return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
+
+
+class RoformerSession(Session):
+    """RoFormer's own table (RoFormerSinusoidalPositionalEmbedding.create_weight) at position_ids and
+    RoFormerSelfAttention.apply_rotary_position_embeddings on x [batch, heads, seq, dim], as its attention does."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        module = importlib.import_module(entry["hf"]["module"])
+        self.table, self.attention = module.RoFormerSinusoidalPositionalEmbedding, module.RoFormerSelfAttention
+        self.p = artifact.params
+
+    def create(self, rows: int, dim: int) -> Any:
+        """The table's rows 0 … rows − 1 ([sin | cos] halves, as GPT-J's create_sinusoidal_positions)."""
+        return self.table(rows, dim).create_weight()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        bhsd = to_bshd(feeds["x"], self.p).transpose(1, 2)
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            table = self.create(int(positions.max()) + 1, self.p.head_dim)[positions][:, None]
+            out, _ = self.attention.apply_rotary_position_embeddings(table, bhsd, bhsd)
+        return from_bshd(out.transpose(1, 2), self.p)
 
 
 CAPTURE = "posexport_capture_query"
@@ -523,6 +556,7 @@ SESSIONS = {
     "swin": SwinSession,
     "beit": BeitSession,
     "whisper-sinusoid": SinusoidTableSession,
+    "roformer": RoformerSession,
     "sinusoid-table": SinusoidTableSession,
     "query-scale": QueryScaleSession,
     "llama4-temperature": Llama4TemperatureSession,
