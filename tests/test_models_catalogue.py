@@ -334,6 +334,18 @@ def test_learned_tables_add_the_rows_transformers_adds(tmp_path, model_type):
     assert np.max(np.abs(ours - (x + added[0]))) < 1e-6
 
 
+def bias_roles_agree_with_hf(plan, rng: np.random.Generator, scores_shape: tuple[int, ...]) -> None:
+    """Every role of ``plan`` (attention biases) through the hf runtime's session, which runs the model's own
+    bias code, against the encoding's float64 reference on random scores."""
+    for role in plan.roles:
+        encoding = get_encoding(role.encoding)
+        p = encoding.params(**role.values)
+        assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        feeds = {"scores": rng.standard_normal(scores_shape).astype(np.float32)}
+        assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+
+
 def submodule(model, path):
     try:
         return model.get_submodule(path)
@@ -384,13 +396,7 @@ def test_t5_copies_bias_as_their_own_attention(tmp_path, model_type):
                for stack in ("encoder", "decoder")}, str(folder / "model.safetensors"))
     plan = read_model(folder)
     assert [r.role for r in plan.roles] == ["t5-encoder", "t5-decoder"]
-    for role in plan.roles:
-        encoding = get_encoding(role.encoding)
-        p = encoding.params(**role.values)
-        assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
-        feeds = {"scores": rng.standard_normal((1, 4, 5, 300)).astype(np.float32)}
-        assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+    bias_roles_agree_with_hf(plan, rng, (1, 4, 5, 300))
 
 
 def test_data2vec_vision_bias_as_its_own_copy_of_beits(tmp_path):
@@ -406,13 +412,7 @@ def test_data2vec_vision_bias_as_its_own_copy_of_beits(tmp_path):
                rng.standard_normal(shape).astype(np.float32) for i in range(4)}, str(folder / "model.safetensors"))
     plan = read_model(folder)
     assert [r.role for r in plan.roles] == [f"beit-bias-{i}" for i in range(4)]
-    for role in plan.roles:
-        encoding = get_encoding(role.encoding)
-        p = encoding.params(**role.values)
-        assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
-        feeds = {"scores": rng.standard_normal((2, 4, 17, 17)).astype(np.float32)}
-        assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+    bias_roles_agree_with_hf(plan, rng, (2, 4, 17, 17))
 
 
 @pytest.mark.parametrize("model_type", sorted(vit.FAMILIES))
