@@ -82,11 +82,25 @@ POSITION_CODE = re.compile(r"class \w*RotaryEmbedding|self\.(position_embeddings
                            r"|relative_attention_bias|relative_position_bias|alibi")
 
 
+# Towers whose modeling module also holds their model's other parts (a text model's rotary): the source scanned is
+# their own classes' (by name prefix).
+TOWER_CLASSES = {"gemma4_unified_audio": "Gemma4UnifiedMultimodalEmbedder", "inkling_audio": "InklingAudioModel",
+                 "muse_spark_audio": "MuseSparkAudio"}
+
+
 def modeling_source(model_type: str) -> str:
+    import importlib
+    import inspect
+
     import transformers
     from transformers.models.auto.configuration_auto import model_type_to_module_name
 
-    folder = Path(transformers.__file__).parent / "models" / model_type_to_module_name(model_type)
+    name = model_type_to_module_name(model_type)
+    if model_type in TOWER_CLASSES:
+        module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+        return "\n".join(inspect.getsource(c) for n, c in vars(module).items() if isinstance(c, type)
+                         and c.__module__ == module.__name__ and n.startswith(TOWER_CLASSES[model_type]))
+    folder = Path(transformers.__file__).parent / "models" / name
     return "\n".join(f.read_text() for f in folder.glob("modeling_*.py"))
 
 
@@ -96,6 +110,7 @@ def test_types_without_positional_encoding_have_no_position_code():
     found = {t: POSITION_CODE.search(modeling_source(t)) for t in named}
     assert not {t: m.group(0) for t, m in found.items() if m}
     assert POSITION_CODE.search(modeling_source("llama")) and POSITION_CODE.search(modeling_source("t5"))
+    assert all(t in named and "class" in modeling_source(t) for t in TOWER_CLASSES)  # their classes were found
 
 
 SPELLED = {"global": "full_attention", "local": "sliding_attention"}
@@ -714,3 +729,219 @@ def test_fun_asr_nano_sinusoid_is_its_position_embeddings_own(tmp_path):
     x = np.random.default_rng(0).standard_normal((1, 9, 16))
     ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None] + int(table.start)})
     assert role.values["d_model"] == config.input_size and np.max(np.abs(ours - (x + rows.double().numpy()))) < 1e-5
+
+
+# Qwen's chunked audio encoders: (modeling module, encoder class, stride-2 convolutions over time, tiny sizes).
+CHUNKED_AUDIO = {
+    "qwen2_5_omni_audio_encoder": ("qwen2_5_omni", "Qwen2_5OmniAudioEncoder", 1, {"n_window": 4}),
+    "qwen3_omni_moe_audio_encoder": ("qwen3_omni_moe", "Qwen3OmniMoeAudioEncoder", 3, {"downsample_hidden_size": 8}),
+    "qwen3_asr_encoder": ("qwen3_asr", "Qwen3ASREncoder", 3, {"downsample_hidden_size": 8}),
+}
+AUDIO_TINY = {"d_model": 64, "encoder_layers": 1, "encoder_attention_heads": 4, "encoder_ffn_dim": 32, "num_mel_bins": 16,
+              "output_dim": 64}
+
+
+def chunked_encoder(model_type, folder):
+    import importlib
+
+    module, name, _, _ = CHUNKED_AUDIO[model_type]
+    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    return getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), name)(config).eval()
+
+
+def chunked_forward(model, model_type, features):
+    """The encoder's own forward on one audio of mel features [mel, frames] (Qwen3-ASR: padded to whole chunks, with
+    its mask)."""
+    import torch
+
+    if model_type != "qwen3_asr_encoder":
+        return model(features, torch.tensor([features.shape[1]]))
+    chunk, frames = 2 * model.n_window, features.shape[1]
+    padded = torch.zeros(1, features.shape[0], -(-frames // chunk) * chunk)
+    padded[0, :, :frames] = features
+    return model(padded, (torch.arange(padded.shape[2]) < frames).long()[None])
+
+
+@pytest.mark.parametrize("model_type", sorted(CHUNKED_AUDIO))
+def test_chunked_audio_encoders_add_the_sinusoid_from_0_in_every_chunk(tmp_path, model_type):
+    """The encoder's own forward on random mel features of two full chunks (2·n_window mel frames) and a shorter
+    last one: what reaches its first layer, less the same with the sinusoid buffer zeroed, is the float64
+    reference, the built graph and the hf runtime at positions 0 … t − 1 of each chunk (t its frames after the
+    convolutions, ⌈n / 2⌉ each); positions running on across chunks (a misread) miss by order 1."""
+    import torch
+
+    from posexport.models import chunked_audio
+    from posexport.models.build import build_model
+    from posexport.runtimes import get_runtime
+
+    _, _, convolutions, sizes = CHUNKED_AUDIO[model_type]
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **AUDIO_TINY, **sizes)
+    fresh, (role,) = arch_zoo.config_class(model_type)(), read_model(folder).roles
+    family = chunked_audio.FAMILIES[model_type]  # its defaults are the config class's
+    assert (fresh.d_model, fresh.n_window, getattr(fresh, family.rows_key)) == (family.d_model, family.n_window, family.rows)
+    torch.manual_seed(0)
+    model = chunked_encoder(model_type, folder)
+    reached = []
+    model.layers[0].register_forward_pre_hook(lambda _m, args: reached.append(args[0].double().numpy()))
+    chunk = 2 * model.n_window
+    lengths = [chunk, chunk, chunk // 2 + 1]
+    features = torch.from_numpy(np.random.default_rng(1).standard_normal((16, sum(lengths))).astype(np.float32))
+    with torch.no_grad():
+        chunked_forward(model, model_type, features)
+        model.positional_embedding.positional_embedding.zero_()
+        chunked_forward(model, model_type, features)
+    added = reached[0] - reached[1]
+    counts = []
+    for length in lengths:
+        for _ in range(convolutions):
+            length = -(-length // 2)
+        counts.append(length)
+    assert added.shape == (sum(counts), 64) and counts[0] < counts[0] + counts[1] < added.shape[0]
+    assert f"positions restart every {counts[0]} frames" in role.notes[0] and f"rows 0 … {counts[0] - 1} " in role.notes[1]
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    restarting = np.concatenate([np.arange(c) for c in counts])[None]
+    x = np.random.default_rng(0).standard_normal((1, added.shape[0], 64))
+    ours = encoding.reference(p, {"x": x, "position_ids": restarting})
+    assert np.max(np.abs(ours - (x + added))) < 1e-5
+    running_on = encoding.reference(p, {"x": x, "position_ids": np.arange(added.shape[0])[None]})
+    assert np.max(np.abs(running_on - (x + added))) > 0.5
+    (built,) = build_model(folder, backend="portable")
+    feeds = {"x": x.astype(np.float32), "position_ids": restarting}
+    assert np.max(np.abs(get_runtime("ort-cpu").load(built.artifact).run(feeds) - ours)) < 1e-5
+    entry = read_model(folder).manifest_entry(role)
+    assert recipe_problem(entry) == ""
+    assert np.max(np.abs(SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry).run(feeds) - ours)) < 1e-5
+
+
+def test_chunked_audio_encoders_refuse_configs_their_models_misplace(tmp_path):
+    """Qwen3-Omni at n_window 53: its convolutions make 14 frames of a full 106-frame chunk, 7 of a 54-frame one,
+    but it counts 13 and hands its layers 33 frames of the 35; Qwen3-ASR with 12 table rows under 13-frame chunks
+    cannot add the table. The reader refuses both in one line (at n_window 50 and 13 rows it reads them, above)."""
+    import torch
+
+    from posexport.errors import PosexportError
+
+    sizes = {**AUDIO_TINY, "downsample_hidden_size": 8}
+    folder = arch_zoo.tiny("qwen3_omni_moe_audio_encoder", tmp_path / "omni", **sizes, n_window=53)
+    with pytest.raises(PosexportError, match="'n_window' = 53: .* gives 14 frames .* counts 13"):
+        read_model(folder)
+    reached = []
+    model = chunked_encoder("qwen3_omni_moe_audio_encoder", folder)
+    model.layers[0].register_forward_pre_hook(lambda _m, args: reached.append(args[0].shape[0]))
+    with torch.no_grad():
+        chunked_forward(model, "qwen3_omni_moe_audio_encoder", torch.randn(16, 106 + 106 + 54))
+    assert reached == [33]
+    folder = arch_zoo.tiny("qwen3_asr_encoder", tmp_path / "asr", **sizes, max_position_embeddings=12)
+    with pytest.raises(PosexportError, match="'max_position_embeddings' = 12: the table has fewer rows than a chunk's 13"):
+        read_model(folder)
+    with torch.no_grad(), pytest.raises(RuntimeError):
+        chunked_forward(chunked_encoder("qwen3_asr_encoder", folder), "qwen3_asr_encoder", torch.randn(16, 150))
+
+
+def test_dots3_note_audio_rope_is_its_towers_own(tmp_path):
+    """Dots3-Note's audio tower: the float64 frequencies are its rotary module's inv_freq; the reference is the
+    hf runtime at positions from 0 and from 5000; in the tower's own forward on two random chunks (the second one
+    shorter), every q its attention rotates is the reference at positions 0 … frames − 1 of its own chunk. Every
+    channel rotated (partial_rotary_factor dropped), or positions running on into the second chunk, fail."""
+    import importlib
+
+    import torch
+
+    folder = arch_zoo.tiny("dots3_note_audio_encoder", tmp_path / "dots3", adapter_input_size=64, num_hidden_layers=2,
+                           feature_size=16, downsample_hidden_size=8)
+    plan = read_model(folder)
+    (role,) = plan.roles
+    assert role.layers == (0, 1) and role.values["rotary_dim"] == 8  # partial_rotary_factor 0.5 of head_dim 16
+    encoding, entry = get_encoding(role.encoding), plan.manifest_entry(role)
+    p = encoding.params(**role.values)
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+    theirs, their_factor = model_frequencies(session, role)
+    ours, factor = scaling.frequencies(p)
+    assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs) and abs(factor - their_factor) < 1e-6
+    for feeds in feeds_for(encoding, p, np.random.default_rng(0)):
+        exact, largest = encoding.reference(p, feeds), int(feeds["position_ids"].max())
+        error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
+        assert error < model_bound(DTYPES["float32"].bound(largest), largest)
+    module = importlib.import_module(role.hf["module"])
+    config = arch_zoo.config_class("dots3_note_audio_encoder").from_pretrained(folder)
+    torch.manual_seed(0)
+    tower, rotated, apply = module.Dots3NoteAudioModel(config).eval(), [], module.apply_rotary_pos_emb
+
+    def noted(q, k, cos, sin, *args, **kwargs):
+        out = apply(q, k, cos, sin, *args, **kwargs)
+        rotated.append((q.transpose(1, 2).double().numpy(), out[0].transpose(1, 2).double().numpy()))
+        return out
+
+    features = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 16, 64)).astype(np.float32))
+    module.apply_rotary_pos_emb = noted
+    try:
+        with torch.no_grad():
+            tower(features, torch.tensor([64, 40]) * config.hop_length)
+    finally:
+        module.apply_rotary_pos_emb = apply
+    assert len(rotated) == 2 and rotated[0][0].shape == (2, 8, 4, 16)  # [chunks, frames, heads, head_dim]
+    restarting = np.tile(np.arange(8), (2, 1))
+    whole = encoding.params(**{**role.values, "rotary_dim": 16})
+
+    def worst(params, positions):  # relative to the largest rotated value
+        return max(np.max(np.abs(encoding.reference(params, {"x": q, "position_ids": positions}) - out)) / np.max(np.abs(out))
+                   for q, out in rotated)
+
+    assert worst(p, restarting) < 1e-6
+    assert worst(whole, restarting) > 0.1 and worst(p, np.arange(16).reshape(2, 8)) > 0.1
+
+
+def test_dots3_note_audio_reads_a_released_whisper_config_as_transformers_does(tmp_path):
+    """A released config's whisper_config (d_model, encoder_attention_heads, max_source_positions) and a head_dim
+    transformers overwrites: the rope's heads, head_dim and max_positions are those transformers' config class loads."""
+    import json
+
+    folder = arch_zoo.tiny("dots3_note_audio_encoder", tmp_path / "saved", adapter_input_size=64)
+    raw = {**json.loads((folder / "config.json").read_text()), "head_dim": 7,
+           "whisper_config": {"d_model": 64, "encoder_attention_heads": 2, "max_source_positions": 100}}
+    (tmp_path / "released").mkdir()
+    (tmp_path / "released" / "config.json").write_text(json.dumps(raw))
+    loaded = arch_zoo.config_class("dots3_note_audio_encoder").from_pretrained(tmp_path / "released")
+    (role,) = read_model(tmp_path / "released").roles
+    assert (role.values["heads"], role.values["head_dim"], role.values["max_positions"], role.values["rotary_dim"]) == \
+        (loaded.num_attention_heads, loaded.head_dim, loaded.max_position_embeddings, 16) == (2, 32, 100, 16)
+
+
+def test_audio_embedders_without_positions_carry_none(tmp_path):
+    """Gemma-4-Unified's and Inkling's audio embedders, built by transformers from tiny configs: the frames of a
+    random input in a shuffled order give the same outputs shuffled (each frame mapped alone), which the same
+    outputs plus a sinusoid over the frames do not; Muse-Spark's causal convolutions: a random waveform behind a
+    random prefix of 3 tokens gives, past the convolutions' reach, the waveform's own outputs 3 tokens later."""
+    import torch
+    from transformers.models.gemma4_unified import modeling_gemma4_unified as gemma
+    from transformers.models.inkling import modeling_inkling as inkling
+    from transformers.models.muse_spark import modeling_muse_spark as muse
+
+    rng = np.random.default_rng(0)
+    torch.manual_seed(0)
+    text = arch_zoo.config_class("gemma4_unified_text")(hidden_size=16)
+    embedders = [
+        (gemma.Gemma4UnifiedMultimodalEmbedder(arch_zoo.config_class("gemma4_unified_audio")(audio_embed_dim=8), text),
+         torch.from_numpy(rng.standard_normal((1, 12, 8)).astype(np.float32))),
+        (inkling.InklingAudioModel(arch_zoo.config_class("inkling_audio")(n_mel_bins=4, mel_vocab_size=8, text_hidden_size=16)),
+         torch.from_numpy(rng.integers(0, 8, (1, 12, 4)))),
+    ]
+    order = torch.from_numpy(rng.permutation(12))
+    sinusoid = get_encoding("sinusoidal")
+    table = sinusoid.params(d_model=16)
+    for embedder, frames in embedders:
+        with torch.no_grad():
+            out, shuffled = (embedder.eval()(f) for f in (frames, frames[:, order]))
+        out, shuffled = (getattr(o, "last_hidden_state", o).double().numpy() for o in (out, shuffled))
+        assert np.max(np.abs(shuffled - out[:, order.numpy()])) < 1e-6
+        positioned = [sinusoid.reference(table, {"x": o, "position_ids": np.arange(12)[None]}) for o in (out, shuffled)]
+        assert np.max(np.abs(positioned[1] - positioned[0][:, order.numpy()])) > 0.1
+    config = arch_zoo.config_class("muse_spark_audio")(patch_sizes=[2, 2], hidden_sizes=[8, 16], depths=[1, 1],
+                                                       num_hidden_layers=2, conv_kernel_size=3, out_hidden_size=16)
+    model = muse.MuseSparkAudioModel(config).eval()
+    wave = torch.from_numpy(rng.standard_normal((1, 4 * 12)).astype(np.float32))
+    prefix = torch.from_numpy(rng.standard_normal((1, 4 * 3)).astype(np.float32))
+    with torch.no_grad():
+        alone, behind = (model(w).last_hidden_state.double().numpy() for w in (wave, torch.cat([prefix, wave], 1)))
+    assert alone.shape == (1, 12, 16) and np.max(np.abs(behind[:, 3 + 4:] - alone[:, 4:])) < 1e-5

@@ -23,6 +23,8 @@ READER_ENCODINGS = {
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
     "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
     "roformer": "rope (interleaved pairs)", "audio_encoders": "learned table (max_source_positions frames)",
+    "chunked_audio": "sinusoidal ([sin | cos]), restarting every audio chunk",
+    "dots3_audio": "rope (partial), restarting every audio chunk",
     "bark": "learned table (one per sub-model)", "patch_table": "learned table (the trained token grid, not resampled)",
 }
 
@@ -32,6 +34,13 @@ _CONV = "convolutional: positions are implicit in the convolutions, no position 
 _CODEC = "convolutional audio codec or vocoder: no position encoding"
 _WRAPPER = "a wrapper: its positions are those of the sub-models it composes (read each sub-model's type)"
 _NOPE_LINEAR = "Kimi Linear: its linear-attention (KDA) layers carry order and its MLA layers use no rope (NoPE)"
+_FRAMEWISE_AUDIO = ("an audio embedder with no attention and no convolution across frames: each frame is mapped "
+                    "alone (Gemma-4-Unified: RMSNorm and a linear projection of a raw waveform frame of audio_embed_dim (640) samples; "
+                    "Inkling: the sum of its quantised mel bins' codebook embeddings, RMSNorm); the frames' positions "
+                    "are those the text model gives their tokens")
+_CAUSAL_CONV_AUDIO = ("Muse-Spark's audio encoder: a causal convolutional pyramid (patch projections and depthwise "
+                      "causal convolutions), no attention: positions are implicit in the convolutions, no position "
+                      "encoding")
 _NO_POSITIONS_GROUPS = {
     _SSM: ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"),
     _HYBRID: ("jamba", "nemotron_h", "zamba"),
@@ -49,6 +58,8 @@ _NO_POSITIONS_GROUPS = {
                "zoedepth", "dpr", "colpali", "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt", "depth_pro", "chmv2",
                "nougat"),
     _NOPE_LINEAR: ("kimi_linear",),
+    _FRAMEWISE_AUDIO: ("gemma4_unified_audio", "inkling_audio"),
+    _CAUSAL_CONV_AUDIO: ("muse_spark_audio",),
 }
 NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
 

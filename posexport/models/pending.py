@@ -136,19 +136,11 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "nemotron_h_omni", "fun_asr_nano", "blip-2", "instructblip", "instructblipvideo", "slanext"),
     "Q-Former or resampler: learned query tokens (and a BERT-like table on its text side), attending to "
     "image features; not read yet": ("blip_2_qformer", "instructblip_qformer", "instructblipvideo_qformer"),
-    "Qwen-Omni / Qwen3-ASR audio encoder: Whisper's encoder sinusoid (SinusoidsPositionEmbedding), but added to "
-    "each audio chunk after chunked convolutions, positions restarting at 0 in every chunk (n_window); the "
-    "chunking not read yet": ("qwen2_5_omni_audio_encoder", "qwen3_omni_moe_audio_encoder", "qwen3_asr_encoder"),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
     "max_pos_emb within context_size blocks) inside attention; not modelled":
         ("granite_speech_encoder", "granite_speech_plus_encoder"),
     "Phi-4-multimodal's audio Conformer: a learned relative attention bias (Phi4MultimodalAudioRelativeAttentionBias) "
     "added with the mask; not modelled": ("phi4_multimodal_audio",),
-    "Dots3-Note's audio tower: its own rotary (Dots3NoteAudioRotaryEmbedding) in the tower's attention, not "
-    "Whisper's table; not checked against posexport's rope yet": ("dots3_note_audio_encoder",),
-    "audio towers that are not Whisper-style (no max_source_positions table): Inkling's codebook-token "
-    "embeddings, MuSE-Spark's causal convolution stack, Gemma-4-Unified's audio tower; their position code "
-    "not checked yet": ("gemma4_unified_audio", "inkling_audio", "muse_spark_audio"),
     "BERT-like table plus 2-D layout tables (x/y/h/w bbox embeddings) or visual-box embeddings added with it; "
     "not read yet":
         ("layoutlm", "layoutlmv2", "layoutlmv3", "layoutxlm", "lilt", "bros", "udop", "lxmert", "visual_bert",
