@@ -17,12 +17,13 @@ import pytest
 pytest.importorskip("transformers")
 
 from posexport.contract import Case  # noqa: E402
+from posexport.errors import PosexportError  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.models import READERS, audio_encoders, catalogue, decoders, learned, patch_table, read_model, sinusoids, swin, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
-from posexport.rope import scaling  # noqa: E402
+from posexport.rope import mrope, scaling  # noqa: E402
 from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
@@ -162,6 +163,9 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
             ours, factor = scaling.frequencies(p)
             assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs), role.role
             assert abs(factor - their_factor) < 1e-6
+        if role.encoding == "mrope" and not p.axial:  # the text rotary's frequencies (GLM-4V's: over rotary_dim)
+            theirs = session.rotary.inv_freq.double().numpy()
+            assert np.max(np.abs(mrope.inv_freq(p) - theirs)) <= 1e-6 * np.max(theirs), role.role
         for feeds in feeds_for(encoding, p, rng):
             exact = encoding.reference(p, feeds)
             error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
@@ -236,8 +240,10 @@ def test_query_scale_plan_is_every_layer_of_ministral3(tiny_models):
 
 
 # One built graph per rope form: interleaved pairs, NoPE layers, per-layer-type ropes, query scaling,
-# YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE (Qwen3-VL, Cosmos-3-Edge as a wrapper).
-FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "gemma4", "mistral3", "qwen3_vl", "cosmos3_edge"]
+# YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE (Qwen3-VL, Cosmos-3-Edge as a wrapper),
+# M-RoPE on a partial rotary (GLM-4V: interleaved pairs; GLM-4.5V: half-split).
+FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "gemma4", "mistral3", "qwen3_vl", "cosmos3_edge",
+         "glm4v", "glm4v_moe"]
 
 
 @pytest.mark.parametrize("model_type", FORMS)
@@ -260,6 +266,39 @@ def test_a_misread_form_fails_against_the_model(tiny_models, tmp_path):
     report = run_model_parity(tiny_models["cohere"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
     assert [r.status for r in report.results if r.runtime == "hf"] and all(
         r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+@pytest.mark.parametrize("model_type, misread", [
+    ("glm4v", {"pair_layout": "half"}),  # GLM-4V's interleaved pairs read half-split
+    ("glm4v", {"rotary_dim": 16, "mrope_section": (4, 2, 2)}),  # its partial rotary read as the whole head
+    ("glm4v_moe", {"pair_layout": "interleaved"}),  # GLM-4.5V's half-split pairs read interleaved
+])
+def test_a_misread_glm4v_m_rope_fails_against_the_model(tiny_models, tmp_path, model_type, misread):
+    from posexport import export
+
+    plan = read_model(tiny_models[model_type])
+    assert all(plan.roles[0].values[k] != v for k, v in misread.items())
+    wrong = export.build("mrope", {**plan.roles[0].values, **misread}, backend="portable")
+    onnx_path, _ = export.save(wrong, tmp_path, f"{model_type}-misread")
+    report = run_model_parity(tiny_models[model_type], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
+    assert [r.status for r in report.results if r.runtime == "hf"] and all(
+        r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"mrope_section": [2, 1, 1], "partial_rotary_factor": 1.0}, "summing to rotary_dim/2 = 8"),  # transformers' split fails
+    ({"mrope_section": [2, 1, 1], "partial_rotary_factor": 1.5}, "expected a number in \\(0, 1\\]"),
+])
+def test_glm4v_sections_off_its_rotary_width_refused_in_one_line(tmp_path, block, message):
+    import json
+
+    folder = arch_zoo.tiny("glm4v_text", tmp_path / "glm4v-text")
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, **block}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PosexportError, match=message) as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
 
 
 def test_qwen3_vl_pos_embed_read_with_corners_aligned_and_a_misread_fails(tiny_models):
