@@ -17,12 +17,13 @@ import pytest
 pytest.importorskip("transformers")
 
 from posexport.contract import Case  # noqa: E402
+from posexport.errors import PosexportError  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.models import READERS, audio_encoders, catalogue, decoders, learned, patch_table, read_model, sinusoids, swin, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
-from posexport.rope import scaling  # noqa: E402
+from posexport.rope import mrope, scaling  # noqa: E402
 from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
@@ -177,6 +178,9 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
             ours, factor = scaling.frequencies(p)
             assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs), role.role
             assert abs(factor - their_factor) < 1e-6
+        if role.encoding == "mrope" and not p.axial:  # the text rotary's frequencies (GLM-4V's: over rotary_dim)
+            theirs = session.rotary.inv_freq.double().numpy()
+            assert np.max(np.abs(mrope.inv_freq(p) - theirs)) <= 1e-6 * np.max(theirs), role.role
         for feeds in feeds_for(encoding, p, rng):
             exact = encoding.reference(p, feeds)
             error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
@@ -251,7 +255,7 @@ def test_query_scale_plan_is_every_layer_of_ministral3(tiny_models):
 
 
 # Every config-read type (every rope form among them: interleaved pairs, NoPE layers, per-layer-type ropes, query
-# scaling, YaRN truncate false, proportional, wrappers, M-RoPE) built and judged as a user would: about 0.1 s each.
+# scaling, YaRN truncate false, proportional, wrappers, M-RoPE, M-RoPE on a partial rotary) built and judged as a user would: about 0.1 s each.
 @pytest.mark.parametrize("model_type", ROPE_TYPES)
 def test_every_config_read_type_builds_and_passes_parity_from_model(tiny_models, tmp_path, model_type):
     lines = cli_build(tiny_models[model_type], None, {}, tmp_path, None, backend="portable")
@@ -273,6 +277,39 @@ def test_a_misread_form_fails_against_the_model(tiny_models, tmp_path):
     report = run_model_parity(tiny_models["cohere"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
     assert [r.status for r in report.results if r.runtime == "hf"] and all(
         r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+@pytest.mark.parametrize("model_type, misread", [
+    ("glm4v", {"pair_layout": "half"}),  # GLM-4V's interleaved pairs read half-split
+    ("glm4v", {"rotary_dim": 16, "mrope_section": (4, 2, 2)}),  # its partial rotary read as the whole head
+    ("glm4v_moe", {"pair_layout": "interleaved"}),  # GLM-4.5V's half-split pairs read interleaved
+])
+def test_a_misread_glm4v_m_rope_fails_against_the_model(tiny_models, tmp_path, model_type, misread):
+    from posexport import export
+
+    plan = read_model(tiny_models[model_type])
+    assert all(plan.roles[0].values[k] != v for k, v in misread.items())
+    wrong = export.build("mrope", {**plan.roles[0].values, **misread}, backend="portable")
+    onnx_path, _ = export.save(wrong, tmp_path, f"{model_type}-misread")
+    report = run_model_parity(tiny_models[model_type], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
+    assert [r.status for r in report.results if r.runtime == "hf"] and all(
+        r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"mrope_section": [2, 1, 1], "partial_rotary_factor": 1.0}, "summing to rotary_dim/2 = 8"),  # transformers' split fails
+    ({"mrope_section": [2, 1, 1], "partial_rotary_factor": 1.5}, "expected a number in \\(0, 1\\]"),
+])
+def test_glm4v_sections_off_its_rotary_width_refused_in_one_line(tmp_path, block, message):
+    import json
+
+    folder = arch_zoo.tiny("glm4v_text", tmp_path / "glm4v-text")
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, **block}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PosexportError, match=message) as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
 
 
 def test_qwen3_vl_pos_embed_read_with_corners_aligned_and_a_misread_fails(tiny_models):

@@ -70,6 +70,8 @@ READERS: dict[str, str] = {
     "qwen2_5_omni_text": "qwen_vl",
     "qwen3_omni_moe_text": "qwen_vl",
     "qwen3_omni_moe_talker_text": "qwen_vl",
+    **dict.fromkeys(("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga", "glm4v_moe", "glm4v_moe_text",
+                     "glm_image", "glm_image_text"), "qwen_vl"),
     **dict.fromkeys(swin.FAMILIES, "swin"),
     "beit": "beit",
     "data2vec-vision": "beit",

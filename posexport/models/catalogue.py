@@ -80,7 +80,9 @@ def encodings_of(model_type: str) -> str:
     if reader == "qwen_vl":
         line = qwen_vl.FAMILIES[model_type]
         vision = line.vision and not model_type.endswith("_text")
-        return ", ".join(["mrope" + (" (interleaved sections)" if line.interleaved else ""),
+        forms = [*(["interleaved sections"] if line.interleaved else []), *(["partial"] if line.partial is not None else []),
+                 *(["interleaved pairs"] if line.pair_layout == "interleaved" else [])]
+        return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
                           *(["mrope-vision (axial)"] if vision else []),
                           *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
     if reader != "decoders":

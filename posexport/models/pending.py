@@ -37,13 +37,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("musicflamingo", "gradium_phonon_tts", "pocket_tts", "timesfm2_5", "lasr_ctc", "lasr_encoder",
          "moonshine_streaming_encoder", "nemotron3_diarization", "nemotron3_5_transcribe_audio",
          "nemotron3_5_transcribe_word_timestamp", "nemo_speechlm"),
-    "M-RoPE text model: Qwen2-VL's chunked sections, but on a partial rotary (partial_rotary_factor) with "
-    "interleaved pairs (repeat_interleave, rotate_half_llm); checked against posexport's mrope (every channel, "
-    "half-split): differs (GLM-4.6V and GLM-GA compose glm4v_text)":
-        ("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga"),
-    "M-RoPE text model: Qwen2-VL's chunked sections, half-split, but on a partial rotary (default sections "
-    "[8, 12, 12] cover half of head_dim 128); posexport's mrope rotates every channel":
-        ("glm4v_moe", "glm4v_moe_text", "glm_image", "glm_image_text"),
     "HunYuan-VL: its sections split the doubled [θ | θ] vector (2·section each, XD-RoPE's rows), so a pair's two "
     "channels can turn with different rows; checked against posexport's mrope: differs":
         ("hunyuan_vl", "hunyuan_vl_text"),
