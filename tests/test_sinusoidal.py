@@ -141,3 +141,18 @@ def test_cli_build_torch(cli_torch_float16):
     m = cli_torch_float16.manifest
     assert m["params"] == {"d_model": 48, "base": 500.0, "pair_layout": "concat", "position_limit": 131072}
     assert (m["source"], m["dtype"]) == ("torch", "float16") and [i["name"] for i in m["inputs"]] == ["x", "position_ids"]
+
+
+def test_a_short_position_limit_is_swept_within_it():
+    """A graph covering 13 positions (16 once rounded up): the default sweep keeps to them (its longer lengths dropped, its far
+    and decode cases at the last positions) and passes; linear-shift, which needs more rows than unknowns,
+    is not declared; asking for a length past the limit reports the graph raising, not a pass."""
+    from posexport import verdicts
+
+    art = artifact("sinusoidal", d_model=16, position_limit=13)
+    limit = SINUSOIDAL.position_limit(art.params)  # 13 rounded up to the tables' P·Q
+    cases = SINUSOIDAL.cases(art.params)
+    assert all(c.start + c.axes["seq"] <= limit for c in cases) and f"decode@{limit - 1}" in {c.label for c in cases}
+    report = verdicts.run_parity(art, ["ort-cpu", "reference"])
+    assert report.passed and {p.property for p in report.properties} == {"bounded", "unique-rows", "raises-past-limit"}
+    assert not verdicts.run_parity(art, ["ort-cpu"], seqs=(limit + 1,), properties=False).passed

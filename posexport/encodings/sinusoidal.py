@@ -161,9 +161,11 @@ class SinusoidalEncoding(AdditiveRows):
 
     def row_properties(self, p: SinusoidalParams, rows: props.Rows) -> list[Property]:
         """Bounded in [−1, 1], the cached rows pairwise distinct, and PE(p + k) one fixed linear map of
-        PE(p) over the whole range (past the cached rows too)."""
+        PE(p) over the whole range (past the cached rows too), where the graph covers enough positions to
+        fit that map on some and test it on others."""
         t = build_sinusoidal_tables(p)
-        return [props.bounded(rows, t.limit), props.unique_rows(rows, t.fine_rows), props.linear_shift(rows, p.d_model, t.limit)]
+        shift = [props.linear_shift(rows, p.d_model, t.limit)] if t.limit >= props.linear_shift_positions(p.d_model) else []
+        return [props.bounded(rows, t.limit), props.unique_rows(rows, t.fine_rows), *shift]
 
 
 ENCODING = SinusoidalEncoding()
