@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import audio_encoders, config, decoders, deepseek, learned, patch_table, sinusoids, swin, t5, vit
+from . import audio_encoders, config, decoders, deepseek, learned, musicgen, patch_table, sinusoids, swin, t5, vit
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -86,6 +86,7 @@ READERS: dict[str, str] = {
     **dict.fromkeys(t5.FAMILIES, "t5"),
     **dict.fromkeys(sinusoids.FAMILIES, "sinusoids"),
     **dict.fromkeys(audio_encoders.FAMILIES, "audio_encoders"),
+    **dict.fromkeys(musicgen.FAMILIES, "musicgen"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 

@@ -22,6 +22,7 @@ READER_ENCODINGS = {
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
     "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
+    "musicgen": "sinusoidal ([cos | sin], the decoder's)",
     "roformer": "rope (interleaved pairs)", "audio_encoders": "learned table (max_source_positions frames)",
     "bark": "learned table (one per sub-model)", "patch_table": "learned table (the trained token grid, not resampled)",
 }

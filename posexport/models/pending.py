@@ -170,8 +170,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "a learned spatial table plus a temporal table (video), or space-time tables of their own layout; "
     "not modelled": ("timesformer", "vivit", "hiera", "pvt", "yolos", "sapiens2_head", "videoprism_vision_model"),
     # --- fixed sinusoids ------------------------------------------------------------------------------------
-    "MusicGen: fairseq's sinusoid laid out [cos | sin] (cosines first); posexport's sinusoidal puts sines first "
-    "in both layouts: differs": ("musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder"),
     "Kosmos-2.5 and SeamlessM4T-v2 composites: a fairseq sinusoid in their text parts (kosmos_2_5_text_model is "
     "read as its own type) beside towers of other forms (Kosmos-2.5's Pix2Struct-style patch rows and columns, "
     "SeamlessM4T-v2's Conformer speech encoder with relative_key positions); the composite folders not read yet":

@@ -56,7 +56,7 @@ CALLABLES = {
     "table": re.compile(r"position_embeddings?(\.weight)?"),
     "resize": re.compile(r"_resize_pos_embed"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
-    "create": re.compile(r"create_sinusoidal_positions"),
+    "create": re.compile(r"create_sinusoidal_positions|[A-Za-z0-9_]+SinusoidalPositionalEmbedding"),
     "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
 }
@@ -390,12 +390,14 @@ class BeitSession(Session):
 
 class SinusoidTableSession(Session):
     """x + the model's own fixed sinusoid table at position_ids: whisper's `sinusoids(length, d_model)` (what
-    fills its encoder's position table), or the recipe's create_sinusoidal_positions (VideoPrism's text tower)."""
+    fills its encoder's position table), or the recipe's create_sinusoidal_positions (VideoPrism's text tower) or
+    <X>SinusoidalPositionalEmbedding.get_embedding (MusicGen's decoder)."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         self.channels = artifact.params.d_model
         recipe = entry["hf"]
-        self.create = import_attr(recipe["module"], recipe["create"]) if "create" in recipe else None
+        create = import_attr(recipe["module"], recipe["create"]) if "create" in recipe else None
+        self.create = getattr(create, "get_embedding", create)  # an embedding class builds its table with get_embedding
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         from transformers.models.whisper.modeling_whisper import sinusoids
