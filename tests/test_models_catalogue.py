@@ -804,3 +804,110 @@ def test_musicgen_odd_width_is_refused_in_one_line(tmp_path):
     with pytest.raises(PosexportError, match=r"'hidden_size' = 47: the model zero-pads") as raised:
         read_model(folder)
     assert "\n" not in str(raised.value)
+
+
+TIME_SERIES_SIZES = {"prediction_length": 3, "context_length": 6, "lags_sequence": [1, 2], "num_time_features": 1,
+                     "d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+                     "decoder_attention_heads": 2, "encoder_ffn_dim": 16, "decoder_ffn_dim": 16}
+
+
+@pytest.mark.parametrize("model_type", ["time_series_transformer", "informer", "autoformer"])
+def test_time_series_sinusoid_is_each_parts_own(tmp_path, model_type):
+    """transformers' own tiny encoder-decoder on a forward of random series and time features: the rows its
+    encoder's and decoder's embed_positions return are the graph's reference at the position_ids the reader
+    says (the encoder from 0, the decoder from context_length, Autoformer's from context_length − label_length);
+    taking Autoformer's decoder from context_length, as the others', misses; the hf runtime's table agrees."""
+    import torch
+    from transformers import AutoModel
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **TIME_SERIES_SIZES,
+                           **({"label_length": 4} if model_type == "autoformer" else {}))
+    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    assert arch_zoo.config_class(model_type)(prediction_length=3).d_model == 64  # the reader's default
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config).eval()
+    added = {}
+    for part in ("encoder", "decoder"):
+        model.get_submodule(f"{part}.embed_positions").register_forward_hook(
+            lambda _m, _a, rows, part=part: added.__setitem__(part, rows.double().numpy()))
+    rng = np.random.default_rng(0)
+    series = {name: torch.from_numpy(rng.standard_normal(shape).astype(np.float32)) for name, shape in (
+        ("past_values", (1, 8)), ("past_time_features", (1, 8, 1)), ("future_values", (1, 3)), ("future_time_features", (1, 3, 1)))}
+    with torch.no_grad():
+        model(**series, past_observed_mask=torch.ones(1, 8))
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    start = 2 if model_type == "autoformer" else 6
+    for part, first in (("encoder", 0), ("decoder", start)):
+        rows = added[part]
+        x = rng.standard_normal((1, len(rows), 16))
+        feeds = {"x": x, "position_ids": np.arange(len(rows))[None] + first}
+        assert np.max(np.abs(encoding.reference(p, feeds) - (x + rows))) < 1e-6, part
+    assert f"the decoder's {start} onwards" in role.notes[0]  # what the reader tells the graph's user
+    if model_type == "autoformer":
+        feeds = {"x": x, "position_ids": np.arange(len(rows))[None] + 6}
+        assert np.max(np.abs(encoding.reference(p, feeds) - (x + added["decoder"]))) > 0.1
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5
+
+
+def test_autoformer_label_past_the_context_is_refused_in_one_line(tmp_path):
+    """label_length > context_length would start the decoder at a negative row: one PosexportError naming the key."""
+    from posexport.errors import PosexportError
+
+    folder = arch_zoo.tiny("autoformer", tmp_path / "autoformer", **{**TIME_SERIES_SIZES, "label_length": 7})
+    with pytest.raises(PosexportError, match=r"'label_length' = 7: the decoder's positions would start at .* -1") as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("pretraining", [True, False])
+def test_videomae_sinusoids_are_its_own(tmp_path, pretraining):
+    """transformers' own tiny VideoMAEForPreTraining on random frames with a random mask: what its embeddings add to
+    the kept patches (their output less the patch embeddings) and what the decoder's input adds to the projected
+    visible tokens and the mask tokens are the graph's interleaved reference at each token's patch index; sines first
+    misses; a classification folder reads the encoder's table alone."""
+    import torch
+    from transformers.models.videomae.modeling_videomae import VideoMAEForPreTraining
+
+    sizes = {"image_size": 32, "patch_size": 8, "num_frames": 4, "tubelet_size": 2, "decoder_hidden_size": 32,
+             "decoder_num_hidden_layers": 1, "decoder_num_attention_heads": 4, "decoder_intermediate_size": 32}
+    architectures = ["VideoMAEForPreTraining" if pretraining else "VideoMAEForVideoClassification"]
+    folder = arch_zoo.tiny("videomae", tmp_path / "videomae", **sizes, architectures=architectures)
+    config = arch_zoo.config_class("videomae").from_pretrained(folder)
+    assert {k: getattr(type(config)(), k) for k in ("hidden_size", "decoder_hidden_size", "image_size", "patch_size",
+                                                    "num_frames", "tubelet_size")} == \
+        {"hidden_size": 768, "decoder_hidden_size": 384, "image_size": 224, "patch_size": 16, "num_frames": 16, "tubelet_size": 2}
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["sinusoidal-encoder", *(["sinusoidal-decoder"] if pretraining else [])]
+    torch.manual_seed(0)
+    model = VideoMAEForPreTraining(config).eval()
+    seen = {}
+    for name in ("videomae.embeddings.patch_embeddings", "videomae.embeddings", "encoder_to_decoder"):
+        model.get_submodule(name).register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out.double()))
+    model.decoder.register_forward_pre_hook(lambda _m, args: seen.__setitem__("decoder", args[0].double()))
+    rng = np.random.default_rng(0)
+    masked = np.zeros(32, bool)
+    masked[rng.permutation(32)[:20]] = True
+    with torch.no_grad():
+        model(torch.from_numpy(rng.standard_normal((1, 4, 3, 32, 32)).astype(np.float32)),
+              bool_masked_pos=torch.from_numpy(masked[None]))
+    visible, hidden = np.flatnonzero(~masked), np.flatnonzero(masked)
+    added = {"sinusoidal-encoder": (seen["videomae.embeddings"] - seen["videomae.embeddings.patch_embeddings"][:, visible]).numpy(),
+             "sinusoidal-decoder": (seen["decoder"] - torch.cat([seen["encoder_to_decoder"], model.mask_token.detach().double().expand(1, 20, -1)], 1)).numpy()}
+    positions = {"sinusoidal-encoder": visible, "sinusoidal-decoder": np.concatenate([visible, hidden])}
+    for role in plan.roles:
+        encoding = get_encoding(role.encoding)
+        p = encoding.params(**role.values)
+        rows = added[role.role]
+        x = rng.standard_normal(rows.shape)
+        feeds = {"x": x, "position_ids": positions[role.role][None]}
+        assert np.max(np.abs(encoding.reference(p, feeds) - (x + rows))) < 1e-5, role.role
+        sines_first = encoding.reference(encoding.params(**{**role.values, "pair_layout": "concat"}), feeds)
+        assert np.max(np.abs(sines_first - (x + rows))) > 0.5, role.role
+        assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role

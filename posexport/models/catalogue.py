@@ -23,6 +23,8 @@ READER_ENCODINGS = {
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
     "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
     "musicgen": "sinusoidal ([cos | sin], the decoder's)",
+    "time_series": "sinusoidal ([sin | cos], encoder and decoder)",
+    "videomae": "sinusoidal (interleaved, over the tubelet patches; pretraining: and the decoder's)",
     "roformer": "rope (interleaved pairs)", "audio_encoders": "learned table (max_source_positions frames)",
     "bark": "learned table (one per sub-model)", "patch_table": "learned table (the trained token grid, not resampled)",
 }

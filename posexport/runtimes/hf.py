@@ -56,7 +56,7 @@ CALLABLES = {
     "table": re.compile(r"position_embeddings?(\.weight)?"),
     "resize": re.compile(r"_resize_pos_embed"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
-    "create": re.compile(r"create_sinusoidal_positions|[A-Za-z0-9_]+SinusoidalPositionalEmbedding"),
+    "create": re.compile(r"create_sinusoidal_positions|get_sinusoid_encoding_table|[A-Za-z0-9_]+SinusoidalPositionalEmbedding"),
     "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
 }
@@ -390,8 +390,9 @@ class BeitSession(Session):
 
 class SinusoidTableSession(Session):
     """x + the model's own fixed sinusoid table at position_ids: whisper's `sinusoids(length, d_model)` (what
-    fills its encoder's position table), or the recipe's create_sinusoidal_positions (VideoPrism's text tower) or
-    <X>SinusoidalPositionalEmbedding.get_embedding (MusicGen's decoder)."""
+    fills its encoder's position table), or the recipe's create_sinusoidal_positions (VideoPrism's text tower),
+    get_sinusoid_encoding_table (VideoMAE's, [1, rows, channels]) or <X>SinusoidalPositionalEmbedding.get_embedding
+    (MusicGen's decoder)."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         self.channels = artifact.params.d_model
@@ -403,7 +404,7 @@ class SinusoidTableSession(Session):
         from transformers.models.whisper.modeling_whisper import sinusoids
 
         positions = np.asarray(feeds["position_ids"])
-        table = (self.create or sinusoids)(int(positions.max()) + 1, self.channels).numpy()
+        table = (self.create or sinusoids)(int(positions.max()) + 1, self.channels).numpy().reshape(-1, self.channels)
         return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
 
 
