@@ -911,3 +911,121 @@ def test_videomae_sinusoids_are_its_own(tmp_path, pretraining):
         assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
         session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+
+
+def test_timesfm_sinusoid_is_its_own_rolled_past_the_padding(tmp_path):
+    """transformers' own tiny TimesFM (use_positional_embedding, max_timescale 500) on two random series, the second
+    with 10 leading padded values (two whole patches): what reaches its first layer, less the input layer's output and
+    the frequency embedding, is the graph's reference at (j − k) mod patches, k = 0 and 2; unrolled positions miss;
+    the hf runtime's module agrees, and so does the graph built from the folder (parity --from-model)."""
+    import torch
+    from transformers.models.timesfm.modeling_timesfm import TimesFmModel
+
+    sizes = {"use_positional_embedding": True, "max_timescale": 500, "hidden_size": 32, "intermediate_size": 32,
+             "head_dim": 8, "num_attention_heads": 4, "num_hidden_layers": 1, "patch_length": 4, "context_length": 36}
+    folder = arch_zoo.tiny("timesfm", tmp_path / "timesfm", **sizes)
+    config = arch_zoo.config_class("timesfm").from_pretrained(folder)
+    fresh = type(config)()
+    assert (fresh.hidden_size, fresh.min_timescale, fresh.max_timescale) == (1280, 1, 10000)  # the reader's defaults
+    torch.manual_seed(0)
+    model = TimesFmModel(config).eval()
+    seen = {}
+    for name in ("input_ff_layer", "freq_emb"):
+        model.get_submodule(name).register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out.double().clone()))
+    model.layers[0].register_forward_pre_hook(lambda _m, args, kwargs: seen.__setitem__("layer", (args or (kwargs["hidden_states"],))[0].double().clone()),
+                                              with_kwargs=True)
+    rng = np.random.default_rng(0)
+    padding = np.zeros((2, 36), np.float32)
+    padding[1, :10] = 1
+    with torch.no_grad():
+        model(past_values=torch.from_numpy(rng.standard_normal((2, 36)).astype(np.float32)),
+              past_values_padding=torch.from_numpy(padding), freq=torch.tensor([[0], [2]]))
+    added = (seen["layer"] - seen["input_ff_layer"] - seen["freq_emb"]).numpy()
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    x = rng.standard_normal(added.shape)
+    rolled = {"x": x, "position_ids": (np.arange(9)[None] - np.array([[0], [2]])) % 9}
+    assert np.max(np.abs(encoding.reference(p, rolled) - (x + added))) < 1e-5
+    unrolled = {"x": x, "position_ids": np.tile(np.arange(9), (2, 1))}
+    assert np.max(np.abs(encoding.reference(p, unrolled) - (x + added))) > 0.5
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(rolled) - encoding.reference(p, rolled))) < 1e-5
+    cli_build(folder, None, {}, tmp_path / "graphs", None, backend="portable")
+    (graph,) = sorted((tmp_path / "graphs").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
+    assert any(r.runtime == "hf" for r in report.results) and all(r.status == "pass" for r in report.results)
+
+
+@pytest.mark.parametrize("values, needle", [({}, r"'use_positional_embedding' = false: TimesFM then adds no position code"),
+                                            ({"use_positional_embedding": True, "min_timescale": 2}, r"'min_timescale' = 2: scales every frequency")])
+def test_timesfm_without_its_form_is_refused_in_one_line(tmp_path, values, needle):
+    from posexport.errors import PosexportError
+
+    folder = arch_zoo.tiny("timesfm", tmp_path / "timesfm", **values)
+    with pytest.raises(PosexportError, match=needle) as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+PATCH_SERIES = {"patchtst": ("patchtst", "PatchTSTModel", {"context_length": 20, "patch_length": 4, "patch_stride": 3}),
+                "patchtsmixer": ("patchtsmixer", "PatchTSMixerModel", {"context_length": 20, "patch_length": 4, "patch_stride": 3,
+                                                                      "use_positional_encoding": True})}
+
+
+@pytest.mark.parametrize("model_type, cls_token, kind", [("patchtst", False, "sincos"), ("patchtst", True, "random"),
+                                                         ("patchtsmixer", False, "sincos"), ("patchtsmixer", False, "random")])
+def test_patch_series_tables_are_the_encoders_own(tmp_path, model_type, cls_token, kind):
+    """transformers' own tiny model holding a random table read back from a checkpoint: what its positional encoder
+    adds to random patch embeddings of every channel (its output less its input; PatchTST's class token takes row 0) is the graph's reference at 0 … rows − 1. The "sincos" table it initialises is Vaswani's interleaved
+    sinusoid less its mean over 10 × its std, which posexport's sinusoidal is not (so the table is read)."""
+    import importlib
+
+    import torch
+
+    from posexport.models import patch_series
+
+    name, cls, sizes = PATCH_SERIES[model_type]
+    extra = {"positional_encoding_type": kind, **({"use_cls_token": True} if cls_token else {})}
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, d_model=16, num_input_channels=3, **sizes, **extra)
+    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    fresh = type(config)()
+    assert (fresh.patch_length, fresh.patch_stride, fresh.context_length) == (*patch_series.FAMILIES[model_type], 32)
+    torch.manual_seed(0)
+    model = getattr(importlib.import_module(f"transformers.models.{name}.modeling_{name}"), cls)(config).eval()
+    encoder = model.encoder.positional_encoder
+    rows = 6 + cls_token  # (20 − 4) // 3 + 1 patches
+    initial = encoder.position_enc.detach().double().numpy()
+    if kind == "sincos":  # what the model initialises, against the formula in float64
+        vaswani = get_encoding("sinusoidal").reference(get_encoding("sinusoidal").params(d_model=16), {
+            "x": np.zeros((1, rows, 16)), "position_ids": np.arange(rows)[None]})[0]
+        assert np.max(np.abs(initial - (vaswani - vaswani.mean()) / (vaswani.std(ddof=1) * 10))) < 1e-6
+        assert np.max(np.abs(initial - vaswani)) > 0.5
+    encoder.position_enc.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, f"model.{patch_series.TABLE}", (rows, 16)))
+    patches = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 3, rows - cls_token, 16)).astype(np.float32))
+    with torch.no_grad():
+        out = encoder(patches)
+    added = (out[:, :, cls_token:] - patches).double().numpy()
+    if cls_token:
+        added = np.concatenate([(out[:, :, :1] - encoder.cls_token.detach()).double().numpy(), added], axis=2)
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    feeds = {"x": np.random.default_rng(0).standard_normal((6, rows, 16)), "position_ids": np.tile(np.arange(rows), (6, 1))}
+    ours = encoding.reference(p, feeds)
+    assert role.values["max_positions"] == rows and np.max(np.abs(ours - (feeds["x"] + added.reshape(6, rows, 16)))) < 1e-6
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime reads the same table
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - ours)) < 1e-5
+
+
+def test_patchtsmixer_without_positions_is_refused_in_one_line(tmp_path):
+    from posexport.errors import PosexportError
+
+    folder = arch_zoo.tiny("patchtsmixer", tmp_path / "patchtsmixer")
+    with pytest.raises(PosexportError, match=r"'use_positional_encoding' = false: PatchTSMixer then adds no position code") as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)

@@ -25,6 +25,8 @@ READER_ENCODINGS = {
     "musicgen": "sinusoidal ([cos | sin], the decoder's)",
     "time_series": "sinusoidal ([sin | cos], encoder and decoder)",
     "videomae": "sinusoidal (interleaved, over the tubelet patches; pretraining: and the decoder's)",
+    "timesfm": "sinusoidal ([sin | cos], use_positional_embedding only; rows rolled past leading padding)",
+    "patch_series": "learned table (the checkpoint's, per channel over the patches)",
     "roformer": "rope (interleaved pairs)", "audio_encoders": "learned table (max_source_positions frames)",
     "bark": "learned table (one per sub-model)", "patch_table": "learned table (the trained token grid, not resampled)",
 }

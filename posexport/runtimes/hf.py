@@ -59,6 +59,7 @@ CALLABLES = {
     "create": re.compile(r"create_sinusoidal_positions|get_sinusoid_encoding_table|[A-Za-z0-9_]+SinusoidalPositionalEmbedding"),
     "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
+    "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
 }
 
 
@@ -408,6 +409,22 @@ class SinusoidTableSession(Session):
         return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
 
 
+class SinusoidModuleSession(Session):
+    """x + the model's own sinusoid module, built from the folder's config, called on position_ids (TimesFM's
+    TimesFmPositionalEmbedding: its rows at any [batch, seq] positions)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.module = import_attr(recipe["module"], recipe["positional"])(auto_config(entry)).eval()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        positions = torch.from_numpy(np.asarray(feeds["position_ids"], dtype=np.float32))
+        with torch.no_grad():
+            return np.asarray(feeds["x"], dtype=np.float32) + self.module(position=positions).numpy()
+
+
 class QueryScaleSession(Session):
     """x times the model's own get_llama_4_attn_scale(position_ids, β, F) (Ministral-3), broadcast over
     heads and channels as the graph's layout has them."""
@@ -561,6 +578,7 @@ SESSIONS = {
     "whisper-sinusoid": SinusoidTableSession,
     "roformer": RoformerSession,
     "sinusoid-table": SinusoidTableSession,
+    "sinusoid-module": SinusoidModuleSession,
     "query-scale": QueryScaleSession,
     "llama4-temperature": Llama4TemperatureSession,
     "gptj": GptjSession,
