@@ -80,6 +80,7 @@ READERS: dict[str, str] = {
     "videoprism_text_model": "videoprism",
     "videomae": "videomae",
     "timesfm": "timesfm",
+    "vit_mae": "vit_mae",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),

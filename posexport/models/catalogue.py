@@ -27,6 +27,7 @@ READER_ENCODINGS = {
     "videomae": "sinusoidal (interleaved, over the tubelet patches; pretraining: and the decoder's)",
     "timesfm": "sinusoidal ([sin | cos], use_positional_embedding only; rows rolled past leading padding)",
     "patch_series": "learned table (the checkpoint's, per channel over the patches)",
+    "vit_mae": "vit-learned with class token (its sincos-2d-initialised table); pretraining: and the decoder's learned table",
     "roformer": "rope (interleaved pairs)", "audio_encoders": "learned table (max_source_positions frames)",
     "bark": "learned table (one per sub-model)", "patch_table": "learned table (the trained token grid, not resampled)",
 }

@@ -182,9 +182,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "rt_detr_resnet", "d_fine", "deimv2", "pp_doclayout_v2", "pp_doclayout_v3", "pp_doclayout_v4",
          "omdet-turbo", "maskformer", "mask2former", "oneformer", "grounding-dino", "mm-grounding-dino",
          "lightglue", "superglue", "slanet"),
-    "fixed 2-D sincos or 1-D sinusoid tables over patches or time steps in their own layouts (MAE's with a "
-    "class token); not checked against sincos-2d yet":
-        ("vit_mae",),
     # --- relative biases and other forms ---------------------------------------------------------------------
     "LongT5: T5 buckets inside local or transient-global attention blocks; not modelled": ("longt5",),
     "Pix2Struct: T5-style buckets in its text decoder and 2-D row/column patch tables in its encoder; not read yet":
