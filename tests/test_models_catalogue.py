@@ -896,8 +896,9 @@ def test_videomae_sinusoids_are_its_own(tmp_path, pretraining):
         model(torch.from_numpy(rng.standard_normal((1, 4, 3, 32, 32)).astype(np.float32)),
               bool_masked_pos=torch.from_numpy(masked[None]))
     visible, hidden = np.flatnonzero(~masked), np.flatnonzero(masked)
+    mask_tokens = model.mask_token.detach().double().expand(1, 20, -1)
     added = {"sinusoidal-encoder": (seen["videomae.embeddings"] - seen["videomae.embeddings.patch_embeddings"][:, visible]).numpy(),
-             "sinusoidal-decoder": (seen["decoder"] - torch.cat([seen["encoder_to_decoder"], model.mask_token.detach().double().expand(1, 20, -1)], 1)).numpy()}
+             "sinusoidal-decoder": (seen["decoder"] - torch.cat([seen["encoder_to_decoder"], mask_tokens], 1)).numpy()}
     positions = {"sinusoidal-encoder": visible, "sinusoidal-decoder": np.concatenate([visible, hidden])}
     for role in plan.roles:
         encoding = get_encoding(role.encoding)
@@ -932,8 +933,9 @@ def test_timesfm_sinusoid_is_its_own_rolled_past_the_padding(tmp_path):
     seen = {}
     for name in ("input_ff_layer", "freq_emb"):
         model.get_submodule(name).register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out.double().clone()))
-    model.layers[0].register_forward_pre_hook(lambda _m, args, kwargs: seen.__setitem__("layer", (args or (kwargs["hidden_states"],))[0].double().clone()),
-                                              with_kwargs=True)
+    model.layers[0].register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.__setitem__("layer", (args or (kwargs["hidden_states"],))[0].double().clone()),
+        with_kwargs=True)
     rng = np.random.default_rng(0)
     padding = np.zeros((2, 36), np.float32)
     padding[1, :10] = 1
@@ -959,9 +961,12 @@ def test_timesfm_sinusoid_is_its_own_rolled_past_the_padding(tmp_path):
     assert any(r.runtime == "hf" for r in report.results) and all(r.status == "pass" for r in report.results)
 
 
-@pytest.mark.parametrize("values, needle", [({}, r"'use_positional_embedding' = false: TimesFM then adds no position code"),
-                                            ({"use_positional_embedding": True, "min_timescale": 2}, r"'min_timescale' = 2: scales every frequency")])
+@pytest.mark.parametrize("values, needle", [
+    ({}, r"'use_positional_embedding' = false: TimesFM then adds no position code"),
+    ({"use_positional_embedding": True, "min_timescale": 2}, r"'min_timescale' = 2: scales every frequency"),
+])
 def test_timesfm_without_its_form_is_refused_in_one_line(tmp_path, values, needle):
+    """No positional embedding (the default), or frequencies scaled by min_timescale: one PosexportError naming the key."""
     from posexport.errors import PosexportError
 
     folder = arch_zoo.tiny("timesfm", tmp_path / "timesfm", **values)
@@ -979,8 +984,10 @@ PATCH_SERIES = {"patchtst": ("patchtst", "PatchTSTModel", {"context_length": 20,
                                                          ("patchtsmixer", False, "sincos"), ("patchtsmixer", False, "random")])
 def test_patch_series_tables_are_the_encoders_own(tmp_path, model_type, cls_token, kind):
     """transformers' own tiny model holding a random table read back from a checkpoint: what its positional encoder
-    adds to random patch embeddings of every channel (its output less its input; PatchTST's class token takes row 0) is the graph's reference at 0 … rows − 1. The "sincos" table it initialises is Vaswani's interleaved
-    sinusoid less its mean over 10 × its std, which posexport's sinusoidal is not (so the table is read)."""
+    adds to random patch embeddings of every channel (its output less its input; PatchTST's class token takes
+    row 0) is the graph's reference at 0 … rows − 1; the hf runtime reads the same. The "sincos" table it
+    initialises is Vaswani's interleaved sinusoid less its mean over 10 × its std, which posexport's
+    sinusoidal is not (so the table is read)."""
     import importlib
 
     import torch
@@ -1024,6 +1031,7 @@ def test_patch_series_tables_are_the_encoders_own(tmp_path, model_type, cls_toke
 
 
 def test_patchtsmixer_without_positions_is_refused_in_one_line(tmp_path):
+    """PatchTSMixer's default adds no position code: one PosexportError naming use_positional_encoding."""
     from posexport.errors import PosexportError
 
     folder = arch_zoo.tiny("patchtsmixer", tmp_path / "patchtsmixer")
