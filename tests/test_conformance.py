@@ -102,6 +102,14 @@ def test_encoding_variants_conform(name, values, source, dtype):
     conforms(artifact(name, dtype=dtype, source=source, **values))
 
 
+@pytest.mark.parametrize("source", export.SOURCES)
+@pytest.mark.parametrize("pair_layout", ["concat", "concat-cos"])
+def test_sinusoidal_pair_layouts_conform(pair_layout, source):
+    """The matrix builds sinusoidal's default (interleaved) layout; its other channel orders conform too."""
+    art = artifact("sinusoidal", source=source, pair_layout=pair_layout, **SMALL["sinusoidal"])
+    conforms(art)
+
+
 def test_the_conformance_matrix_covers_every_source_and_dtype():
     cells = matrix()
     assert {name for name, _, _ in cells} == set(registry.ENCODINGS) and len(registry.ENCODINGS) >= 9

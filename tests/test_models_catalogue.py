@@ -982,3 +982,394 @@ def test_audio_embedders_without_positions_carry_none(tmp_path):
     with torch.no_grad():
         alone, behind = (model(w).last_hidden_state.double().numpy() for w in (wave, torch.cat([prefix, wave], 1)))
     assert alone.shape == (1, 12, 16) and np.max(np.abs(behind[:, 3 + 4:] - alone[:, 4:])) < 1e-5
+
+
+MUSICGEN = {"musicgen_decoder": ("musicgen", "MusicgenModel", "MusicgenSinusoidalPositionalEmbedding"),
+            "musicgen_melody_decoder": ("musicgen_melody", "MusicgenMelodyModel", "MusicgenMelodySinusoidalPositionalEmbedding")}
+MUSICGEN_SIZES = {"hidden_size": 48, "num_hidden_layers": 1, "num_attention_heads": 4, "ffn_dim": 64, "vocab_size": 32,
+                  "num_codebooks": 2, "max_position_embeddings": 12, "pad_token_id": 31, "bos_token_id": 31}
+
+
+def musicgen_folder(model_type: str, folder: Path) -> Path:
+    """A tiny decoder config, or a whole model's (a tiny decoder beside T5's and EnCodec's default configs)."""
+    from transformers import AutoConfig
+
+    from posexport.models import musicgen
+
+    decoder = arch_zoo.config_class(musicgen.COMPOSITES.get(model_type, model_type))(**MUSICGEN_SIZES)
+    config = decoder if model_type in musicgen.DECODERS else arch_zoo.config_class(model_type)(
+        text_encoder=AutoConfig.for_model("t5").to_dict(), audio_encoder=AutoConfig.for_model("encodec").to_dict(),
+        decoder=decoder.to_dict())
+    config.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("model_type", ["musicgen_decoder", "musicgen_melody_decoder", "musicgen", "musicgen_melody"])
+def test_musicgen_sinusoid_is_its_decoders_own(tmp_path, model_type):
+    """transformers' own tiny decoder on a forward of 9 steps (Melody: 4 conditioning states before 5 audio
+    steps): what its embed_positions returns, and what the same module returns continued from a cache of 7
+    (past its 12 initial rows), is the graph's [cos | sin] reference at those 0-based positions; the hf
+    runtime's table agrees, and so does the graph built from the folder (parity --from-model); the same table
+    laid out sines first misses by order 1."""
+    import importlib
+
+    import torch
+
+    from posexport import export
+    from posexport.models import musicgen
+
+    decoder_type = musicgen.COMPOSITES.get(model_type, model_type)
+    module_name, model_class, embedding_class = MUSICGEN[decoder_type]
+    assert {k: getattr(arch_zoo.config_class(decoder_type)(), k) for k in ("hidden_size", "max_position_embeddings")} \
+        == {"hidden_size": 1024, "max_position_embeddings": 2048}  # the reader's defaults are the config class's
+    folder = musicgen_folder(model_type, tmp_path / model_type)
+    modeling = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
+    torch.manual_seed(0)
+    model = getattr(modeling, model_class)(arch_zoo.config_class(decoder_type)(**MUSICGEN_SIZES)).eval()
+    embed = model.decoder.embed_positions
+    assert type(embed).__name__ == embedding_class
+    added = []
+    embed.register_forward_hook(lambda _m, _a, rows: added.append(rows.double().numpy()))
+    rng = np.random.default_rng(0)
+    tokens = torch.from_numpy(rng.integers(0, 31, (2, 9 if decoder_type == "musicgen_decoder" else 5)))
+    conditioning = {} if decoder_type == "musicgen_decoder" else \
+        {"encoder_hidden_states": torch.from_numpy(rng.standard_normal((1, 4, 48)).astype(np.float32))}
+    with torch.no_grad():
+        model(input_ids=tokens, **conditioning)
+        embed(torch.zeros((1, 9, 48)) if decoder_type != "musicgen_decoder" else tokens[None], cache_length=7)
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    x = rng.standard_normal((1, 9, 48))
+    for rows, start in zip(added, (0, 7)):
+        feeds = {"x": x, "position_ids": np.arange(9)[None] + start}
+        assert rows.shape == (9, 48) and np.max(np.abs(encoding.reference(p, feeds) - (x + rows))) < 1e-5
+        sines_first = encoding.reference(encoding.params(**{**role.values, "pair_layout": "concat"}), feeds)
+        assert np.max(np.abs(sines_first - (x + rows))) > 0.5
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5
+    cli_build(folder, None, {}, tmp_path / "graphs", None, backend="portable")
+    (graph,) = sorted((tmp_path / "graphs").glob("*.onnx"))
+    wrong, _ = export.save(export.build("sinusoidal", {**role.values, "pair_layout": "concat"}, backend="portable"),
+                           tmp_path / "wrong", "sines-first")
+    for onnx_path, status in ((graph, "pass"), (wrong, "fail")):
+        report = run_model_parity(folder, onnx_path, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
+        hf = [r.status for r in report.results if r.runtime == "hf"]
+        assert hf and set(hf) == {status}, (onnx_path.name, hf)
+        assert status == "fail" or all(r.status == "pass" for r in report.results)
+
+
+def test_musicgen_odd_width_is_refused_in_one_line(tmp_path):
+    """The model zero-pads an odd hidden_size's last channel: reading one is a single PosexportError naming the key."""
+    from posexport.errors import PosexportError
+
+    folder = tmp_path / "odd"
+    arch_zoo.config_class("musicgen_decoder")(**{**MUSICGEN_SIZES, "hidden_size": 47}).save_pretrained(folder)
+    with pytest.raises(PosexportError, match=r"'hidden_size' = 47: the model zero-pads") as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+TIME_SERIES_SIZES = {"prediction_length": 3, "context_length": 6, "lags_sequence": [1, 2], "num_time_features": 1,
+                     "d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+                     "decoder_attention_heads": 2, "encoder_ffn_dim": 16, "decoder_ffn_dim": 16}
+
+
+@pytest.mark.parametrize("model_type", ["time_series_transformer", "informer", "autoformer"])
+def test_time_series_sinusoid_is_each_parts_own(tmp_path, model_type):
+    """transformers' own tiny encoder-decoder on a forward of random series and time features: the rows its
+    encoder's and decoder's embed_positions return are the graph's reference at the position_ids the reader
+    says (the encoder from 0, the decoder from context_length, Autoformer's from context_length − label_length);
+    taking Autoformer's decoder from context_length, as the others', misses; the hf runtime's table agrees."""
+    import torch
+    from transformers import AutoModel
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **TIME_SERIES_SIZES,
+                           **({"label_length": 4} if model_type == "autoformer" else {}))
+    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    assert arch_zoo.config_class(model_type)(prediction_length=3).d_model == 64  # the reader's default
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config).eval()
+    added = {}
+    for part in ("encoder", "decoder"):
+        model.get_submodule(f"{part}.embed_positions").register_forward_hook(
+            lambda _m, _a, rows, part=part: added.__setitem__(part, rows.double().numpy()))
+    rng = np.random.default_rng(0)
+    series = {name: torch.from_numpy(rng.standard_normal(shape).astype(np.float32)) for name, shape in (
+        ("past_values", (1, 8)), ("past_time_features", (1, 8, 1)), ("future_values", (1, 3)), ("future_time_features", (1, 3, 1)))}
+    with torch.no_grad():
+        model(**series, past_observed_mask=torch.ones(1, 8))
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    start = 2 if model_type == "autoformer" else 6
+    for part, first in (("encoder", 0), ("decoder", start)):
+        rows = added[part]
+        x = rng.standard_normal((1, len(rows), 16))
+        feeds = {"x": x, "position_ids": np.arange(len(rows))[None] + first}
+        assert np.max(np.abs(encoding.reference(p, feeds) - (x + rows))) < 1e-6, part
+    assert f"the decoder's {start} onwards" in role.notes[0]  # what the reader tells the graph's user
+    if model_type == "autoformer":
+        feeds = {"x": x, "position_ids": np.arange(len(rows))[None] + 6}
+        assert np.max(np.abs(encoding.reference(p, feeds) - (x + added["decoder"]))) > 0.1
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5
+
+
+def test_autoformer_label_past_the_context_is_refused_in_one_line(tmp_path):
+    """label_length > context_length would start the decoder at a negative row: one PosexportError naming the key."""
+    from posexport.errors import PosexportError
+
+    folder = arch_zoo.tiny("autoformer", tmp_path / "autoformer", **{**TIME_SERIES_SIZES, "label_length": 7})
+    with pytest.raises(PosexportError, match=r"'label_length' = 7: the decoder's positions would start at .* -1") as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("pretraining", [True, False])
+def test_videomae_sinusoids_are_its_own(tmp_path, pretraining):
+    """transformers' own tiny VideoMAEForPreTraining on random frames with a random mask: what its embeddings add to
+    the kept patches (their output less the patch embeddings) and what the decoder's input adds to the projected
+    visible tokens and the mask tokens are the graph's interleaved reference at each token's patch index; sines first
+    misses; a classification folder reads the encoder's table alone."""
+    import torch
+    from transformers.models.videomae.modeling_videomae import VideoMAEForPreTraining
+
+    sizes = {"image_size": 32, "patch_size": 8, "num_frames": 4, "tubelet_size": 2, "decoder_hidden_size": 32,
+             "decoder_num_hidden_layers": 1, "decoder_num_attention_heads": 4, "decoder_intermediate_size": 32}
+    architectures = ["VideoMAEForPreTraining" if pretraining else "VideoMAEForVideoClassification"]
+    folder = arch_zoo.tiny("videomae", tmp_path / "videomae", **sizes, architectures=architectures)
+    config = arch_zoo.config_class("videomae").from_pretrained(folder)
+    assert {k: getattr(type(config)(), k) for k in ("hidden_size", "decoder_hidden_size", "image_size", "patch_size",
+                                                    "num_frames", "tubelet_size")} == \
+        {"hidden_size": 768, "decoder_hidden_size": 384, "image_size": 224, "patch_size": 16, "num_frames": 16, "tubelet_size": 2}
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["sinusoidal-encoder", *(["sinusoidal-decoder"] if pretraining else [])]
+    torch.manual_seed(0)
+    model = VideoMAEForPreTraining(config).eval()
+    seen = {}
+    for name in ("videomae.embeddings.patch_embeddings", "videomae.embeddings", "encoder_to_decoder"):
+        model.get_submodule(name).register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out.double()))
+    model.decoder.register_forward_pre_hook(lambda _m, args: seen.__setitem__("decoder", args[0].double()))
+    rng = np.random.default_rng(0)
+    masked = np.zeros(32, bool)
+    masked[rng.permutation(32)[:20]] = True
+    with torch.no_grad():
+        model(torch.from_numpy(rng.standard_normal((1, 4, 3, 32, 32)).astype(np.float32)),
+              bool_masked_pos=torch.from_numpy(masked[None]))
+    visible, hidden = np.flatnonzero(~masked), np.flatnonzero(masked)
+    mask_tokens = model.mask_token.detach().double().expand(1, 20, -1)
+    added = {"sinusoidal-encoder": (seen["videomae.embeddings"] - seen["videomae.embeddings.patch_embeddings"][:, visible]).numpy(),
+             "sinusoidal-decoder": (seen["decoder"] - torch.cat([seen["encoder_to_decoder"], mask_tokens], 1)).numpy()}
+    positions = {"sinusoidal-encoder": visible, "sinusoidal-decoder": np.concatenate([visible, hidden])}
+    for role in plan.roles:
+        encoding = get_encoding(role.encoding)
+        p = encoding.params(**role.values)
+        rows = added[role.role]
+        x = rng.standard_normal(rows.shape)
+        feeds = {"x": x, "position_ids": positions[role.role][None]}
+        assert np.max(np.abs(encoding.reference(p, feeds) - (x + rows))) < 1e-5, role.role
+        sines_first = encoding.reference(encoding.params(**{**role.values, "pair_layout": "concat"}), feeds)
+        assert np.max(np.abs(sines_first - (x + rows))) > 0.5, role.role
+        assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+
+
+def test_timesfm_sinusoid_is_its_own_rolled_past_the_padding(tmp_path):
+    """transformers' own tiny TimesFM (use_positional_embedding, max_timescale 500) on two random series, the second
+    with 10 leading padded values (two whole patches): what reaches its first layer, less the input layer's output and
+    the frequency embedding, is the graph's reference at (j − k) mod patches, k = 0 and 2; unrolled positions miss;
+    the hf runtime's module agrees, and so does the graph built from the folder (parity --from-model)."""
+    import torch
+    from transformers.models.timesfm.modeling_timesfm import TimesFmModel
+
+    sizes = {"use_positional_embedding": True, "max_timescale": 500, "hidden_size": 32, "intermediate_size": 32,
+             "head_dim": 8, "num_attention_heads": 4, "num_hidden_layers": 1, "patch_length": 4, "context_length": 36}
+    folder = arch_zoo.tiny("timesfm", tmp_path / "timesfm", **sizes)
+    config = arch_zoo.config_class("timesfm").from_pretrained(folder)
+    fresh = type(config)()
+    assert (fresh.hidden_size, fresh.min_timescale, fresh.max_timescale) == (1280, 1, 10000)  # the reader's defaults
+    torch.manual_seed(0)
+    model = TimesFmModel(config).eval()
+    seen = {}
+    for name in ("input_ff_layer", "freq_emb"):
+        model.get_submodule(name).register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out.double().clone()))
+    model.layers[0].register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.__setitem__("layer", (args or (kwargs["hidden_states"],))[0].double().clone()),
+        with_kwargs=True)
+    rng = np.random.default_rng(0)
+    padding = np.zeros((2, 36), np.float32)
+    padding[1, :10] = 1
+    with torch.no_grad():
+        model(past_values=torch.from_numpy(rng.standard_normal((2, 36)).astype(np.float32)),
+              past_values_padding=torch.from_numpy(padding), freq=torch.tensor([[0], [2]]))
+    added = (seen["layer"] - seen["input_ff_layer"] - seen["freq_emb"]).numpy()
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    x = rng.standard_normal(added.shape)
+    rolled = {"x": x, "position_ids": (np.arange(9)[None] - np.array([[0], [2]])) % 9}
+    assert np.max(np.abs(encoding.reference(p, rolled) - (x + added))) < 1e-5
+    unrolled = {"x": x, "position_ids": np.tile(np.arange(9), (2, 1))}
+    assert np.max(np.abs(encoding.reference(p, unrolled) - (x + added))) > 0.5
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(rolled) - encoding.reference(p, rolled))) < 1e-5
+    cli_build(folder, None, {}, tmp_path / "graphs", None, backend="portable")
+    (graph,) = sorted((tmp_path / "graphs").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
+    assert any(r.runtime == "hf" for r in report.results) and all(r.status == "pass" for r in report.results)
+
+
+@pytest.mark.parametrize("values, needle", [
+    ({}, r"'use_positional_embedding' = false: TimesFM then adds no position code"),
+    ({"use_positional_embedding": True, "min_timescale": 2}, r"'min_timescale' = 2: scales every frequency"),
+])
+def test_timesfm_without_its_form_is_refused_in_one_line(tmp_path, values, needle):
+    """No positional embedding (the default), or frequencies scaled by min_timescale: one PosexportError naming the key."""
+    from posexport.errors import PosexportError
+
+    folder = arch_zoo.tiny("timesfm", tmp_path / "timesfm", **values)
+    with pytest.raises(PosexportError, match=needle) as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+PATCH_SERIES = {"patchtst": ("patchtst", "PatchTSTModel", {"context_length": 20, "patch_length": 4, "patch_stride": 3}),
+                "patchtsmixer": ("patchtsmixer", "PatchTSMixerModel", {"context_length": 20, "patch_length": 4, "patch_stride": 3,
+                                                                      "use_positional_encoding": True})}
+
+
+@pytest.mark.parametrize("model_type, cls_token, kind", [("patchtst", False, "sincos"), ("patchtst", True, "random"),
+                                                         ("patchtsmixer", False, "sincos"), ("patchtsmixer", False, "random")])
+def test_patch_series_tables_are_the_encoders_own(tmp_path, model_type, cls_token, kind):
+    """transformers' own tiny model holding a random table read back from a checkpoint: what its positional encoder
+    adds to random patch embeddings of every channel (its output less its input; PatchTST's class token takes
+    row 0) is the graph's reference at 0 … rows − 1; the hf runtime reads the same. The "sincos" table it
+    initialises is Vaswani's interleaved sinusoid less its mean over 10 × its std, which posexport's
+    sinusoidal is not (so the table is read)."""
+    import importlib
+
+    import torch
+
+    from posexport.models import patch_series
+
+    name, cls, sizes = PATCH_SERIES[model_type]
+    extra = {"positional_encoding_type": kind, **({"use_cls_token": True} if cls_token else {})}
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, d_model=16, num_input_channels=3, **sizes, **extra)
+    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    fresh = type(config)()
+    assert (fresh.patch_length, fresh.patch_stride, fresh.context_length) == (*patch_series.FAMILIES[model_type], 32)
+    torch.manual_seed(0)
+    model = getattr(importlib.import_module(f"transformers.models.{name}.modeling_{name}"), cls)(config).eval()
+    encoder = model.encoder.positional_encoder
+    rows = 6 + cls_token  # (20 − 4) // 3 + 1 patches
+    initial = encoder.position_enc.detach().double().numpy()
+    if kind == "sincos":  # what the model initialises, against the formula in float64
+        x = np.random.default_rng(2).standard_normal((1, rows, 16))
+        vaswani = (get_encoding("sinusoidal").reference(get_encoding("sinusoidal").params(d_model=16), {
+            "x": x, "position_ids": np.arange(rows)[None]}) - x)[0]
+        assert np.max(np.abs(initial - (vaswani - vaswani.mean()) / (vaswani.std(ddof=1) * 10))) < 1e-6
+        assert np.max(np.abs(initial - vaswani)) > 0.5
+    encoder.position_enc.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, f"model.{patch_series.TABLE}", (rows, 16)))
+    patches = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 3, rows - cls_token, 16)).astype(np.float32))
+    with torch.no_grad():
+        out = encoder(patches)
+    added = (out[:, :, cls_token:] - patches).double().numpy()
+    if cls_token:
+        added = np.concatenate([(out[:, :, :1] - encoder.cls_token.detach()).double().numpy(), added], axis=2)
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    feeds = {"x": np.random.default_rng(0).standard_normal((6, rows, 16)), "position_ids": np.tile(np.arange(rows), (6, 1))}
+    ours = encoding.reference(p, feeds)
+    assert role.values["max_positions"] == rows and np.max(np.abs(ours - (feeds["x"] + added.reshape(6, rows, 16)))) < 1e-6
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime reads the same table
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - ours)) < 1e-5
+
+
+def test_patchtsmixer_without_positions_is_refused_in_one_line(tmp_path):
+    """PatchTSMixer's default adds no position code: one PosexportError naming use_positional_encoding."""
+    from posexport.errors import PosexportError
+
+    folder = arch_zoo.tiny("patchtsmixer", tmp_path / "patchtsmixer")
+    with pytest.raises(PosexportError, match=r"'use_positional_encoding' = false: PatchTSMixer then adds no position code") as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("pretraining", [True, False])
+def test_vit_mae_tables_are_its_own(tmp_path, pretraining):
+    """transformers' own tiny ViTMAEForPreTraining: the table it initialises is a zero class row over posexport's
+    sincos-2d reference; holding random tables read back from a checkpoint, what its embeddings add on a forward
+    with a fixed noise (class row and the kept patches' rows) and what its decoder adds to [class | unshuffled
+    tokens] are the graphs' references; the hf runtime's interpolate_pos_encoding agrees at the trained grid and
+    three others. A classification folder reads the encoder's table alone."""
+    import torch
+    from transformers.models.vit_mae.modeling_vit_mae import ViTMAEEmbeddings, ViTMAEForPreTraining
+
+    sizes = {"image_size": 32, "patch_size": 8, "decoder_hidden_size": 32, "decoder_num_hidden_layers": 1,
+             "decoder_num_attention_heads": 4, "decoder_intermediate_size": 32}
+    architectures = ["ViTMAEForPreTraining" if pretraining else "ViTMAEForImageClassification"]
+    folder = arch_zoo.tiny("vit_mae", tmp_path / "vit_mae", **sizes, architectures=architectures)
+    config = arch_zoo.config_class("vit_mae").from_pretrained(folder)
+    fresh = type(config)()
+    assert (fresh.hidden_size, fresh.image_size, fresh.patch_size) == (768, 224, 16)  # the reader's defaults
+    torch.manual_seed(0)
+    model = ViTMAEForPreTraining(config).eval()
+    embeddings, decoder = model.vit.embeddings, model.decoder
+    fresh_embeddings = ViTMAEEmbeddings(config)
+    fresh_embeddings.initialize_weights()  # what a model built from scratch starts from
+    sincos = get_encoding("sincos-2d")
+    grid = np.random.default_rng(2).standard_normal((1, 4, 4, 64))
+    initial = (sincos.reference(sincos.params(dim=64, max_grid=16), {"x": grid}) - grid).reshape(16, 64)
+    table = fresh_embeddings.position_embeddings[0].detach().double().numpy()
+    assert np.max(np.abs(table - np.vstack([np.zeros((1, 64)), initial]))) < 1e-6 and np.max(np.abs(initial)) > 0.5
+    rng = np.random.default_rng(0)
+    tables = {"vit.embeddings.position_embeddings": rng.standard_normal((1, 17, 64)).astype(np.float32),
+              "decoder.decoder_pos_embed": rng.standard_normal((1, 17, 32)).astype(np.float32)}
+    save_file(tables, str(folder / "model.safetensors"))
+    embeddings.position_embeddings.data = torch.from_numpy(tables["vit.embeddings.position_embeddings"])
+    decoder.decoder_pos_embed.data = torch.from_numpy(tables["decoder.decoder_pos_embed"])
+    seen = {}
+    for name in ("vit.embeddings.patch_embeddings", "vit.embeddings", "decoder.decoder_embed"):
+        model.get_submodule(name).register_forward_hook(
+            lambda _m, _a, out, name=name: seen.__setitem__(name, (out[0] if isinstance(out, tuple) else out).double()))
+    decoder.decoder_layers[0].register_forward_pre_hook(lambda _m, args: seen.__setitem__("decoder", args[0].double()))
+    noise = torch.from_numpy(rng.random((1, 16)).astype(np.float32))
+    with torch.no_grad():
+        out = model(torch.from_numpy(rng.standard_normal((1, 3, 32, 32)).astype(np.float32)), noise=noise)
+    kept = torch.argsort(noise, dim=1)[0, :4].numpy()  # (1 − mask_ratio 0.75) · 16 patches, lowest noise first
+    with torch.no_grad():
+        encoder_rows = torch.cat([seen["vit.embeddings"][:, :1] - embeddings.cls_token.double(),
+                                  seen["vit.embeddings"][:, 1:] - seen["vit.embeddings.patch_embeddings"][:, kept]], 1)
+        projected = seen["decoder.decoder_embed"]
+        restored = torch.cat([projected[:, 1:], decoder.mask_token.double().expand(1, 12, -1)], 1)[:, out.ids_restore[0]]
+        decoder_rows = seen["decoder"] - torch.cat([projected[:, :1], restored], 1)
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["vit-learned", *(["learned-decoder"] if pretraining else [])]
+    encoding = get_encoding("vit-learned")
+    p = encoding.params(**{**plan.roles[0].values, "max_grid": 24})
+    x, cls = rng.standard_normal((1, 4, 4, 64)), rng.standard_normal((1, 1, 64))
+    ours = encoding.reference(p, {"x": x, "cls": cls}) - np.concatenate([cls, x.reshape(1, 16, 64)], 1)
+    assert np.max(np.abs(ours[:, np.concatenate([[0], 1 + kept])] - encoder_rows.numpy())) < 1e-5
+    entry = plan.manifest_entry(plan.roles[0])
+    assert recipe_problem(entry) == ""  # the hf runtime accepts the recipe
+    session = SESSIONS[plan.roles[0].hf["kind"]](Built(encoding, p, entry), entry)
+    for feeds in feeds_for(encoding, p, rng, grids=((4, 4), *GRIDS[1:])):
+        exact = encoding.reference(p, feeds)
+        assert np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact))) < 1e-5
+    if pretraining:
+        role = plan.roles[1]
+        learned_encoding = get_encoding(role.encoding)
+        x = rng.standard_normal((1, 17, 32))
+        ours = learned_encoding.reference(learned_encoding.params(**role.values), {"x": x, "position_ids": np.arange(17)[None]})
+        assert np.max(np.abs(ours - (x + decoder_rows.numpy()))) < 1e-5

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import audio_encoders, chunked_audio, config, decoders, deepseek, learned, patch_table, sinusoids, swin, t5, vit
+from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, patch_series, patch_table, sinusoids,
+               swin, t5, time_series, vit)
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -79,6 +80,9 @@ READERS: dict[str, str] = {
     "roformer": "roformer",
     "bark": "bark",
     "videoprism_text_model": "videoprism",
+    "videomae": "videomae",
+    "timesfm": "timesfm",
+    "vit_mae": "vit_mae",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),
@@ -90,6 +94,9 @@ READERS: dict[str, str] = {
     **dict.fromkeys(audio_encoders.FAMILIES, "audio_encoders"),
     **dict.fromkeys(chunked_audio.FAMILIES, "chunked_audio"),
     "dots3_note_audio_encoder": "dots3_audio",
+    **dict.fromkeys(musicgen.FAMILIES, "musicgen"),
+    **dict.fromkeys(time_series.FAMILIES, "time_series"),
+    **dict.fromkeys(patch_series.FAMILIES, "patch_series"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 

@@ -155,8 +155,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "a learned spatial table plus a temporal table (video), or space-time tables of their own layout; "
     "not modelled": ("timesformer", "vivit", "hiera", "pvt", "yolos", "sapiens2_head", "videoprism_vision_model"),
     # --- fixed sinusoids ------------------------------------------------------------------------------------
-    "MusicGen: fairseq's sinusoid laid out [cos | sin] (cosines first); posexport's sinusoidal puts sines first "
-    "in both layouts: differs": ("musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder"),
     "Kosmos-2.5 and SeamlessM4T-v2 composites: a fairseq sinusoid in their text parts (kosmos_2_5_text_model is "
     "read as its own type) beside towers of other forms (Kosmos-2.5's Pix2Struct-style patch rows and columns, "
     "SeamlessM4T-v2's Conformer speech encoder with relative_key positions); the composite folders not read yet":
@@ -169,10 +167,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "rt_detr_resnet", "d_fine", "deimv2", "pp_doclayout_v2", "pp_doclayout_v3", "pp_doclayout_v4",
          "omdet-turbo", "maskformer", "mask2former", "oneformer", "grounding-dino", "mm-grounding-dino",
          "lightglue", "superglue", "slanet"),
-    "fixed 2-D sincos or 1-D sinusoid tables over patches or time steps in their own layouts (MAE's with a "
-    "class token, VideoMAE's, time-series encoders); not checked against sincos-2d yet":
-        ("vit_mae", "videomae", "patchtst", "patchtsmixer", "timesfm", "autoformer", "informer",
-         "time_series_transformer"),
     # --- relative biases and other forms ---------------------------------------------------------------------
     "LongT5: T5 buckets inside local or transient-global attention blocks; not modelled": ("longt5",),
     "Pix2Struct: T5-style buckets in its text decoder and 2-D row/column patch tables in its encoder; not read yet":
