@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, decoders, pending, qwen_vl
+from . import READERS, composite, decoders, pending, qwen_vl
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -18,7 +18,7 @@ READER_ENCODINGS = {
     "glm": "rope (partial, interleaved pairs)", "deepseek": "rope (qk_rope_head_dim, yarn mscale)", "falcon": "rope",
     "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "swin": "swin bias",
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
-    "wrapper": "its text model's (text_config)",
+    "wrapper": "its text model's (text_config)", "composite": "each part's, read as the part's own type",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
     "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
@@ -91,6 +91,9 @@ def encodings_of(model_type: str) -> str:
         return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
                           *(["mrope-vision (axial)"] if vision else []),
                           *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
+    if reader == "composite":
+        return "; ".join(f"{p.role}: " + (encodings_of(p.model_type) if p.model_type else f"its {p.key} type's")
+                         for p in composite.COMPOSITES[model_type].parts)
     if reader != "decoders":
         return READER_ENCODINGS[reader]
     spec = decoders.DECODERS[model_type]

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .. import guarded
+from .. import checkpoint, guarded
 from ..errors import PosexportError
 # POSITION_WORDS: key names that speak of positions. A key matching it that the architecture's reader did
 # not take, or did not declare harmless, stops the build.
@@ -21,9 +21,20 @@ MISSING = object()
 class ModelConfig:
     """config.json of one architecture; ``get`` marks a key as read, ``check_all_read`` finds the rest."""
 
-    def __init__(self, data: dict[str, Any], architecture: str, source: str, folder: Path | None = None):
+    def __init__(self, data: dict[str, Any], architecture: str, source: str, folder: Path | None = None,
+                 within: str = ""):
         self.data, self.architecture, self.source, self.folder = data, architecture, source, folder
+        # A composite's part: the module its model holds the part under (`text_model`); its tables are found there only.
+        self.within = within
         self.read: set[str] = set()
+
+    def locate(self, keys: tuple[str, ...]) -> tuple[Path, str]:
+        """(file, key) of the first of ``keys`` (the names a checkpoint of this type gives a table) in the folder's
+        checkpoint; for a composite's part, each name under the part's module (kept when it already starts there),
+        so that no other part's table is ever taken for this one's."""
+        if self.within:
+            keys = tuple(dict.fromkeys(k if k.startswith(f"{self.within}.") else f"{self.within}.{k}" for k in keys))
+        return checkpoint.locate(self.folder, keys)
 
     def has(self, key: str) -> bool:
         self.read.add(key)

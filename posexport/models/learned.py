@@ -13,7 +13,6 @@ The table is read from the checkpoint; the graph adds table[position_ids] to x, 
 
 from __future__ import annotations
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
@@ -80,6 +79,7 @@ TABLES = {
     "flava_text_model": bert_like("text_model"),
     "altclip_text_model": bert_like("text_model", 514, FROM_PADDING, table="roberta.embeddings.position_embeddings"),
     "bridgetower_text_model": bert_like("text_model", 514, FROM_PADDING),
+    "clap_text_model": bert_like("text_model", 514, FROM_PADDING),
 }
 OPT_OFFSET = 2
 # Encoder-decoder (and BioGPT, TrOCR, PP-FormulaNet's text model: decoder-only) tables `embed_positions` under these parts, each its
@@ -130,7 +130,7 @@ def read(cfg: ModelConfig) -> list[Role]:
                   f"rows 0 … {pad} belong to padding",)
     elif start == FROM_TWO:
         notes += ("position_ids start at 2 (the model's position_ids buffer is arange + 2); rows 0 and 1 are never used",)
-    path, key = checkpoint.locate(cfg.folder, keys)
+    path, key = cfg.locate(keys)
     values = {"weights": str(path), "key": key, "max_positions": rows, "row_offset": offset}
     # Used once, on the input embeddings (no attention layer): the role has no layers.
     return [Role("learned", "learned", values, (), notes, {"kind": "learned", "key": key, "opt": bool(offset)})]
@@ -151,7 +151,7 @@ def bart_like(cfg: ModelConfig) -> list[Role]:
                  "only the learned table is read; TrOCR's sinusoidal positions are not")
     roles = []
     for part, rows_key, default in zip(parts, rows_keys, defaults):
-        path, key = checkpoint.locate(cfg.folder, table_keys(part))
+        path, key = cfg.locate(table_keys(part))
         values = {"weights": str(path), "key": key, "max_positions": cfg.number(rows_key, default, integer=True),
                   "row_offset": offset}
         notes = (CONTRACT, f"position_ids are 0-based (the {part or 'model'}'s own: past length + token index)",

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 from .vit import square
@@ -77,7 +76,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         if cfg.get(key, value) != value:
             cfg.fail(key, cfg.get(key), f"only {value} is read (the learned table; AIMv2's native mode is a 2-D sincos)")
     rows = family.rows(cfg)
-    path, key = checkpoint.locate(cfg.folder, (family.table, *(f"{base}.{family.table}" for base in family.bases)))
+    path, key = cfg.locate((family.table, *(f"{base}.{family.table}" for base in family.bases)))
     notes = (f"x is {family.added_to}; position_ids are 0 … {rows - 1}, the table's rows",
              "the tower takes its trained input size only (it never resamples the table)")
     return [Role("learned", "learned", {"weights": str(path), "key": key, "max_positions": rows}, (), notes,

@@ -99,8 +99,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "not read yet": ("esm", "esmfold2"),
     "CLVP: rotary in its encoders beside learned tables in its decoder; not read yet":
         ("clvp", "clvp_encoder", "clvp_decoder"),
-    "PE audio/video encoders: ModernBERT text model plus an encoder rope read only as its own type "
-    "(pe_audio_encoder …); the composite not read yet": ("pe_audio", "pe_audio_video", "pe_video"),
+    "PE video composites: their video encoder embeds each frame with a timm image model (video_config.vision_config, "
+    "timm_wrapper), whose positions are timm's code, not read": ("pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------
     "SigLIP-2 NaFlex: the learned grid resampled per image with antialiased bilinear weights (a triangle filter "
     "widened by the scale when shrinking: resize_positional_embeddings); vit-learned's bilinear has no antialias":
@@ -122,11 +122,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "minicpmv4_7_vision", "idefics2_perceiver", "idefics_perciever", "phi4_multimodal_vision"),
     "dual encoder or vision-language model holding a learned text table and a learned vision grid (two "
     "towers, read as each tower's type once those are read)":
-        ("clip", "siglip", "siglip2", "metaclip_2", "owlvit", "owlv2", "xclip", "groupvit", "aimv2", "clipseg",
-         "chinese_clip", "altclip", "blip", "bridgetower", "align", "flava", "flava_multimodal_model", "git",
-         "kosmos-2", "kosmos_2_text_model", "videoprism", "tipsv2", "tipsv2_vision_model", "vilt", "pp_formulanet",
-         "t5gemma2", "t5gemma2_encoder", "t5gemma2_decoder", "t5gemma2_text", "phi4_multimodal", "pi0",
-         "nemotron_h_omni", "fun_asr_nano", "blip-2", "instructblip", "instructblipvideo", "slanext"),
+        ("flava_multimodal_model", "git", "kosmos-2", "kosmos_2_text_model", "videoprism", "tipsv2",
+         "tipsv2_vision_model", "vilt", "pp_formulanet", "t5gemma2", "t5gemma2_encoder", "t5gemma2_decoder",
+         "t5gemma2_text", "phi4_multimodal", "pi0", "nemotron_h_omni", "blip-2", "instructblip",
+         "instructblipvideo", "slanext"),
+    "a composite one of whose parts is not read (composite.py reads the others): SigLIP-2's NaFlex vision tower "
+    "(siglip2_vision_model)": ("siglip2",),
+    "X-CLIP: its text and vision towers are read as their own types, but its multi-frame integration transformer "
+    "adds a learned table over frames (mit.position_embedding), which no reader reads": ("xclip",),
     "Q-Former or resampler: learned query tokens (and a BERT-like table on its text side), attending to "
     "image features; not read yet": ("blip_2_qformer", "instructblip_qformer", "instructblipvideo_qformer"),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
@@ -173,7 +176,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("pix2struct", "pix2struct_text_model", "pix2struct_vision_model"),
     "Swin-V2: continuous position bias from a small MLP over log-spaced offsets; not modelled":
         ("swinv2", "swin2sr"),
-    "CLAP: a RoBERTa text table and an HTS-AT (Swin) audio tower; the composite not read yet": ("clap", "clap_text_model"),
     "DeBERTa: disentangled relative attention (content-to-position and position-to-content terms); not "
     "modelled": ("deberta", "deberta-v2"),
     "MPNet: T5-style relative buckets on top of an absolute table; not modelled": ("mpnet",),
@@ -205,9 +207,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "vibevoice_diffusion"),
     "Moshi's depth decoder: no rope (use_rope=False), each codebook step has its own weights (flexible "
     "linear) instead of a position encoding": ("moshi_depth",),
-    "an encoder-decoder or multi-part composite whose parts are read as their own types (dia_encoder, "
-    "dia_decoder; blt_patcher, blt_local_encoder …; t5_gemma_module): the composite folder not read yet":
-        ("dia", "blt", "t5gemma"),
     "DBRX: transformers 5.24 rotates with rope_parameters (default θ 10000) while attn_config.rope_theta (500000 "
     "in published configs) goes unused; posexport will not pick one of the two": ("dbrx",),
     "DiNAT: neighborhood attention (natten) with its own relative position bias; not modelled": ("dinat",),

@@ -105,7 +105,7 @@ class ModelPlan:
 
 def covers(role: Role, layer: int) -> bool:
     """Whether the language model's layer ``layer`` uses the role: a role without layer numbers is used by
-    every layer; a vision tower's roles (their own layer numbers) by none."""
-    if role.hf.get("vision_config"):
+    every layer; a vision tower's roles (their own layer numbers) and a composite's parts beside its text model by none."""
+    if role.hf.get("vision_config") or role.hf.get("part", "text_config") != "text_config":
         return False
     return not role.layers or layer in role.layers

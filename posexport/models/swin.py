@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 from .vit import grid_role
@@ -67,7 +66,7 @@ def read(cfg: ModelConfig) -> list[Role]:
                                ABSOLUTE_NOTES, "swin-absolute"))
     for stage, (count, stage_heads) in enumerate(zip(depths, heads)):
         for block in range(count):
-            path, key = checkpoint.locate(cfg.folder, table_keys(stage, block, family))
+            path, key = cfg.locate(table_keys(stage, block, family))
             values = {"window_h": window, "window_w": window, "heads": stage_heads, "weights": str(path), "key": key}
             module, attention = family.attention.split(":") if family.attention else ("swin.modeling_swin", "")
             hf = {"kind": "swin", "key": key, "window": window, "module": f"transformers.models.{module}",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
@@ -123,7 +122,7 @@ def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys:
     resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75; or
     antialiased, torch's a = −0.5; or DPT's bilinear)."""
     side = square(cfg, "image_size", sizes[0]) // (patch := square(cfg, "patch_size", sizes[1]))
-    path, key = checkpoint.locate(cfg.folder, keys)
+    path, key = cfg.locate(keys)
     values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,
               "distillation_token": prefix == 2, "cubic_coefficient": -0.5 if antialias else -0.75, "antialias": antialias,
               **({"interpolation": "bilinear"} if bilinear else {}),

@@ -60,6 +60,7 @@ CALLABLES = {
     "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
     "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
+    "part": re.compile(r"([a-z_]+_config|encoder|decoder)(\.[a-z_]+_config)*"),  # a composite's sub-config
 }
 
 
@@ -86,6 +87,8 @@ def auto_config(entry: Mapping[str, Any]) -> Any:
     from transformers import AutoConfig
 
     cfg = AutoConfig.from_pretrained(entry["folder"], local_files_only=True)
+    for name in entry["hf"]["part"].split(".") if "part" in entry["hf"] else ():  # a composite's part: its own config
+        cfg = getattr(cfg, name)
     if entry["hf"].get("vision_config"):
         return cfg.vision_config
     return cfg.get_text_config() if entry["hf"].get("text_config") else cfg

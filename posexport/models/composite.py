@@ -1,0 +1,122 @@
+"""Composite model folders whose parts posexport reads as their own types: dual encoders (CLIP and its kin: a
+text tower's learned table and a vision tower's learned grid), encoder-decoders whose encoder and decoder
+have configs of their own (Dia, T5Gemma), multi-part models (BLT), audio-text models (CLAP, PE-Audio,
+Fun-ASR-Nano).
+
+Each part is its sub-config (text_config, vision_config, encoder_config …) read by its own type's reader
+exactly as a folder of that type (wrapper.py does the same for a wrapper's text_config), its roles renamed
+with the part's prefix (`text-learned`, `vision-vit-learned`). transformers builds each part with the class
+the composite's config class fixes for it, so the sub-config must be of the line's type (a part the config
+class leaves to AutoConfig is read as its own model_type). A part's trained
+tables are looked up only under the module the composite's model holds it in (CLIPModel's `text_model`,
+`vision_model`), and the hf runtime runs the part's own code on that sub-config (recipe `part`). Sub-configs
+of towers without a position encoding are named in the line with why."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass
+
+from .config import ModelConfig
+from .plan import Role
+
+
+@dataclass(frozen=True)
+class Part:
+    key: str  # its sub-config in config.json
+    model_type: str | None  # the type the composite's config class makes it (None: its own model_type, any read type)
+    role: str  # the prefix of its roles' names
+    module: str = ""  # where the composite's model holds it: its checkpoint names start there
+    note: str = ""  # what its position_ids are, where the composite gives them otherwise than a folder of its type
+
+
+@dataclass(frozen=True)
+class Composite:
+    parts: tuple[Part, ...]
+    # (sub-config, its model_type, why it holds no position encoding)
+    without: tuple[tuple[str, str, str], ...] = ()
+    unused: tuple[str, ...] = ()  # top-level keys that speak of positions but reach no part's position code
+
+
+def dual(text: str, vision: str) -> Composite:
+    """A dual encoder: its text tower under `text_model`, its vision tower under `vision_model`."""
+    return Composite((Part("text_config", text, "text", "text_model"), Part("vision_config", vision, "vision", "vision_model")))
+
+
+COMPOSITES: dict[str, Composite] = {
+    "clip": dual("clip_text_model", "clip_vision_model"),
+    "siglip": dual("siglip_text_model", "siglip_vision_model"),
+    "metaclip_2": dual("metaclip_2_text_model", "metaclip_2_vision_model"),
+    "owlvit": dual("owlvit_text_model", "owlvit_vision_model"),
+    "owlv2": dual("owlv2_text_model", "owlv2_vision_model"),
+    "groupvit": dual("groupvit_text_model", "groupvit_vision_model"),
+    "aimv2": dual("aimv2_text_model", "aimv2_vision_model"),
+    "clipseg": dual("clipseg_text_model", "clipseg_vision_model"),
+    "chinese_clip": dual("chinese_clip_text_model", "chinese_clip_vision_model"),
+    "altclip": dual("altclip_text_model", "altclip_vision_model"),
+    "blip": dual("blip_text_model", "blip_vision_model"),
+    "bridgetower": dual("bridgetower_text_model", "bridgetower_vision_model"),
+    "flava": Composite((Part("text_config", "flava_text_model", "text", "text_model"),
+                        Part("image_config", "flava_image_model", "image", "image_model")),
+                       (("multimodal_config", "flava_multimodal_model",
+                         "the multimodal encoder takes the towers' hidden states (positions added) and a class token"),
+                        ("image_codebook_config", "flava_image_codebook",
+                         "the image codebook (pretraining targets) is convolutional"))),
+    "align": Composite((Part("text_config", "align_text_model", "text", "text_model"),),
+                       (("vision_config", "align_vision_model",
+                         "the vision tower is an EfficientNet (convolutional)"),)),
+    "clap": Composite((Part("text_config", "clap_text_model", "text", "text_model"),
+                       Part("audio_config", "clap_audio_model", "audio", "audio_model"))),
+    "dia": Composite((Part("encoder_config", "dia_encoder", "encoder", "encoder"),
+                      Part("decoder_config", "dia_decoder", "decoder", "decoder"))),
+    "t5gemma": Composite((Part("encoder", "t5_gemma_module", "encoder", "encoder"),
+                          Part("decoder", "t5_gemma_module", "decoder", "decoder"))),
+    "blt": Composite((Part("patcher_config", "blt_patcher", "patcher", "patcher"),
+                      Part("encoder_config", "blt_local_encoder", "encoder", "local_encoder"),
+                      Part("global_config", "blt_global_transformer", "global", "global_transformer",
+                           note="BltModel gives the global transformer patch indices (0 … patches − 1) as position_ids; "
+                                "the local encoder and decoder take byte indices"),
+                      Part("decoder_config", "blt_local_decoder", "decoder", "local_decoder")),
+                     # BltModel builds each part's rotary from the part's own config: the top level's reach none
+                     unused=("rope_parameters", "max_position_embeddings")),
+    "fun_asr_nano": Composite((Part("text_config", None, "text", "language_model"),
+                               Part("audio_config", None, "audio", "audio_tower")),
+                              (("adaptor_config", "", "the projector's adaptor layers attend without positions "
+                                                      "(FunAsrNanoEncoderLayer with use_fsmn=False)"),)),
+    "pe_audio": Composite((Part("text_config", None, "text", "text_model"),
+                           Part("audio_config", "pe_audio_encoder", "audio", "audio_encoder"))),
+}
+NOTE = "the {role} part ({key}, model_type {inner}) read as a {inner} folder"
+
+
+def read(cfg: ModelConfig) -> list[Role]:
+    from . import READERS
+
+    line = COMPOSITES[cfg.architecture]
+    cfg.ignore(*line.unused)
+    for key, model_type, why in line.without:
+        data = cfg.get(key, {})
+        if not isinstance(data, dict) or data.get("model_type", model_type) != model_type:
+            cfg.fail(key, data, f"expected a {model_type} config ({why}: no position encoding)")
+    beside = tuple(f"{key}{f' ({model_type})' if model_type else ''}: no position encoding; {why}"
+                   for key, model_type, why in line.without)
+    roles = []
+    for part in line.parts:
+        data = cfg.get(part.key)
+        inner = data.get("model_type", part.model_type) if isinstance(data, dict) else None
+        if part.model_type is not None and inner != part.model_type:
+            cfg.fail(part.key, data if not isinstance(data, dict) else inner,
+                     f"the {cfg.architecture} model builds this part as {part.model_type}")
+        if inner not in READERS:
+            cfg.fail(f"{part.key}.model_type", inner, "that part is not in posexport's catalogue")
+        within = ".".join(m for m in (cfg.within, part.module) if m)
+        sub = ModelConfig(data, inner, f"{cfg.source} {part.key}", cfg.folder, within)
+        read_part = importlib.import_module(f"{__package__}.{READERS[inner]}").read
+        found = read_part(sub)
+        sub.check_all_read()
+        notes = (NOTE.format(role=part.role, key=part.key, inner=inner), *filter(None, [part.note]), *beside)
+        roles += [dataclasses.replace(r, role=f"{part.role}-{r.role}", notes=(*r.notes, *notes),
+                                      hf={**r.hf, "part": ".".join((part.key, *filter(None, [r.hf.get("part")])))})
+                  for r in found]
+    return roles

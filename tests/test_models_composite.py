@@ -1,0 +1,229 @@
+"""Composite folders (posexport/models/composite.py): each composite's tiny model built by transformers from
+its own config class, its position tables random and saved under the names the composite's model gives them;
+every role against the composite model's own modules (the table rows its text tower adds on a forward, its
+vision embeddings' interpolate_pos_encoding, its parts' rotary frequencies) and against the part's own code in
+the hf runtime, float64 references on random inputs; CLIP through `parity --from-model`, and a misread (its
+text table built from the vision tower's key) failing there."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+from posexport.contract import Case  # noqa: E402
+from posexport.dtypes import DTYPES  # noqa: E402
+from posexport.errors import PosexportError  # noqa: E402
+from posexport.models import composite, learned, read_model  # noqa: E402
+from posexport.models.check import run_model_parity  # noqa: E402
+from posexport.models.cli import build as cli_build  # noqa: E402
+from posexport.registry import get_encoding  # noqa: E402
+from posexport.rope import scaling  # noqa: E402
+from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa: E402
+
+from safetensors.numpy import save_file  # noqa: E402
+
+from . import arch_zoo  # noqa: E402
+from .test_models_catalogue import START, Built, feeds_for  # noqa: E402
+
+# Part sizes the tiny defaults do not fit: CLAP's Swin stages take per-stage heads, ModernBERT's token ids
+# need its own vocabulary.
+PART_SIZES = {
+    "clap_audio_model": {"depths": [1, 1], "num_attention_heads": [2, 4], "window_size": 4, "spec_size": 64,
+                         "hidden_size": 64, "patch_embeds_hidden_size": 16},
+    "modernbert": {**arch_zoo.sized(arch_zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
+}
+# BLT's hash embeddings (500002 rows by default); Fun-ASR-Nano's adaptor sized to its text model
+TOP_SIZES = {"blt": {"encoder_hash_byte_group_vocab": 64},
+             "fun_asr_nano": {"adaptor_config": {"hidden_size": 64, "intermediate_size": 16}}}
+TABLES = r"position_embedding|relative_position_bias_table"
+
+
+def tiny_composite(model_type: str, folder: Path):
+    """config.json of the composite (each part at the tiny sizes) and model.safetensors holding the position
+    tables of transformers' own composite model, random, under that model's names; returns the model holding them."""
+    import re
+
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    cls = arch_zoo.config_class(model_type)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        default = cls()
+        parts = {}
+        for part in composite.COMPOSITES[model_type].parts:
+            sub = type(getattr(default, part.key))
+            sizes = PART_SIZES.get(sub.model_type, arch_zoo.sized(sub, sub.model_type))
+            parts[part.key] = {"model_type": sub.model_type, **sizes}
+        cls(**parts, **TOP_SIZES.get(model_type, {})).save_pretrained(folder)
+    torch.manual_seed(0)
+    model = AutoModel.from_config(AutoConfig.from_pretrained(folder)).eval()
+    rng = np.random.default_rng(0)
+    tables = {name: rng.standard_normal(tuple(p.shape)).astype(np.float32)
+              for name, p in model.named_parameters() if re.search(TABLES, name)}
+    if tables:
+        save_file(tables, str(folder / "model.safetensors"))
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in tables.items()}, strict=False)
+    return model
+
+
+def part_of(model_type: str, role) -> composite.Part:
+    return next(p for p in composite.COMPOSITES[model_type].parts if p.key == role.hf["part"])
+
+
+def hf_session(plan, role, p):
+    entry = plan.manifest_entry(role)
+    assert recipe_problem(entry) == ""  # the hf runtime accepts the recipe
+    return SESSIONS[role.hf["kind"]](Built(get_encoding(role.encoding), p, entry), entry)
+
+
+def rows_the_tower_adds(model, part, role, config) -> tuple[np.ndarray, np.ndarray]:
+    """(position_ids, the rows) the composite's own part adds on a forward: 9 tokens of a text tower, or the
+    patches of a vision tower at its input size (a hook on the table's module)."""
+    import torch
+
+    module = model.get_submodule(role.values["key"].removesuffix(".weight"))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows.reshape(-1, rows.shape[-1])))
+    sub = getattr(config, part.key)
+    if part.role == "text":
+        tokens = [i for i in range(2, 64) if i != getattr(sub, "pad_token_id", None)][:9]
+        inputs = {"input_ids": torch.tensor([tokens])}
+        start = START[learned.TABLES[sub.model_type][3]](sub)
+    else:
+        pixels = torch.from_numpy(np.random.default_rng(1).standard_normal((1, 3, sub.image_size, sub.image_size)))
+        inputs, start = {"pixel_values": pixels.float()}, 0
+    with torch.no_grad():
+        model.get_submodule(part.module)(**inputs)
+    rows = added[0].double().numpy()
+    return np.arange(len(rows))[None] + start, rows[None]
+
+
+def role_feeds(encoding, p, rng) -> list[dict[str, np.ndarray]]:
+    """Random feeds: a grid encoding at its trained grid, smaller and larger; a table's first and last rows;
+    a rope's positions from 0 and from 5000; a window bias's scores."""
+    if encoding.name == "swin":  # scores of one window
+        tokens = p.window_h * p.window_w
+        return [{"scores": rng.standard_normal((2, p.heads, tokens, tokens)).astype(np.float32)}]
+    if encoding.family == "vision":
+        return feeds_for(encoding, p, rng, grids=((p.trained_h, p.trained_w), (3, 5), (11, 8)))
+    if encoding.name == "learned":
+        seq = min(17, p.rows)
+        return [encoding.feeds(p, Case(f"at{s}", {"batch": 2, "seq": seq}, start=s), DTYPES["float32"], rng)
+                for s in (0, p.rows - seq)]
+    return feeds_for(encoding, p, rng)
+
+
+@pytest.mark.parametrize("model_type", sorted(composite.COMPOSITES))
+def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_type):
+    """Every role a part's reader gives, renamed with the part's prefix, against the composite model's own module
+    for that part and against the part's own code in the hf runtime (on the part's sub-config, the table read
+    under the composite's name)."""
+    model = tiny_composite(model_type, tmp_path / model_type)
+    plan, config = read_model(tmp_path / model_type), model.config
+    prefixes = {p.role for p in composite.COMPOSITES[model_type].parts}
+    assert {r.role.split("-")[0] for r in plan.roles} == prefixes
+    names, rng = dict(model.named_parameters()), np.random.default_rng(0)
+    for role in plan.roles:
+        part = part_of(model_type, role)
+        encoding = get_encoding(role.encoding)
+        p = encoding.params(**role.values)
+        session = hf_session(plan, role, p)
+        if "key" in role.values:  # the composite's own table of this part
+            assert role.values["key"] in names and role.values["key"].startswith(f"{part.module}."), role.values["key"]
+        if role.encoding == "learned":
+            positions, rows = rows_the_tower_adds(model, part, role, config)
+            x = rng.standard_normal(rows.shape)
+            assert np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + rows))) < 1e-6, role.role
+        if role.encoding == "vit-learned":  # the composite's own embeddings module resamples its table
+            session.embeddings = model.get_submodule(role.values["key"].removesuffix(f".{role.hf.get('table', 'position_embeddings')}"))
+        if role.encoding == "rope":  # the composite's own rotary module for the part: the frequencies the graph turns by
+            rotary = next(m for m in model.get_submodule(part.module).modules() if type(m).__name__.endswith("RotaryEmbedding"))
+            prefix = f"{role.hf['layer_type']}_" if role.hf.get("layer_type") else ""
+            theirs = getattr(rotary, f"{prefix}inv_freq").double().numpy()
+            ours, factor = scaling.frequencies(p)
+            assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs) and factor == 1.0, role.role
+        for feeds in role_feeds(encoding, p, rng):
+            exact = encoding.reference(p, feeds)
+            error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
+            largest = int(feeds["position_ids"].max()) if "position_ids" in feeds else 0
+            # a resampled grid: transformers' float32 bicubic, the vision towers' own bound (test_models_catalogue)
+            bound = 1e-5 if role.encoding == "vit-learned" else model_bound(DTYPES["float32"].bound(largest), largest)
+            assert error < bound, (role.role, error)
+
+
+def test_clip_passes_parity_from_model_and_a_misread_table_fails(tmp_path):
+    """CLIP's two roles built as a user builds them and judged against CLIPModel's parts' own code; the text
+    table built from the vision tower's key (a part reader looking outside its part) fails against it."""
+    from posexport import export
+
+    folder = tmp_path / "clip"
+    tiny_composite("clip", folder)
+    lines = cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    graphs = sorted((tmp_path / "built").glob("*.onnx"))
+    assert len(graphs) == 2, lines
+    for graph in graphs:
+        report = run_model_parity(folder, graph, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
+        bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+        assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    plan = read_model(folder)
+    text, vision = plan.role("text-learned"), plan.role("vision-vit-learned")
+    grid_rows = vision.values["trained_h"] * vision.values["trained_w"] + 1
+    wrong = export.build("learned", {**text.values, "key": vision.values["key"], "max_positions": grid_rows},
+                         backend="portable")
+    onnx_path, _ = export.save(wrong, tmp_path, "clip-text-from-vision")
+    report = run_model_parity(folder, onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
+    assert [r.status for r in report.results if r.runtime == "hf"] and all(
+        r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+@pytest.mark.parametrize("model_type", ["dia", "clap", "pe_audio"])
+def test_composite_roles_build_and_pass_parity_from_model(tmp_path, model_type):
+    """A rope composite, a Swin-biased audio tower beside a RoBERTa table, and a ModernBERT text model beside an
+    audio encoder: every graph built from the folder passes against the parts' own code."""
+    folder = tmp_path / model_type
+    tiny_composite(model_type, folder)
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    for graph in sorted((tmp_path / "built").glob("*.onnx")):
+        report = run_model_parity(folder, graph, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
+        bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+        assert not bad and any(r.runtime == "hf" for r in report.results), bad
+
+
+def test_the_registry_names_every_composite_line():
+    from posexport.models import COMPOSITES, READERS
+
+    assert COMPOSITES == tuple(composite.COMPOSITES) and all(READERS[t] == "composite" for t in COMPOSITES)
+
+
+def test_a_composite_part_of_another_type_is_refused_in_one_line(tmp_path):
+    """CLIPModel builds its text_config as CLIPTextConfig whatever the sub-dict says: a text_config naming
+    another type is refused, naming the key, not read as that type."""
+    import json
+
+    folder = tmp_path / "clip"
+    tiny_composite("clip", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["text_config"]["model_type"] = "bert"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PosexportError, match="'text_config'.*builds this part as clip_text_model") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_part_key_the_part_does_not_read_is_refused(tmp_path):
+    """A position key in a part's sub-config that its type's reader does not take stops the read, naming the part."""
+    import json
+
+    folder = tmp_path / "clip"
+    tiny_composite("clip", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["vision_config"]["rope_theta"] = 10000.0
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PosexportError, match="vision_config: clip_vision_model config key 'rope_theta'"):
+        read_model(folder)
