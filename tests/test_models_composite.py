@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 from posexport.contract import Case  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
-from posexport.models import composite, learned, read_model  # noqa: E402
+from posexport.models import composite, learned, read_model, sinusoids  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -36,6 +36,9 @@ PART_SIZES = {
     "clap_audio_model": {"depths": [1, 1], "num_attention_heads": [2, 4], "window_size": 4, "spec_size": 64,
                          "hidden_size": 64, "patch_embeds_hidden_size": 16},
     "modernbert": {**arch_zoo.sized(arch_zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
+    # the Gemma-4 assistant's text model: no per-layer inputs (its config class refuses them)
+    "gemma4_text": {**arch_zoo.sized(arch_zoo.config_class("gemma4_text"), "gemma4_text"), "hidden_size_per_layer_input": 0,
+                    "vocab_size_per_layer_input": 0},
 }
 # BLT's hash embeddings (500002 rows by default); Fun-ASR-Nano's adaptor sized to its text model
 TOP_SIZES = {"blt": {"encoder_hash_byte_group_vocab": 64},
@@ -49,20 +52,24 @@ def tiny_composite(model_type: str, folder: Path):
     import re
 
     import torch
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     cls = arch_zoo.config_class(model_type)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        default = cls()
         parts = {}
         for part in composite.COMPOSITES[model_type].parts:
-            sub = type(getattr(default, part.key))
-            sizes = PART_SIZES.get(sub.model_type, arch_zoo.sized(sub, sub.model_type))
-            parts[part.key] = {"model_type": sub.model_type, **sizes}
+            # a part the config class leaves to AutoConfig: its default type
+            inner = part.model_type or cls.sub_configs_defaults[part.key].model_type
+            sizes = PART_SIZES.get(inner, arch_zoo.sized(arch_zoo.config_class(inner), inner))
+            parts[part.key] = {"model_type": inner, **sizes}
         cls(**parts, **TOP_SIZES.get(model_type, {})).save_pretrained(folder)
     torch.manual_seed(0)
-    model = AutoModel.from_config(AutoConfig.from_pretrained(folder)).eval()
+    config = AutoConfig.from_pretrained(folder)
+    try:
+        model = AutoModel.from_config(config).eval()
+    except ValueError:  # the Gemma-4 assistant: a causal LM only
+        model = AutoModelForCausalLM.from_config(config).eval()
     rng = np.random.default_rng(0)
     tables = {name: rng.standard_normal(tuple(p.shape)).astype(np.float32)
               for name, p in model.named_parameters() if re.search(TABLES, name)}
@@ -142,6 +149,13 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
             assert np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + rows))) < 1e-6, role.role
         if role.encoding == "vit-learned":  # the composite's own embeddings module resamples its table
             session.embeddings = model.get_submodule(role.values["key"].removesuffix(f".{role.hf.get('table', 'position_embeddings')}"))
+        if role.encoding == "sinusoidal" and part.role == "text":  # the composite's own fairseq table (its `weights`)
+            table = next(m for m in model.get_submodule(part.module).modules() if hasattr(m, "weights")).weights
+            start = START[sinusoids.FAMILIES[part.model_type].start](getattr(config, part.key))
+            positions = np.arange(9)[None] + start
+            x = rng.standard_normal((1, 9, table.shape[1]))
+            ours = encoding.reference(p, {"x": x, "position_ids": positions})
+            assert np.max(np.abs(ours - (x + table.double().numpy()[positions[0]]))) < 1e-5, role.role
         if role.encoding == "rope":  # the composite's own rotary module for the part: the frequencies the graph turns by
             rotary = next(m for m in model.get_submodule(part.module).modules() if type(m).__name__.endswith("RotaryEmbedding"))
             prefix = f"{role.hf['layer_type']}_" if role.hf.get("layer_type") else ""

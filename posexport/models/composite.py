@@ -1,7 +1,7 @@
 """Composite model folders whose parts posexport reads as their own types: dual encoders (CLIP and its kin: a
 text tower's learned table and a vision tower's learned grid), encoder-decoders whose encoder and decoder
 have configs of their own (Dia, T5Gemma), multi-part models (BLT), audio-text models (CLAP, PE-Audio,
-Fun-ASR-Nano).
+Fun-ASR-Nano), a drafter around a text model (the Gemma-4 assistant).
 
 Each part is its sub-config (text_config, vision_config, encoder_config …) read by its own type's reader
 exactly as a folder of that type (wrapper.py does the same for a wrapper's text_config), its roles renamed
@@ -57,6 +57,8 @@ COMPOSITES: dict[str, Composite] = {
     "altclip": dual("altclip_text_model", "altclip_vision_model"),
     "blip": dual("blip_text_model", "blip_vision_model"),
     "bridgetower": dual("bridgetower_text_model", "bridgetower_vision_model"),
+    "kosmos-2": Composite((Part("text_config", "kosmos_2_text_model", "text", "text_model"),
+                           Part("vision_config", "kosmos_2_vision_model", "vision", "vision_model.model"))),
     "flava": Composite((Part("text_config", "flava_text_model", "text", "text_model"),
                         Part("image_config", "flava_image_model", "image", "image_model")),
                        (("multimodal_config", "flava_multimodal_model",
@@ -80,6 +82,10 @@ COMPOSITES: dict[str, Composite] = {
                       Part("decoder_config", "blt_local_decoder", "decoder", "local_decoder")),
                      # BltModel builds each part's rotary from the part's own config: the top level's reach none
                      unused=("rope_parameters", "max_position_embeddings")),
+    "gemma4_assistant": Composite((Part("text_config", None, "text", "model",
+                                        note="every layer takes the main model's keys and values (num_kv_shared_layers "
+                                             "= num_hidden_layers): this rope turns the drafter's queries at the "
+                                             "positions the main model's cache holds"),)),
     "fun_asr_nano": Composite((Part("text_config", None, "text", "language_model"),
                                Part("audio_config", None, "audio", "audio_tower")),
                               (("adaptor_config", "", "the projector's adaptor layers attend without positions "

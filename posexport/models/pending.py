@@ -59,11 +59,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "(index_head_dim, indexed_attention layers); not read yet": ("dots3_note", "dots3_note_text"),
     "GLM-5-Next: multi-head latent attention rotating qk_rope_head_dim channels inline in its attention (no "
     "rotary class to run); not read yet": ("glm5_next", "glm5_next_text"),
-    "Qwen-Omni composites (thinker, talker, the whole model): M-RoPE text models read as their own _text types "
-    "(qwen2_5_omni_text, qwen3_omni_moe_text, qwen3_omni_moe_talker_text) beside audio and vision towers and "
-    "the talker's code predictor; the composite folders not read yet":
-        ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_talker", "qwen3_omni_moe", "qwen3_omni_moe_thinker",
-         "qwen3_omni_moe_talker_code_predictor"),
+    "Qwen-Omni thinkers: the text model (text_config) and audio encoder (audio_config) are read as their own "
+    "types; the vision encoder (vision_config: qwen2_5_omni_vision_encoder, qwen3_omni_moe_vision_encoder) is "
+    "not read as its own type yet": ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"),
+    "Qwen-Omni whole models: the thinker (its vision encoder not read) beside the talker (qwen2_5_omni_talker; "
+    "Qwen3-Omni's talker_config holds the code predictor) and the vocoder parts": ("qwen2_5_omni", "qwen3_omni_moe"),
+    "Qwen-Omni talker parts: an M-RoPE decoder of its own config type (qwen2_5_omni_talker) and Qwen3-Omni's "
+    "code predictor (qwen3_omni_moe_talker_code_predictor); no reader line yet":
+        ("qwen2_5_omni_talker", "qwen3_omni_moe_talker_code_predictor"),
     "a vision tower alone: 2-D (axial) rope over each patch's row and column, read with the full model's "
     "folder (mrope-vision) but not from a vision-only config":
         ("qwen2_vl_vision", "qwen2_5_vl_vision", "qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision",
@@ -120,14 +123,36 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "(get_vision_nearest_position_ids), not resampled; not modelled":
         ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "minicpm_ocr_vision", "minicpmv4_6_vision",
          "minicpmv4_7_vision", "idefics2_perceiver", "idefics_perciever", "phi4_multimodal_vision"),
-    "dual encoder or vision-language model holding a learned text table and a learned vision grid (two "
-    "towers, read as each tower's type once those are read)":
-        ("flava_multimodal_model", "git", "kosmos-2", "kosmos_2_text_model", "videoprism", "tipsv2",
-         "tipsv2_vision_model", "vilt", "pp_formulanet", "t5gemma2", "t5gemma2_encoder", "t5gemma2_decoder",
-         "t5gemma2_text", "phi4_multimodal", "pi0", "nemotron_h_omni", "blip-2", "instructblip",
-         "instructblipvideo", "slanext"),
-    "a composite one of whose parts is not read (composite.py reads the others): SigLIP-2's NaFlex vision tower "
-    "(siglip2_vision_model)": ("siglip2",),
+    "FLAVA's multimodal encoder as a folder of its own: a class token over the text and image towers' hidden "
+    "states (which carry their positions), no position table of its own; not surveyed alone (the flava "
+    "composite reads its towers)": ("flava_multimodal_model",),
+    "GIT: its text table is configured at the model's own top level (max_position_embeddings, "
+    "position_embedding_type beside vision_config), not in a sub-config of a read type; its vision tower "
+    "(git_vision_model) is read as its own type": ("git",),
+    "VideoPrism: its text tower (videoprism_text_model) is read, its vision tower (videoprism_vision_model: "
+    "spatial and temporal tables) is not": ("videoprism",),
+    "TIPSv2's vision tower: a class-token grid resampled bilinearly with antialias=True (register tokens "
+    "beside it); vit-learned's bilinear has no antialias; so its composite (text tower tipsv2_text_model read) "
+    "waits for it": ("tipsv2", "tipsv2_vision_model"),
+    "ViLT: text and patch positions in one config and one embeddings module (a BERT-like table beside a patch "
+    "grid resampled per image and sampled to max_image_length patches in visual_embed), no sub-configs; not "
+    "read yet": ("vilt",),
+    "its vision encoder (vision_config: pp_formulanet_vision, slanext_vision; SAM-style, with decomposed "
+    "relative tables) is not read (PP-FormulaNet's text decoder pp_formulanet_text is)": ("pp_formulanet", "slanext"),
+    "T5Gemma-2: Gemma-3-style rope per layer type in its text encoder and decoder (t5gemma2_text, "
+    "t5gemma2_decoder; the encoder beside a SigLIP tower that is read), which have no reader line yet":
+        ("t5gemma2", "t5gemma2_encoder", "t5gemma2_decoder", "t5gemma2_text"),
+    "Phi-4-multimodal: its vision tower (phi4_multimodal_vision, NaViT-style) and audio tower "
+    "(phi4_multimodal_audio, a learned relative bias) are not read": ("phi4_multimodal",),
+    "PI0: its vision-language part (vlm_config) is a PaliGemma, read through its text_config only (wrapper.py: "
+    "its SigLIP grid is not built), beside a Gemma action expert (dit_config); not read as a composite yet": ("pi0",),
+    "Nemotron-H-Omni: its vision tower (vision_config, radio: the grid resampled twice) is not read (its "
+    "text model, nemotron_h, has no position encoding)": ("nemotron_h_omni",),
+    "BLIP-2 and InstructBLIP(-Video): their Q-Former (qformer_config: blip_2_qformer, instructblip_qformer, "
+    "instructblipvideo_qformer) is not read; the vision tower and the language model (text_config) are read "
+    "as their own types": ("blip-2", "instructblip", "instructblipvideo"),
+    "SigLIP-2: its text tower (siglip2_text_model) is read, its NaFlex vision tower (siglip2_vision_model) is "
+    "not": ("siglip2",),
     "X-CLIP: its text and vision towers are read as their own types, but its multi-frame integration transformer "
     "adds a learned table over frames (mit.position_embedding), which no reader reads": ("xclip",),
     "Q-Former or resampler: learned query tokens (and a BERT-like table on its text side), attending to "
@@ -212,7 +237,5 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "DiNAT: neighborhood attention (natten) with its own relative position bias; not modelled": ("dinat",),
     "Mllama's vision tower: gated learned position embeddings per tile and aspect-ratio (precomputed) "
     "embeddings; not modelled": ("mllama_vision_model",),
-    "Gemma-4 assistant (drafter): a Gemma-4 text model behind projections; its text model reads as gemma4_text, "
-    "the assistant's own config not yet": ("gemma4_assistant",),
 }
 NOT_YET: dict[str, str] = {t: why for why, types in _GROUPS.items() for t in types}

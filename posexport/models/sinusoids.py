@@ -3,7 +3,7 @@ encoding, `--pair-layout concat`), in one of two frequency rules:
 - Vaswani's, ω_i = 10000^(−2i/d): Marian's and Pegasus' <X>SinusoidalPositionalEmbedding, CTRL's
   positional_encoding; base 10000;
 - fairseq's (tensor2tensor's), ω_i = exp(−i · ln(10000) / (d/2 − 1)): M2M-100, NLLB-MoE, FSMT, XGLM,
-  Speech2Text, Kosmos-2.5's text model, TIPSv2's text tower (get_embedding), PEGASUS-X, and FunASR-Nano's
+  Speech2Text, Kosmos-2's and Kosmos-2.5's text models, TIPSv2's text tower (get_embedding), PEGASUS-X, and FunASR-Nano's
   encoder (over num_mel_bins × num_stacked_frames channels of its input features, rows from 1); base
   10000^((d/2)/(d/2 − 1)), since b^(−2i/d) = 10000^(−i/(d/2 − 1)) (Whisper's encoder rule, whisper.py).
 Positions start at 0 (FunASR: 1), or (fairseq's make_positions / create_position_ids_from_input_ids) at
@@ -45,6 +45,7 @@ FAMILIES = {
     "fsmt": Table({"d_model": 1024, "max_position_embeddings": 1024}, True, FROM_PADDING, 1),
     "xglm": Table({"d_model": 1024, "max_position_embeddings": 2048}, True, FROM_PADDING, 1),
     "kosmos_2_5_text_model": Table({"embed_dim": 1536, "max_position_embeddings": 4096}, True, FROM_PADDING, 1),
+    "kosmos_2_text_model": Table({"embed_dim": 2048, "max_position_embeddings": 2048}, True, FROM_PADDING, 1),
     "speech_to_text": Table({"d_model": 256, "max_source_positions": 6000, "max_target_positions": 1024}, True,
                             FROM_PADDING, 1),
     "fun_asr_nano_encoder": Table({"num_mel_bins": 80, "num_stacked_frames": 7, "max_position_embeddings": 2049}, True,
