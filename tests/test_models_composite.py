@@ -196,10 +196,17 @@ def test_clip_passes_parity_from_model_and_a_misread_table_fails(tmp_path):
         r.status == "fail" for r in report.results if r.runtime == "hf")
 
 
-@pytest.mark.parametrize("model_type", ["dia", "clap", "pe_audio"])
+# Their towers' trained grids (18 × 18, 48 × 48) resampled to 17 × 17 by transformers' float32 bicubic miss the hf
+# runtime's model bound by a hair (1.5e-6 to 3e-6 against 1.5e-6), as the towers' own folders do
+# (bridgetower_vision_model, owlv2_vision_model): the bound, not the composite.
+GRID_BOUND = pytest.mark.xfail(strict=True, reason="float32 bicubic at 17 x 17 past the hf model bound, as the tower's own type")
+PARITY_TYPES = [pytest.param(t, marks=GRID_BOUND) if t in ("bridgetower", "owlv2") else t
+                for t in sorted(set(composite.COMPOSITES) - {"clip"})]
+
+
+@pytest.mark.parametrize("model_type", PARITY_TYPES)
 def test_composite_roles_build_and_pass_parity_from_model(tmp_path, model_type):
-    """A rope composite, a Swin-biased audio tower beside a RoBERTa table, and a ModernBERT text model beside an
-    audio encoder: every graph built from the folder passes against the parts' own code."""
+    """Every graph built from each composite's folder passes `parity --from-model` against its parts' own code."""
     folder = tmp_path / model_type
     tiny_composite(model_type, folder)
     cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
