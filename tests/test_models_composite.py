@@ -46,9 +46,10 @@ TOP_SIZES = {"blt": {"encoder_hash_byte_group_vocab": 64},
 TABLES = r"position_embedding|relative_position_bias_table"
 
 
-def tiny_composite(model_type: str, folder: Path):
-    """config.json of the composite (each part at the tiny sizes) and model.safetensors holding the position
-    tables of transformers' own composite model, random, under that model's names; returns the model holding them."""
+def tiny_composite(model_type: str, folder: Path, types: dict[str, str] | None = None):
+    """config.json of the composite (each part at the tiny sizes; ``types``: the type of a part its config class
+    leaves to AutoConfig, else its default) and model.safetensors holding the position tables of transformers'
+    own composite model, random, under that model's names; returns the model holding them."""
     import re
 
     import torch
@@ -60,7 +61,7 @@ def tiny_composite(model_type: str, folder: Path):
         parts = {}
         for part in composite.COMPOSITES[model_type].parts:
             # a part the config class leaves to AutoConfig: its default type
-            inner = part.model_type or cls.sub_configs_defaults[part.key].model_type
+            inner = part.model_type or (types or {}).get(part.key) or cls.sub_configs_defaults[part.key].model_type
             sizes = PART_SIZES.get(inner, arch_zoo.sized(arch_zoo.config_class(inner), inner))
             parts[part.key] = {"model_type": inner, **sizes}
         cls(**parts, **TOP_SIZES.get(model_type, {})).save_pretrained(folder)
@@ -126,12 +127,16 @@ def role_feeds(encoding, p, rng) -> list[dict[str, np.ndarray]]:
     return feeds_for(encoding, p, rng)
 
 
-@pytest.mark.parametrize("model_type", sorted(composite.COMPOSITES))
-def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_type):
+@pytest.mark.parametrize("model_type, types", [
+    *((t, None) for t in sorted(composite.COMPOSITES)),
+    # parts of other types than its defaults (BERT, ViT): a RoBERTa table from padding_idx + 1, a CLIP vision tower
+    ("vision-text-dual-encoder", {"text_config": "roberta", "vision_config": "clip_vision_model"}),
+])
+def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_type, types):
     """Every role a part's reader gives, renamed with the part's prefix, against the composite model's own module
     for that part and against the part's own code in the hf runtime (on the part's sub-config, the table read
     under the composite's name)."""
-    model = tiny_composite(model_type, tmp_path / model_type)
+    model = tiny_composite(model_type, tmp_path / model_type, types)
     plan, config = read_model(tmp_path / model_type), model.config
     prefixes = {p.role for p in composite.COMPOSITES[model_type].parts}
     assert {r.role.split("-")[0] for r in plan.roles} == prefixes

@@ -57,6 +57,9 @@ COMPOSITES: dict[str, Composite] = {
     "altclip": dual("altclip_text_model", "altclip_vision_model"),
     "blip": dual("blip_text_model", "blip_vision_model"),
     "bridgetower": dual("bridgetower_text_model", "bridgetower_vision_model"),
+    # a dual encoder of any two read towers (AutoConfig parts; a CLIP vision tower is held as CLIPVisionModel)
+    "vision-text-dual-encoder": Composite((Part("text_config", None, "text", "text_model"),
+                                           Part("vision_config", None, "vision", "vision_model"))),
     "kosmos-2": Composite((Part("text_config", "kosmos_2_text_model", "text", "text_model"),
                            Part("vision_config", "kosmos_2_vision_model", "vision", "vision_model.model"))),
     "flava": Composite((Part("text_config", "flava_text_model", "text", "text_model"),

@@ -30,10 +30,12 @@ class ModelConfig:
 
     def locate(self, keys: tuple[str, ...]) -> tuple[Path, str]:
         """(file, key) of the first of ``keys`` (the names a checkpoint of this type gives a table) in the folder's
-        checkpoint; for a composite's part, each name under the part's module (kept when it already starts there),
-        so that no other part's table is ever taken for this one's."""
+        checkpoint; for a composite's part, each name under the part's module, then as given where it already
+        starts there (OWL-ViT's text tower names its table `text_model.…` as CLIPModel-like composites do), so
+        that no other part's table is ever taken for this one's."""
         if self.within:
-            keys = tuple(dict.fromkeys(k if k.startswith(f"{self.within}.") else f"{self.within}.{k}" for k in keys))
+            inside = (n for k in keys for n in (f"{self.within}.{k}", k) if n.startswith(f"{self.within}."))
+            keys = tuple(dict.fromkeys(inside))
         return checkpoint.locate(self.folder, keys)
 
     def has(self, key: str) -> bool:
