@@ -107,18 +107,21 @@ def read(cfg: ModelConfig) -> list[Role]:
     for key, model_type, why in line.without:
         data = cfg.get(key, {})
         if not isinstance(data, dict) or data.get("model_type", model_type) != model_type:
-            cfg.fail(key, data, f"expected a {model_type} config ({why}: no position encoding)")
+            cfg.fail(key, data, f"expected the {model_type or key} of this model ({why}: no position encoding)")
     beside = tuple(f"{key}{f' ({model_type})' if model_type else ''}: no position encoding; {why}"
                    for key, model_type, why in line.without)
-    roles = []
-    for part in line.parts:
+    types = {}
+    for part in line.parts:  # every part's type judged before any is read: an unread part is named first
         data = cfg.get(part.key)
-        inner = data.get("model_type", part.model_type) if isinstance(data, dict) else None
+        types[part.key] = inner = data.get("model_type", part.model_type) if isinstance(data, dict) else None
         if part.model_type is not None and inner != part.model_type:
             cfg.fail(part.key, data if not isinstance(data, dict) else inner,
                      f"the {cfg.architecture} model builds this part as {part.model_type}")
         if inner not in READERS:
             cfg.fail(f"{part.key}.model_type", inner, "that part is not in posexport's catalogue")
+    roles = []
+    for part in line.parts:
+        data, inner = cfg.get(part.key), types[part.key]
         within = ".".join(m for m in (cfg.within, part.module) if m)
         sub = ModelConfig(data, inner, f"{cfg.source} {part.key}", cfg.folder, within)
         read_part = importlib.import_module(f"{__package__}.{READERS[inner]}").read
