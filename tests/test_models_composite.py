@@ -153,7 +153,8 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
             x = rng.standard_normal(rows.shape)
             assert np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + rows))) < 1e-6, role.role
         if role.encoding == "vit-learned":  # the composite's own embeddings module resamples its table
-            session.embeddings = model.get_submodule(role.values["key"].removesuffix(f".{role.hf.get('table', 'position_embeddings')}"))
+            table = role.hf.get("table", "position_embeddings")
+            session.embeddings = model.get_submodule(role.values["key"].removesuffix(f".{table}"))
         if role.encoding == "sinusoidal" and part.role == "text":  # the composite's own fairseq table (its `weights`)
             table = next(m for m in model.get_submodule(part.module).modules() if hasattr(m, "weights")).weights
             start = START[sinusoids.FAMILIES[part.model_type].start](getattr(config, part.key))
@@ -162,7 +163,8 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
             ours = encoding.reference(p, {"x": x, "position_ids": positions})
             assert np.max(np.abs(ours - (x + table.double().numpy()[positions[0]]))) < 1e-5, role.role
         if role.encoding == "rope":  # the composite's own rotary module for the part: the frequencies the graph turns by
-            rotary = next(m for m in model.get_submodule(part.module).modules() if type(m).__name__.endswith("RotaryEmbedding"))
+            rotary = next(m for m in model.get_submodule(part.module).modules()
+                          if type(m).__name__.endswith("RotaryEmbedding"))
             prefix = f"{role.hf['layer_type']}_" if role.hf.get("layer_type") else ""
             theirs = getattr(rotary, f"{prefix}inv_freq").double().numpy()
             ours, factor = scaling.frequencies(p)
@@ -204,7 +206,8 @@ def test_clip_passes_parity_from_model_and_a_misread_table_fails(tmp_path):
 # Their towers' trained grids (18 × 18, 48 × 48) resampled to 17 × 17 by transformers' float32 bicubic miss the hf
 # runtime's model bound by a hair (1.5e-6 to 3e-6 against 1.5e-6), as the towers' own folders do
 # (bridgetower_vision_model, owlv2_vision_model): the bound, not the composite.
-GRID_BOUND = pytest.mark.xfail(strict=True, reason="float32 bicubic at 17 x 17 past the hf model bound, as the tower's own type")
+GRID_BOUND = pytest.mark.xfail(strict=True,
+                               reason="float32 bicubic at 17 x 17 past the hf model bound, as the tower's own type")
 PARITY_TYPES = [pytest.param(t, marks=GRID_BOUND) if t in ("bridgetower", "owlv2") else t
                 for t in sorted(set(composite.COMPOSITES) - {"clip"})]
 

@@ -41,7 +41,8 @@ class Composite:
 
 def dual(text: str, vision: str) -> Composite:
     """A dual encoder: its text tower under `text_model`, its vision tower under `vision_model`."""
-    return Composite((Part("text_config", text, "text", "text_model"), Part("vision_config", vision, "vision", "vision_model")))
+    return Composite((Part("text_config", text, "text", "text_model"),
+                      Part("vision_config", vision, "vision", "vision_model")))
 
 
 COMPOSITES: dict[str, Composite] = {
