@@ -138,17 +138,24 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
     under the composite's name)."""
     model = tiny_composite(model_type, tmp_path / model_type, types)
     plan, config = read_model(tmp_path / model_type), model.config
-    prefixes = {p.role for p in composite.COMPOSITES[model_type].parts}
-    assert {r.role.split("-")[0] for r in plan.roles} == prefixes
+    line = composite.COMPOSITES[model_type]
+    tables = {t.role for t in line.tables}
+    assert {r.role.split("-")[0] for r in plan.roles if r.role not in tables} == {p.role for p in line.parts}
+    assert tables <= {r.role for r in plan.roles}
     names, rng = dict(model.named_parameters()), np.random.default_rng(0)
     for role in plan.roles:
-        part = part_of(model_type, role)
         encoding = get_encoding(role.encoding)
         p = encoding.params(**role.values)
         session = hf_session(plan, role, p)
-        if "key" in role.values:  # the composite's own table of this part
-            assert role.values["key"] in names and role.values["key"].startswith(f"{part.module}."), role.values["key"]
-        if role.encoding == "learned":
+        if role.role in tables:  # the composite's own table, added whole as its module's forward adds it
+            table = model.get_parameter(role.values["key"]).detach().double().numpy()
+            x = rng.standard_normal(table.shape)
+            positions = np.arange(table.shape[1])[None]
+            assert np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + table))) < 1e-6
+        part = part_of(model_type, role) if role.role not in tables else None
+        if "key" in role.values:  # the composite's own table (of this part)
+            assert role.values["key"] in names and role.values["key"].startswith(f"{part.module}." if part else ""), role
+        if role.encoding == "learned" and part:
             positions, rows = rows_the_tower_adds(model, part, role, config)
             x = rng.standard_normal(rows.shape)
             assert np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + rows))) < 1e-6, role.role

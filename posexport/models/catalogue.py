@@ -91,8 +91,9 @@ def encodings_of(model_type: str) -> str:
                           *(["mrope-vision (axial)"] if vision else []),
                           *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
     if reader == "composite":
-        return "; ".join(f"{p.role}: " + (encodings_of(p.model_type) if p.model_type else f"its {p.key} type's")
-                         for p in composite.COMPOSITES[model_type].parts)
+        line = composite.COMPOSITES[model_type]
+        return "; ".join([*(f"{p.role}: " + (encodings_of(p.model_type) if p.model_type else f"its {p.key} type's")
+                            for p in line.parts), *(f"{t.role.split('-')[0]}: learned table" for t in line.tables)])
     if reader != "decoders":
         return READER_ENCODINGS[reader]
     spec = decoders.DECODERS[model_type]

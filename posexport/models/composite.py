@@ -10,7 +10,8 @@ the composite's config class fixes for it, so the sub-config must be of the line
 class leaves to AutoConfig is read as its own model_type). A part's trained
 tables are looked up only under the module the composite's model holds it in (CLIPModel's `text_model`,
 `vision_model`), and the hf runtime runs the part's own code on that sub-config (recipe `part`). Sub-configs
-of towers without a position encoding are named in the line with why."""
+of towers without a position encoding are named in the line with why; a table the composite holds beside its
+parts (X-CLIP's frame table) is a role of its own."""
 
 from __future__ import annotations
 
@@ -32,11 +33,24 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Table:
+    """A trained table the composite itself holds beside its parts, added whole to [batch, rows, hidden]: its
+    rows at position_ids 0 … rows − 1 (posexport's learned table)."""
+
+    role: str
+    key: str  # its checkpoint name
+    part: str  # the sub-config sizing it
+    rows: tuple[str, int]  # that sub-config's key giving its rows, and the config class's default
+    note: str  # what it is added to
+
+
+@dataclass(frozen=True)
 class Composite:
     parts: tuple[Part, ...]
     # (sub-config, its model_type, why it holds no position encoding)
     without: tuple[tuple[str, str, str], ...] = ()
     unused: tuple[str, ...] = ()  # top-level keys that speak of positions but reach no part's position code
+    tables: tuple[Table, ...] = ()
 
 
 def dual(text: str, vision: str) -> Composite:
@@ -59,6 +73,11 @@ COMPOSITES: dict[str, Composite] = {
     "blip": dual("blip_text_model", "blip_vision_model"),
     "bridgetower": dual("bridgetower_text_model", "bridgetower_vision_model"),
     # a dual encoder of any two read towers (AutoConfig parts; a CLIP vision tower is held as CLIPVisionModel)
+    # X-CLIP: the vision tower runs on each frame; its multi-frame integration transformer adds a frame table
+    "xclip": Composite(dual("xclip_text_model", "xclip_vision_model").parts, tables=(Table(
+        "frames-learned", "mit.position_embedding", "vision_config", ("num_frames", 8),
+        "x is the frames' projected class features [batch, num_frames, projection_dim] before the multi-frame "
+        "integration transformer (XCLIPMultiframeIntegrationTransformer), which takes exactly num_frames frames"),)),
     "vision-text-dual-encoder": Composite((Part("text_config", None, "text", "text_model"),
                                            Part("vision_config", None, "vision", "vision_model"))),
     "kosmos-2": Composite((Part("text_config", "kosmos_2_text_model", "text", "text_model"),
@@ -132,4 +151,11 @@ def read(cfg: ModelConfig) -> list[Role]:
         roles += [dataclasses.replace(r, role=f"{part.role}-{r.role}", notes=(*r.notes, *notes),
                                       hf={**r.hf, "part": ".".join((part.key, *filter(None, [r.hf.get("part")])))})
                   for r in found]
+    for table in line.tables:
+        sizing = ModelConfig(cfg.get(table.part), cfg.architecture, f"{cfg.source} {table.part}", cfg.folder)
+        rows = sizing.count(*table.rows)
+        path, key = cfg.locate((table.key,))
+        notes = (table.note, f"position_ids are 0 … {rows - 1} ({table.part}.{table.rows[0]} rows)")
+        roles.append(Role(table.role, "learned", {"weights": str(path), "key": key, "max_positions": rows}, (), notes,
+                          {"kind": "learned", "key": key, "part": table.part}))
     return roles

@@ -153,8 +153,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "as their own types": ("blip-2", "instructblip", "instructblipvideo"),
     "SigLIP-2: its text tower (siglip2_text_model) is read, its NaFlex vision tower (siglip2_vision_model) is "
     "not": ("siglip2",),
-    "X-CLIP: its text and vision towers are read as their own types, but its multi-frame integration transformer "
-    "adds a learned table over frames (mit.position_embedding), which no reader reads": ("xclip",),
     "Q-Former or resampler: learned query tokens (and a BERT-like table on its text side), attending to "
     "image features; not read yet": ("blip_2_qformer", "instructblip_qformer", "instructblipvideo_qformer"),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
