@@ -43,7 +43,13 @@ PART_SIZES = {
 # BLT's hash embeddings (500002 rows by default); Fun-ASR-Nano's adaptor sized to its text model
 TOP_SIZES = {"blt": {"encoder_hash_byte_group_vocab": 64},
              "fun_asr_nano": {"adaptor_config": {"hidden_size": 64, "intermediate_size": 16}}}
-TABLES = r"position_embedding|relative_position_bias_table"
+TABLES = r"position_embedding|relative_position_bias_table|embed_positions|wpe"
+# Composites whose parts are any read types: the pair each is built with when a test names none (TrOCR's).
+DEFAULT_TYPES = {"encoder-decoder": {"encoder": "bert", "decoder": "gpt2"},
+                 "vision-encoder-decoder": {"encoder": "vit", "decoder": "trocr"}}
+# transformers' class of a composite that AutoModel does not build
+MODEL_CLASSES = {"gemma4_assistant": "AutoModelForCausalLM", "encoder-decoder": "EncoderDecoderModel",
+                 "vision-encoder-decoder": "VisionEncoderDecoderModel"}
 
 
 def tiny_composite(model_type: str, folder: Path, types: dict[str, str] | None = None):
@@ -53,7 +59,8 @@ def tiny_composite(model_type: str, folder: Path, types: dict[str, str] | None =
     import re
 
     import torch
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+    import transformers
+    from transformers import AutoConfig
 
     cls = arch_zoo.config_class(model_type)
     with warnings.catch_warnings():
@@ -61,16 +68,15 @@ def tiny_composite(model_type: str, folder: Path, types: dict[str, str] | None =
         parts = {}
         for part in composite.COMPOSITES[model_type].parts:
             # a part the config class leaves to AutoConfig: its default type
-            inner = part.model_type or (types or {}).get(part.key) or cls.sub_configs_defaults[part.key].model_type
+            inner = part.model_type or (types or DEFAULT_TYPES.get(model_type, {})).get(part.key) \
+                or cls.sub_configs_defaults[part.key].model_type
             sizes = PART_SIZES.get(inner, arch_zoo.sized(arch_zoo.config_class(inner), inner))
             parts[part.key] = {"model_type": inner, **sizes}
         cls(**parts, **TOP_SIZES.get(model_type, {})).save_pretrained(folder)
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(folder)
-    try:
-        model = AutoModel.from_config(config).eval()
-    except ValueError:  # the Gemma-4 assistant: a causal LM only
-        model = AutoModelForCausalLM.from_config(config).eval()
+    model_class = getattr(transformers, MODEL_CLASSES.get(model_type, "AutoModel"))
+    model = (model_class.from_config if model_class.__name__.startswith("Auto") else model_class)(config).eval()
     rng = np.random.default_rng(0)
     tables = {name: rng.standard_normal(tuple(p.shape)).astype(np.float32)
               for name, p in model.named_parameters() if re.search(TABLES, name)}
@@ -99,10 +105,10 @@ def rows_the_tower_adds(model, part, role, config) -> tuple[np.ndarray, np.ndarr
     added = []
     module.register_forward_hook(lambda _m, _a, rows: added.append(rows.reshape(-1, rows.shape[-1])))
     sub = getattr(config, part.key)
-    if part.role == "text":
+    if not hasattr(sub, "image_size"):  # a text tower, or a decoder (a BART-like table: 0-based, its offset its own)
         tokens = [i for i in range(2, 64) if i != getattr(sub, "pad_token_id", None)][:9]
         inputs = {"input_ids": torch.tensor([tokens])}
-        start = START[learned.TABLES[sub.model_type][3]](sub)
+        start = START[learned.TABLES[sub.model_type][3]](sub) if sub.model_type in learned.TABLES else 0
     else:
         pixels = torch.from_numpy(np.random.default_rng(1).standard_normal((1, 3, sub.image_size, sub.image_size)))
         inputs, start = {"pixel_values": pixels.float()}, 0
@@ -274,6 +280,25 @@ def test_a_composite_part_posexport_does_not_read_is_named_in_one_line(tmp_path)
         arch_zoo.config_class("vision-text-dual-encoder")(
             text_config={"model_type": "bert"}, vision_config={"model_type": "siglip2_vision_model"}).save_pretrained(folder)
     refused = "'vision_config.model_type' = .siglip2_vision_model.: that part is not in posexport's catalogue"
+    with pytest.raises(PosexportError, match=refused) as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("decoder", ["mbart", "whisper"])
+def test_a_decoder_read_as_a_whole_encoder_decoder_is_refused_alone(tmp_path, decoder):
+    """A VisionEncoderDecoder's decoder is built as a causal LM alone (Donut's MBart): posexport reads its type
+    as a whole encoder-decoder (both tables), so the folder is refused naming the decoder, not misread."""
+    folder = tmp_path / "ved"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arch_zoo.config_class("vision-encoder-decoder")(
+            encoder={"model_type": "vit"}, decoder={"model_type": decoder}).save_pretrained(folder)
+    rng = np.random.default_rng(0)  # the tables each reader looks up (Whisper's decoder table as WhisperForCausalLM names it)
+    save_file({"encoder.embeddings.position_embeddings": rng.standard_normal((1, 197, 768)).astype(np.float32),
+               "decoder.model.decoder.embed_positions.weight": rng.standard_normal((448, 1024)).astype(np.float32)},
+              str(folder / "model.safetensors"))
+    refused = f"'decoder.model_type' = .{decoder}.: posexport reads this type as a whole"
     with pytest.raises(PosexportError, match=refused) as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)

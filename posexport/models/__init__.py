@@ -32,8 +32,8 @@ WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipll
 # Composites whose parts are read as their own types, each by its line in composite.py (which reads them
 # through READERS, so this registry names them).
 COMPOSITES = ("clip", "siglip", "metaclip_2", "owlvit", "owlv2", "groupvit", "aimv2", "clipseg", "chinese_clip", "altclip",
-              "blip", "bridgetower", "xclip", "vision-text-dual-encoder", "kosmos-2", "flava", "align", "clap", "dia", "t5gemma", "blt", "gemma4_assistant",
-              "fun_asr_nano", "pe_audio")
+              "blip", "bridgetower", "xclip", "vision-text-dual-encoder", "encoder-decoder", "vision-encoder-decoder",
+              "kosmos-2", "flava", "align", "clap", "dia", "t5gemma", "blt", "gemma4_assistant", "fun_asr_nano", "pe_audio")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",

@@ -5,7 +5,6 @@ f: the learned encoding at position_ids 0 … frames − 1."""
 
 from __future__ import annotations
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
@@ -15,7 +14,7 @@ TABLE = ("embed_positions.weight", "audio_tower.embed_positions.weight")
 
 
 def read(cfg: ModelConfig) -> list[Role]:
-    path, key = checkpoint.locate(cfg.folder, TABLE)
+    path, key = cfg.locate(TABLE)
     rows = cfg.count("max_source_positions", 1500)
     notes = ("x is the encoder's convolution output [batch, frames, hidden]; position_ids are 0 … frames − 1",
              f"the model adds all max_source_positions = {rows} rows (its input is padded to that many frames)")

@@ -5,7 +5,6 @@ model's token index): three learned roles. Its codec (EnCodec) has no position e
 
 from __future__ import annotations
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
@@ -23,7 +22,7 @@ def part_role(cfg: ModelConfig, part: str) -> Role:
     sub = ModelConfig(data, f"bark {part}", f"{cfg.source} ({part}_config)", cfg.folder)
     rows = sub.count("block_size", 1024)
     sub.check_all_read()
-    path, key = checkpoint.locate(cfg.folder, (f"{part}.position_embeds_layer.weight",))
+    path, key = cfg.locate((f"{part}.position_embeds_layer.weight",))
     notes = (f"x is the {part} model's input embeddings [batch, seq, hidden]; position_ids are 0-based",
              f"its table holds block_size = {rows} rows")
     return Role(f"learned-{part}", "learned", {"weights": str(path), "key": key, "max_positions": rows, "row_offset": 0},

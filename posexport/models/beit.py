@@ -8,7 +8,6 @@ copied: read the same way, checked against its own copy."""
 
 from __future__ import annotations
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 from .vit import grid_role
@@ -51,7 +50,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     roles = [grid_role(cfg, module, f"{prefix}Embeddings", 1, absolute_keys, cfg.number("hidden_size", 768, integer=True),
                        ABSOLUTE_NOTES, "beit-absolute")] if absolute else []
     for layer in (None,) if shared else range(count) if per_layer else ():
-        path, key = checkpoint.locate(cfg.folder, table_keys(layer, base))
+        path, key = cfg.locate(table_keys(layer, base))
         name, layers = ("beit-bias", tuple(range(count))) if layer is None else (f"beit-bias-{layer}", (layer,))
         roles.append(Role(name, "swin", {**common, "weights": str(path), "key": key}, layers, NOTES,
                           {"kind": "beit", "key": key, "module": f"transformers.models.{module}",

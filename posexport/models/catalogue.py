@@ -59,7 +59,7 @@ _NO_POSITIONS_GROUPS = {
     _CODEC: ("dac", "encodec", "xcodec", "univnet", "wavtokenizer", "wavtokenizer_encoder",
              "vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_decoder",
              "vibevoice_acoustic_tokenizer_encoder"),
-    _WRAPPER: ("encoder-decoder", "speech-encoder-decoder", "vision-encoder-decoder", "rag", "timm_backbone",
+    _WRAPPER: ("speech-encoder-decoder", "rag", "timm_backbone",
                "upernet", "vitmatte", "vitpose", "depth_anything", "prompt_depth_anything", "zoedepth", "dpr", "colpali",
                "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt", "depth_pro", "chmv2", "nougat"),
     _NOPE_LINEAR: ("kimi_linear",),

@@ -19,6 +19,7 @@ import dataclasses
 import importlib
 from dataclasses import dataclass
 
+from . import learned
 from .config import ModelConfig
 from .plan import Role
 
@@ -30,6 +31,7 @@ class Part:
     role: str  # the prefix of its roles' names
     module: str = ""  # where the composite's model holds it: its checkpoint names start there
     note: str = ""  # what its position_ids are, where the composite gives them otherwise than a folder of its type
+    alone: bool = False  # a decoder built as a causal LM alone: a type read as a whole encoder-decoder is refused
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,12 @@ COMPOSITES: dict[str, Composite] = {
         "integration transformer (XCLIPMultiframeIntegrationTransformer), which takes exactly num_frames frames"),)),
     "vision-text-dual-encoder": Composite((Part("text_config", None, "text", "text_model"),
                                            Part("vision_config", None, "vision", "vision_model"))),
+    # an encoder and a causal-LM decoder of any read types (EncoderDecoderModel, VisionEncoderDecoderModel: TrOCR's
+    # ViT or DeiT encoder and its decoder); a decoder of a type read as a whole encoder-decoder (MBart's) is refused
+    "encoder-decoder": Composite((Part("encoder", None, "encoder", "encoder"),
+                                  Part("decoder", None, "decoder", "decoder", alone=True))),
+    "vision-encoder-decoder": Composite((Part("encoder", None, "encoder", "encoder"),
+                                         Part("decoder", None, "decoder", "decoder", alone=True))),
     "kosmos-2": Composite((Part("text_config", "kosmos_2_text_model", "text", "text_model"),
                            Part("vision_config", "kosmos_2_vision_model", "vision", "vision_model.model"))),
     "flava": Composite((Part("text_config", "flava_text_model", "text", "text_model"),
@@ -145,7 +153,11 @@ def read(cfg: ModelConfig) -> list[Role]:
         within = ".".join(m for m in (cfg.within, part.module) if m)
         sub = ModelConfig(data, inner, f"{cfg.source} {part.key}", cfg.folder, within)
         read_part = importlib.import_module(f"{__package__}.{READERS[inner]}").read
-        found = read_part(sub)
+        whole = "encoder" in learned.BART_LIKE.get(inner, ((),))[0]  # its reader reads an encoder table beside
+        found = () if part.alone and whole else read_part(sub)
+        if part.alone and (whole or any("encoder" in r.role for r in found)):
+            cfg.fail(f"{part.key}.model_type", inner, "posexport reads this type as a whole encoder-decoder, not as "
+                     "the causal-LM decoder alone built here")
         sub.check_all_read()
         notes = (NOTE.format(role=part.role, key=part.key, inner=inner), *filter(None, [part.note]), *beside)
         roles += [dataclasses.replace(r, role=f"{part.role}-{r.role}", notes=(*r.notes, *notes),

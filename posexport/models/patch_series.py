@@ -9,7 +9,6 @@ context_length only."""
 
 from __future__ import annotations
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
@@ -35,7 +34,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     cfg.ignore("positional_dropout")  # dropout after the addition, in training only
     cls_token = cfg.architecture == "patchtst" and cfg.get("use_cls_token", False) is True
     rows = patches(cfg) + cls_token
-    path, key = checkpoint.locate(cfg.folder, (TABLE, *(f"{base}.{TABLE}" for base in BASES)))
+    path, key = cfg.locate((TABLE, *(f"{base}.{TABLE}" for base in BASES)))
     added_to = "[class token | patches]" if cls_token else "patches"
     notes = (f"x is each channel's {added_to} embeddings as [batch · channels, {rows}, d_model]; position_ids are "
              f"0 … {rows - 1}, the table's rows (the same for every channel)",

@@ -6,7 +6,6 @@ Transformers and Pop2Piano are T5's attention copied: read as T5, checked agains
 
 from __future__ import annotations
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
@@ -36,7 +35,7 @@ def read(cfg: ModelConfig) -> list[Role]:
             continue
         side = "bidirectional (encoder self-attention)" if bidirectional else "causal (decoder self-attention)"
         for block in range(count) if per_layer else (0,):
-            path, key = checkpoint.locate(cfg.folder, (TABLE.format(stack=stack, block=block),))
+            path, key = cfg.locate((TABLE.format(stack=stack, block=block),))
             values = {**common, "bidirectional": bidirectional, "weights": str(path), "key": key}
             hf = {"kind": "t5", "key": key, "decoder": not bidirectional, "module": f"transformers.models.{module}",
                   "attention": attention}

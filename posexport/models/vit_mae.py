@@ -10,7 +10,6 @@ decoder's interpolate_pos_encoding resamples the flattened patch rows in 1-D, wh
 
 from __future__ import annotations
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 from .vit import NOTES, RESAMPLED, grid_role, square
@@ -26,7 +25,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     if "ViTMAEForPreTraining" not in cfg.get("architectures", []):
         return [encoder]
     rows = (square(cfg, "image_size", 224) // square(cfg, "patch_size", 16)) ** 2 + 1
-    path, key = checkpoint.locate(cfg.folder, DECODER_TABLE)
+    path, key = cfg.locate(DECODER_TABLE)
     notes = ("x is the decoder's [class | patch tokens in raster order] [batch, 1 + patches, decoder_hidden] (the "
              f"projected visible tokens and mask tokens, unshuffled); position_ids are 0 … {rows - 1}, the table's rows",
              "the trained image size only: the decoder's interpolate_pos_encoding resamples the flattened patch rows in "

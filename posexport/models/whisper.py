@@ -10,7 +10,6 @@ Decoder: `decoder.embed_positions.weight`, max_target_positions rows, 0-based po
 
 from __future__ import annotations
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
@@ -33,7 +32,7 @@ def read(cfg: ModelConfig) -> list[Role]:
          "base = 10000^((d/2)/(d/2 − 1)) is Whisper's timescale rule ln(10000)/(d/2 − 1) in posexport's terms"),
         {"kind": "whisper-sinusoid"},
     )
-    path, key = checkpoint.locate(cfg.folder, DECODER_TABLE)
+    path, key = cfg.locate(DECODER_TABLE)
     decoder = Role(
         "learned-decoder", "learned",
         {"weights": str(path), "key": key, "max_positions": cfg.number("max_target_positions", 448, integer=True)},
