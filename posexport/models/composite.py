@@ -1,6 +1,7 @@
 """Composite model folders whose parts posexport reads as their own types: dual encoders (CLIP and its kin: a
-text tower's learned table and a vision tower's learned grid), encoder-decoders whose encoder and decoder
-have configs of their own (Dia, T5Gemma), multi-part models (BLT), audio-text models (CLAP, PE-Audio,
+text tower's learned table and a vision tower's learned grid; VisionTextDualEncoder of any two), encoder-decoders
+whose encoder and decoder have configs of their own (Dia, T5Gemma; EncoderDecoder and VisionEncoderDecoder of
+any two), multi-part models (BLT), audio-text models (CLAP, PE-Audio,
 Fun-ASR-Nano), a drafter around a text model (the Gemma-4 assistant).
 
 Each part is its sub-config (text_config, vision_config, encoder_config …) read by its own type's reader
