@@ -1,18 +1,17 @@
-"""Composite model folders whose parts posexport reads as their own types: dual encoders (CLIP and its kin: a
-text tower's learned table and a vision tower's learned grid; VisionTextDualEncoder of any two), encoder-decoders
+"""Composite model folders whose parts posexport reads as their own types: dual encoders (CLIP and its kin: a text
+tower's learned table and a vision tower's learned grid; VisionTextDualEncoder of any two), encoder-decoders
 whose encoder and decoder have configs of their own (Dia, T5Gemma; EncoderDecoder and VisionEncoderDecoder of
-any two), multi-part models (BLT), audio-text models (CLAP, PE-Audio,
-Fun-ASR-Nano), a drafter around a text model (the Gemma-4 assistant).
+any two), multi-part models (BLT), audio-text models (CLAP, PE-Audio, Fun-ASR-Nano), a drafter around a text
+model (the Gemma-4 assistant).
 
-Each part is its sub-config (text_config, vision_config, encoder_config …) read by its own type's reader
-exactly as a folder of that type (wrapper.py does the same for a wrapper's text_config), its roles renamed
-with the part's prefix (`text-learned`, `vision-vit-learned`). transformers builds each part with the class
-the composite's config class fixes for it, so the sub-config must be of the line's type (a part the config
-class leaves to AutoConfig is read as its own model_type). A part's trained
-tables are looked up only under the module the composite's model holds it in (CLIPModel's `text_model`,
-`vision_model`), and the hf runtime runs the part's own code on that sub-config (recipe `part`). Sub-configs
-of towers without a position encoding are named in the line with why; a table the composite holds beside its
-parts (X-CLIP's frame table) is a role of its own."""
+Each part is its sub-config (text_config, vision_config, encoder_config …) read by its own type's reader exactly
+as a folder of that type (wrapper.py does the same for a wrapper's text_config), its roles renamed with the
+part's prefix (`text-learned`, `vision-vit-learned`). transformers builds each part with the class the
+composite's config class fixes for it, so the sub-config must be of the line's type (a part the config class
+leaves to AutoConfig is read as its own model_type). A part's trained tables are looked up only under the module
+the composite's model holds it in (CLIPModel's `text_model`, `vision_model`), and the hf runtime runs the part's
+own code on that sub-config (recipe `part`). Sub-configs of towers without a position encoding are named in the
+line with why; a table the composite holds beside its parts (X-CLIP's frame table) is a role of its own."""
 
 from __future__ import annotations
 
