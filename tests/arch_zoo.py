@@ -90,6 +90,14 @@ BESIDE_TEXT: dict[str, dict[str, Any]] = {
     "granite_docling": {"vision_config": {"out_hidden_size": 64}},
 }
 POS_EMBED_KEY = "model.visual.pos_embed.weight"
+# Qwen-VL vision towers read alone: the tiny tower of their own config; one with a learned pos_embed gets a
+# checkpoint of the tower alone holding it.
+QWEN_TOWER = {k: v for k, v in QWEN3_VL_TOWER.items() if k != "num_position_embeddings"}
+EXTRA.update({"qwen2_vl_vision": {**QWEN_TOWER, "embed_dim": 32},
+              **dict.fromkeys(("qwen2_5_vl_vision", "qwen2_5_omni_vision_encoder"), QWEN_TOWER),
+              **dict.fromkeys(("qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision", "qwen3_5_moe_vision",
+                               "qwen4_exp_vision", "qwen3_omni_moe_vision_encoder"), QWEN3_VL_TOWER)})
+TOWER_POS_EMBED_KEY = "pos_embed.weight"
 
 
 def config_class(model_type: str) -> Any:
@@ -120,13 +128,15 @@ def tiny(model_type: str, folder: Path, **overrides: Any) -> Path:
         config.save_pretrained(folder)
     vision = BESIDE_TEXT.get(model_type, {}).get("vision_config", {})
     if "num_position_embeddings" in vision:
-        pos_embed_checkpoint(folder, vision)
+        pos_embed_checkpoint(folder, vision, POS_EMBED_KEY)
+    elif "num_position_embeddings" in EXTRA.get(model_type, {}):  # a vision tower's own folder
+        pos_embed_checkpoint(folder, EXTRA[model_type], TOWER_POS_EMBED_KEY)
     return folder
 
 
-def pos_embed_checkpoint(folder: Path, vision: dict[str, int]) -> None:
+def pos_embed_checkpoint(folder: Path, vision: dict[str, int], key: str) -> None:
     """model.safetensors holding only the vision tower's pos_embed: all its reader reads."""
-    table_checkpoint(folder, POS_EMBED_KEY, (vision["num_position_embeddings"], vision["hidden_size"]))
+    table_checkpoint(folder, key, (vision["num_position_embeddings"], vision["hidden_size"]))
 
 
 def table_checkpoint(folder: Path, key: str, shape: tuple[int, ...]) -> Any:

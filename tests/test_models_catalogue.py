@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 from posexport.contract import Case  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
-from posexport.models import READERS, audio_encoders, catalogue, decoders, learned, patch_table, read_model, sinusoids, swin, vit  # noqa: E402
+from posexport.models import READERS, audio_encoders, catalogue, decoders, learned, patch_table, qwen_vl, read_model, sinusoids, swin, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -1373,3 +1373,45 @@ def test_vit_mae_tables_are_its_own(tmp_path, pretraining):
         x = rng.standard_normal((1, 17, 32))
         ours = learned_encoding.reference(learned_encoding.params(**role.values), {"x": x, "position_ids": np.arange(17)[None]})
         assert np.max(np.abs(ours - (x + decoder_rows.numpy()))) < 1e-5
+
+
+def test_qwen_vl_tower_lines_are_the_towers_own():
+    """Each vision tower line's defaults are its config class's, and it reads a pos_embed exactly where the
+    tower's own class (the one holding its rotary) adds one."""
+    import importlib
+    import inspect
+
+    for model_type, tower in qwen_vl.TOWERS.items():
+        config = arch_zoo.config_class(model_type)()
+        assert (getattr(config, tower.width), config.num_heads, config.depth) == tower.defaults, model_type
+        module = importlib.import_module(f"transformers.models.{tower.module}.modeling_{tower.module}")
+        (own,) = [c for c in vars(module).values() if inspect.isclass(c) and getattr(c, "config_class", None) is type(config)
+                  and f"{tower.prefix}VisionRotaryEmbedding(config)" in inspect.getsource(c)]
+        assert ("self.pos_embed = nn.Embedding" in inspect.getsource(own)) == (tower.pos_embed is not None), model_type
+        assert tower.pos_embed in (None, own.__name__)
+
+
+@pytest.mark.parametrize("model_type", sorted(qwen_vl.TOWERS))
+def test_a_qwen_vl_tower_alone_reads_its_own_rope_theta_and_a_misread_fails(tmp_path, model_type):
+    """A tower's own config saying rope_theta 100: read, the tower's rotary agrees; the default 10000 (a
+    misread) misses it at every case."""
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, rope_parameters={"rope_type": "axial", "rope_theta": 100.0})
+    plan = read_model(folder)
+    role = plan.role("mrope-vision")
+    assert (role.values["base"], role.layers, plan.layer_count) == (100.0, (0, 1), 2)
+    encoding, entry, rng = get_encoding("mrope"), plan.manifest_entry(role), np.random.default_rng(0)
+    errors = {}
+    for base in (100.0, 10000.0):
+        p = encoding.params(**{**role.values, "base": base})
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        errors[base] = [np.max(np.abs(session.run(f) - encoding.reference(p, f))) / max(1.0, np.max(np.abs(encoding.reference(p, f))))
+                        for f in feeds_for(encoding, p, rng)]
+    bound = model_bound(DTYPES["float32"].bound(5016), 5016)
+    assert max(errors[100.0]) < bound and min(errors[10000.0]) > 100 * bound, errors
+
+
+def test_a_qwen_vl_tower_without_a_table_refuses_a_table_size_in_one_line(tmp_path):
+    folder = arch_zoo.tiny("qwen2_5_vl_vision", tmp_path / "tower", num_position_embeddings=36)
+    with pytest.raises(PosexportError, match="'num_position_embeddings' = 36") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)

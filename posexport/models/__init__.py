@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, patch_series, patch_table, sinusoids,
-               swin, t5, time_series, vit)
+from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, patch_series, patch_table, qwen_vl,
+               sinusoids, swin, t5, time_series, vit)
 from .plan import ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -71,6 +71,7 @@ READERS: dict[str, str] = {
     "qwen2_5_omni_text": "qwen_vl",
     "qwen3_omni_moe_text": "qwen_vl",
     "qwen3_omni_moe_talker_text": "qwen_vl",
+    **dict.fromkeys(qwen_vl.TOWERS, "qwen_vl"),
     **dict.fromkeys(("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga", "glm4v_moe", "glm4v_moe_text",
                      "glm_image", "glm_image_text"), "qwen_vl"),
     **dict.fromkeys(swin.FAMILIES, "swin"),
@@ -135,10 +136,11 @@ def judged(role: Role, source: str) -> None:
 
 
 def layer_info(data: dict) -> tuple[int, tuple[int, ...]]:
-    """num_hidden_layers (GPT-J: n_layer) of the config or of its text_config (0 when neither says), and the layers its
-    layer_types names as something other than attention (LFM2's conv layers, Mamba layers)."""
+    """num_hidden_layers (GPT-J: n_layer; a Qwen-VL vision tower's own config: depth) of the config or of its
+    text_config (0 when neither says), and the layers its layer_types names as something other than attention
+    (LFM2's conv layers, Mamba layers)."""
     for part in (data, data.get("text_config")):
-        count = (part.get("num_hidden_layers") or part.get("n_layer")) if isinstance(part, dict) else None
+        count = (part.get("num_hidden_layers") or part.get("n_layer") or part.get("depth")) if isinstance(part, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
             types = part.get("layer_types")
             types = types if isinstance(types, list) and len(types) == count else []

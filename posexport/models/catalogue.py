@@ -83,6 +83,8 @@ class Entry:
 def encodings_of(model_type: str) -> str:
     """What posexport builds for a model type it reads."""
     reader = READERS[model_type]
+    if model_type in qwen_vl.TOWERS:
+        return ", ".join(["mrope-vision (axial)", *(["vit-learned pos_embed (bilinear)"] if qwen_vl.TOWERS[model_type].pos_embed else [])])
     if reader == "qwen_vl":
         line = qwen_vl.FAMILIES[model_type]
         vision = line.vision and not model_type.endswith("_text")

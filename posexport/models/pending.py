@@ -64,10 +64,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "the talker's code predictor; the composite folders not read yet":
         ("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_talker", "qwen3_omni_moe", "qwen3_omni_moe_thinker",
          "qwen3_omni_moe_talker_code_predictor"),
-    "a vision tower alone: 2-D (axial) rope over each patch's row and column, read with the full model's "
-    "folder (mrope-vision) but not from a vision-only config":
-        ("qwen2_vl_vision", "qwen2_5_vl_vision", "qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision",
-         "qwen3_5_moe_vision", "qwen4_exp_vision", "qwen2_5_omni_vision_encoder", "qwen3_omni_moe_vision_encoder"),
     "a vision tower with 2-D rope of its own layout (frequencies per axis, patch coordinates rescaled or "
     "windowed), sometimes with a learned grid table beside it; not modelled yet":
         ("video_llama_3_vision", "exaone4_5_vision", "glm4v_vision", "glm4v_moe_vision", "glm_ocr_vision",

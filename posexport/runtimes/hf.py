@@ -57,7 +57,7 @@ CALLABLES = {
     "resize": re.compile(r"_resize_pos_embed"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions|get_sinusoid_encoding_table|[A-Za-z0-9_]+SinusoidalPositionalEmbedding"),
-    "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
+    "tower": re.compile(r"[A-Za-z0-9_]+Vision(Model|Encoder)"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
     "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
 }
