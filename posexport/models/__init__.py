@@ -79,6 +79,7 @@ READERS: dict[str, str] = {
     "data2vec-vision": "beit",
     "whisper": "whisper",
     "roformer": "roformer",
+    "esm": "esm",
     "bark": "bark",
     "videoprism_text_model": "videoprism",
     "videomae": "videomae",

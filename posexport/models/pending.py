@@ -91,8 +91,11 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "edgetam_mask_decoder", "edgetam_prompt_encoder", "edgetam_video", "edgetam_video_mask_decoder",
          "edgetam_video_prompt_encoder", "seggpt", "vitdet", "unlimited_ocr_sam_vision_model",
          "deepseek_ocr2_sam_vision_model", "got_ocr2_vision"),
-    "ESM: rotary or absolute by position_embedding_type, with the token-dropout rescaling of embeddings; "
-    "not read yet": ("esm", "esmfold2"),
+    "ESMFold2: an ESM-C language model (esmc_config, read as its own type esmc) beside an atom encoder whose "
+    "rotary turns with each atom's x/y/z coordinates and space UID (EsmFold2RotaryEmbedding: spatial_rope_base_"
+    "frequency per axis, uid_rope_base_frequency), not token positions, and an input embedder adding one-hot "
+    "relative residue, token and chain offset bins to its pair representation (EsmFold2RelativePositionEncoding); "
+    "not modelled": ("esmfold2",),
     "CLVP: rotary in its encoders beside learned tables in its decoder; not read yet":
         ("clvp", "clvp_encoder", "clvp_decoder"),
     "PE audio/video encoders: ModernBERT text model plus an encoder rope read only as its own type "
