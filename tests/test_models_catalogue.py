@@ -1465,7 +1465,7 @@ def test_esm_rotary_refuses_a_checkpoint_inv_freq_stored_rounded(tmp_path):
     assert read_model(folder).roles[0].values["base"] == 10000.0
     save_file({"esm.encoder.layer.0.attention.self.rotary_embeddings.inv_freq": inv_freq.astype(np.float16)},
               str(folder / "model.safetensors"))
-    with pytest.raises(PosexportError, match="rotary_embeddings.inv_freq .* differs from rope_theta 10000's") as caught:
+    with pytest.raises(PosexportError, match="rotary_embeddings.inv_freq .* differs from base 10000's") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
 
@@ -1501,5 +1501,112 @@ def test_esm_configs_it_cannot_read_exactly_are_refused_in_one_line(tmp_path, ov
     folder = arch_zoo.tiny("esm", tmp_path / "esm", **overrides)
     arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight", (1026, 64))
     with pytest.raises(PosexportError, match=message) as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+CLVP_ENCODER = {"hidden_size": 128, "num_attention_heads": 2, "projection_dim": 128, "num_hidden_layers": 2,
+                "intermediate_size": 32, "vocab_size": 64}  # head_dim 64, rotary_dim max(128 // 4, 32) = 32
+CLVP_DECODER = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "max_position_embeddings": 40,
+                "max_text_tokens": 20, "num_mel_attn_blocks": 1, "vocab_size": 64, "feature_size": 16}
+
+
+def rope_roles_agree_with_hf(plan, roles, rng, misread=None):
+    """Each rope role's reference against its hf session (the model's own rotary and apply function); with
+    ``misread`` (values to change), every case misses instead."""
+    for role in roles:
+        encoding, entry = get_encoding(role.encoding), plan.manifest_entry(role)
+        p = encoding.params(**{**role.values, **(misread or {})})
+        assert recipe_problem(entry) == ""  # the hf runtime accepts the recipe
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        bound = model_bound(DTYPES["float32"].bound(5016), 5016)
+        for feeds in feeds_for(encoding, p, rng):
+            exact = encoding.reference(p, feeds)
+            error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
+            assert (error > 100 * bound) if misread else (error < bound), (role.role, error)
+
+
+def test_clvp_encoder_rotary_is_its_own_and_a_misread_fails(tmp_path):
+    """The encoder's partial rope (32 of 64 channels): ClvpRotaryPositionalEmbedding's frequencies, its apply
+    function at the position_ids its forward gives the attention (0 … seq − 1); read over the whole head it fails."""
+    import torch
+    from transformers.models.clvp.modeling_clvp import ClvpEncoder
+
+    folder = arch_zoo.tiny("clvp_encoder", tmp_path / "clvp-encoder", **CLVP_ENCODER)
+    torch.manual_seed(0)
+    model = ClvpEncoder(arch_zoo.config_class("clvp_encoder").from_pretrained(folder)).eval()
+    seen = []
+    model.layers[0].self_attn.register_forward_pre_hook(lambda _m, _a, kwargs: seen.append(kwargs["position_ids"].numpy()),
+                                                        with_kwargs=True)
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None])
+    plan = read_model(folder)
+    (role,) = plan.roles
+    assert (role.values["rotary_dim"], role.values["head_dim"], role.layers) == (32, 64, (0, 1))
+    assert np.array_equal(seen[0], np.arange(9)[None])
+    ours, _ = scaling.frequencies(get_encoding("rope").params(**role.values))
+    theirs = model.rotary_pos_emb.inv_freq.double().numpy()
+    assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs)
+    rng = np.random.default_rng(0)
+    rope_roles_agree_with_hf(plan, plan.roles, rng)
+    rope_roles_agree_with_hf(plan, plan.roles, rng, misread={"rotary_dim": 64})
+
+
+def test_clvp_decoder_table_adds_the_rows_its_decoder_adds(tmp_path):
+    import torch
+    from transformers.models.clvp.modeling_clvp import ClvpDecoder
+
+    folder = arch_zoo.tiny("clvp_decoder", tmp_path / "clvp-decoder", **CLVP_DECODER)
+    torch.manual_seed(0)
+    model = ClvpDecoder(arch_zoo.config_class("clvp_decoder").from_pretrained(folder)).eval()
+    module = model.position_embeds_layer
+    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "position_embeds_layer.weight", (40, 64)))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None])
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(0).standard_normal((1, 9, 64))
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None]})
+    assert role.values["max_positions"] == 40 and np.max(np.abs(ours - (x + added[0]))) < 1e-6
+
+
+def test_clvp_reads_each_part_as_its_own(tmp_path):
+    """The whole model: its text and speech encoders' ropes (of different widths) each against the rotary of
+    its own sub-config, the decoder's table, and the conditioning encoder's text table against the rows it adds
+    on a forward (from 0 over bos, text, eos); a checkpoint's float32 inv_freq buffers are read."""
+    import torch
+    from transformers import ClvpConfig
+    from transformers.models.clvp.modeling_clvp import ClvpModelForConditionalGeneration
+
+    speech = {**CLVP_ENCODER, "num_attention_heads": 4}  # head_dim 32, rotary_dim max(128 // 8, 32) = 32: the whole head
+    text = {**CLVP_ENCODER, "vocab_size": 256}  # its bos token, which the conditioning encoder adds, is 255
+    config = ClvpConfig(text_config=text, speech_config=speech, decoder_config=CLVP_DECODER)
+    folder = tmp_path / "clvp"
+    config.save_pretrained(folder)
+    torch.manual_seed(0)
+    model = ClvpModelForConditionalGeneration(config).eval()
+    model.conditioning_encoder.text_position_embedding.weight.data.normal_()
+    save_file({k: v.contiguous().numpy() for k, v in model.state_dict().items()
+               if "position_embed" in k or "inv_freq" in k}, str(folder / "model.safetensors"))
+    added = []
+    model.conditioning_encoder.text_position_embedding.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    with torch.no_grad():
+        model.conditioning_encoder(torch.randn(1, 16, 10), input_ids=torch.arange(4, 13)[None])
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["rope-text", "rope-speech", "learned-decoder", "learned-conditioning"]
+    assert [r.values["rotary_dim"] for r in plan.roles[:2]] == [32, 32] and plan.roles[1].values["head_dim"] == 32
+    rope_roles_agree_with_hf(plan, plan.roles[:2], np.random.default_rng(0))
+    role = plan.role("learned-conditioning")
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(1).standard_normal((1, 11, 64))
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(11)[None]})
+    assert role.values["max_positions"] == 20 and np.max(np.abs(ours - (x + added[0]))) < 1e-6
+
+
+def test_clvp_encoder_without_rope_as_rope_is_refused_in_one_line(tmp_path):
+    folder = arch_zoo.tiny("clvp_encoder", tmp_path / "clvp-encoder", **{**CLVP_ENCODER, "hidden_size": 32})
+    with pytest.raises(PosexportError, match="rotary width .* = 32 is wider than head_dim 16") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)

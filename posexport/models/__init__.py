@@ -80,6 +80,7 @@ READERS: dict[str, str] = {
     "whisper": "whisper",
     "roformer": "roformer",
     "esm": "esm",
+    **dict.fromkeys(("clvp", "clvp_encoder", "clvp_decoder"), "clvp"),
     "bark": "bark",
     "videoprism_text_model": "videoprism",
     "videomae": "videomae",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, decoders, pending, qwen_vl
+from . import READERS, clvp, decoders, pending, qwen_vl
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -29,7 +29,8 @@ READER_ENCODINGS = {
     "patch_series": "learned table (the checkpoint's, per channel over the patches)",
     "vit_mae": "vit-learned with class token (its sincos-2d-initialised table); pretraining: and the decoder's learned table",
     "roformer": "rope (interleaved pairs)",
-    "esm": "rope (position_embedding_type rotary) or learned table (absolute, from padding_idx + 1)", "audio_encoders": "learned table (max_source_positions frames)",
+    "esm": "rope (position_embedding_type rotary) or learned table (absolute, from padding_idx + 1)",
+    "clvp": "rope (partial, on values too) in its encoders; learned tables in its decoder and conditioning encoder", "audio_encoders": "learned table (max_source_positions frames)",
     "chunked_audio": "sinusoidal ([sin | cos]), restarting every audio chunk",
     "dots3_audio": "rope (partial), restarting every audio chunk",
     "bark": "learned table (one per sub-model)", "patch_table": "learned table (the trained token grid, not resampled)",
@@ -94,6 +95,8 @@ def encodings_of(model_type: str) -> str:
         return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
                           *(["mrope-vision (axial)"] if vision else []),
                           *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
+    if reader == "clvp":
+        return clvp.ENCODINGS[model_type]
     if reader != "decoders":
         return READER_ENCODINGS[reader]
     spec = decoders.DECODERS[model_type]

@@ -52,28 +52,29 @@ def rotary(cfg: ModelConfig, notes: tuple[str, ...]) -> list[Role]:
     theta = cfg.number("rope_theta", 10000.0)
     values = rope_values(cfg, None, head_dim=head_dim, heads=heads, theta=theta,
                          max_positions=cfg.count("max_position_embeddings", 1026))
-    stored_inv_freq(cfg, theta, head_dim)
+    stored_inv_freq(cfg, theta, head_dim, INV_FREQ_KEYS)
     why = ("position_ids are 0 … seq − 1 (EsmModel's own when given none, not the padding-offset ids of ESM-1b's table); "
            "the model scales q by head_dim^-0.5 before rotating, which commutes with the rotation")
     return [rope_role(values, cfg, hf_rope("esm.modeling_esm", "EsmRotaryEmbedding"), notes=(why, *notes))]
 
 
-def stored_inv_freq(cfg: ModelConfig, theta: float, head_dim: int) -> None:
-    """The checkpoint's inv_freq buffer, which the model rotates with, against rope_theta's frequencies."""
+def stored_inv_freq(cfg: ModelConfig, theta: float, rotary_dim: int, keys: tuple[str, ...]) -> None:
+    """The checkpoint's inv_freq buffer (the first of ``keys`` it holds), which the model rotates with, against
+    the base's frequencies over rotary_dim channels."""
     if cfg.folder is None or not checkpoint.has_weights(cfg.folder):
         return
     try:
-        path, key = checkpoint.locate(cfg.folder, INV_FREQ_KEYS)
+        path, key = checkpoint.locate(cfg.folder, keys)
     except PosexportError:
         return  # no buffer stored: transformers computes it from rope_theta (_init_weights)
     stored = checkpoint.read_tensor(path, key)
-    ours = theta ** (-np.arange(0, head_dim, 2) / head_dim)
+    ours = theta ** (-np.arange(0, rotary_dim, 2) / rotary_dim)
     if stored.shape != ours.shape:
-        raise PosexportError(f"{path}: {key} has shape {list(stored.shape)}; ESM's head_dim {head_dim} rotates with {len(ours)}")
+        raise PosexportError(f"{path}: {key} has shape {list(stored.shape)}; {rotary_dim} rotary channels turn with {len(ours)}")
     off = float(np.max(np.abs(stored - ours) / ours))
     if off > INV_FREQ_TOLERANCE:
-        raise PosexportError(f"{path}: {key} (the rotary frequencies ESM loads and rotates with) differs from "
-                             f"rope_theta {theta:g}'s by {off:.2g} relative (stored rounded?); posexport's rope forms "
+        raise PosexportError(f"{path}: {key} (the rotary frequencies the model loads and rotates with) differs from "
+                             f"base {theta:g}'s by {off:.2g} relative (stored rounded?); posexport's rope forms "
                              "them from the base, so it would not be this model's rotation")
 
 

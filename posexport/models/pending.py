@@ -96,8 +96,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "frequency per axis, uid_rope_base_frequency), not token positions, and an input embedder adding one-hot "
     "relative residue, token and chain offset bins to its pair representation (EsmFold2RelativePositionEncoding); "
     "not modelled": ("esmfold2",),
-    "CLVP: rotary in its encoders beside learned tables in its decoder; not read yet":
-        ("clvp", "clvp_encoder", "clvp_decoder"),
     "PE audio/video encoders: ModernBERT text model plus an encoder rope read only as its own type "
     "(pe_audio_encoder …); the composite not read yet": ("pe_audio", "pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def model_bound(graph_bound: float, largest_position: int | None) -> float:
 # A recipe names transformers code; a manifest is user input, so only these names are ever imported.
 MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
 CALLABLES = {
-    "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
+    "rotary": re.compile(r"[A-Za-z0-9_]+Rotary(Positional)?Embedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"
                             r"|(DonutSwin|MaskFormerSwin|ClapAudio)SelfAttention"),
@@ -60,6 +60,7 @@ CALLABLES = {
     "tower": re.compile(r"[A-Za-z0-9_]+Vision(Model|Encoder)"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
     "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
+    "sub_config": re.compile(r"(text|speech|decoder)_config"),
 }
 
 
@@ -88,6 +89,8 @@ def auto_config(entry: Mapping[str, Any]) -> Any:
     cfg = AutoConfig.from_pretrained(entry["folder"], local_files_only=True)
     if entry["hf"].get("vision_config"):
         return cfg.vision_config
+    if entry["hf"].get("sub_config"):  # a composite's part named by its config key (CLVP's speech_config)
+        return getattr(cfg, entry["hf"]["sub_config"])
     return cfg.get_text_config() if entry["hf"].get("text_config") else cfg
 
 
@@ -154,6 +157,30 @@ class VisionRopeSession(Session):
         with torch.no_grad():
             out = torch.stack([self.apply(bshd[b], bshd[b], *self.rotary(bshd[b], rows[:, b].T))[0] for b in range(bshd.shape[0])])
         return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
+
+
+class ClvpRopeSession(Session):
+    """CLVP's encoder rotary: ClvpRotaryPositionalEmbedding's angles for positions 0 … the largest, whose cos/sin
+    its apply_rotary_pos_emb indexes at position_ids, on the head's first rotary channels (its attention's split)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
+        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.bshd = artifact.params.layout == "bshd"
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        q = x.transpose(1, 2) if self.bshd else x  # transformers' [batch, heads, seq, dim]
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            angles = self.rotary(torch.zeros(1, int(positions.max()) + 1))
+            cos, sin = angles.cos().squeeze(0), angles.sin().squeeze(0)
+            rotated = q[..., : cos.shape[-1]]
+            out = torch.cat([self.apply(rotated, rotated, rotated, cos, sin, positions)[0], q[..., cos.shape[-1] :]], dim=-1)
+        return (out.transpose(1, 2) if self.bshd else out).numpy()
 
 
 def trained(entry: Mapping[str, Any]) -> Any:
@@ -584,6 +611,7 @@ SESSIONS = {
     "gptj": GptjSession,
     "vision-rope": VisionRopeSession,
     "grid-interpolate": GridInterpolateSession,
+    "clvp-rope": ClvpRopeSession,
     "grid-sample": GridSampleSession,
 }
 
