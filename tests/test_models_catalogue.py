@@ -86,7 +86,7 @@ POSITION_CODE = re.compile(r"class \w*RotaryEmbedding|self\.(position_embeddings
 # Towers whose modeling module also holds their model's other parts (a text model's rotary): the source scanned is
 # their own classes' (by name prefix).
 TOWER_CLASSES = {"gemma4_unified_audio": "Gemma4UnifiedMultimodalEmbedder", "inkling_audio": "InklingAudioModel",
-                 "muse_spark_audio": "MuseSparkAudio"}
+                 "muse_spark_audio": "MuseSparkAudio", "blip_2_qformer": "Blip2QFormer"}
 
 
 def modeling_source(model_type: str) -> str:
@@ -335,7 +335,7 @@ def test_qwen3_vl_without_weights_says_its_pos_embed_was_not_built(tmp_path):
 
 def own_model(config):
     """transformers' model of a config: AutoModel's, else (a tower with no AutoModel entry) the class of
-    its modeling module (a text or audio tower) made for this config class."""
+    its modeling module (a text or audio tower, a Q-Former) made for this config class."""
     import importlib
     import inspect
 
@@ -347,7 +347,7 @@ def own_model(config):
     except ValueError:
         name = model_type_to_module_name(config.model_type)
         module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
-        (cls,) = [c for n, c in vars(module).items() if inspect.isclass(c) and n.endswith(("TextModel", "AudioModel"))
+        (cls,) = [c for n, c in vars(module).items() if inspect.isclass(c) and n.endswith(("TextModel", "AudioModel", "QFormerModel"))
                   and getattr(c, "config_class", None) is type(config)]
         return cls(config)
 
@@ -1610,3 +1610,26 @@ def test_clvp_encoder_without_rope_as_rope_is_refused_in_one_line(tmp_path):
     with pytest.raises(PosexportError, match="rotary width .* = 32 is wider than head_dim 16") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("model_type", ["instructblip_qformer", "instructblipvideo_qformer"])
+def test_instructblip_qformer_table_is_added_to_its_text_alone(tmp_path, model_type):
+    """With query embeddings before the instruction text, the rows the Q-Former's embeddings add are the
+    table's from 0 over the text; numbered after the queries (a misread) they are not."""
+    import torch
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, encoder_hidden_size=32)
+    model = own_model(arch_zoo.config_class(model_type).from_pretrained(folder)).eval()
+    module = model.embeddings.position_embeddings
+    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight",
+                                                                    tuple(module.weight.shape)))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None], query_embeds=torch.randn(1, 4, 64), encoder_hidden_states=torch.randn(1, 5, 32))
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": np.arange(9)[None] + start}) - (x + added[0])))
+              for start in (0, 4)]
+    assert errors[0] < 1e-6 and errors[1] > 0.1

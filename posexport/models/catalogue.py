@@ -49,6 +49,9 @@ _FRAMEWISE_AUDIO = ("an audio embedder with no attention and no convolution acro
 _CAUSAL_CONV_AUDIO = ("Muse-Spark's audio encoder: a causal convolutional pyramid (patch projections and depthwise "
                       "causal convolutions), no attention: positions are implicit in the convolutions, no position "
                       "encoding")
+_QFORMER = ("BLIP-2's Q-Former (Blip2QFormerModel): learned query tokens (held by the model around it, not positions) "
+            "through self-attention and cross-attention to image features; no token embeddings and no position code "
+            "(the BERT-like table BLIP-2 adds to text is its text model's, Blip2TextEmbeddings, in the blip-2 composite)")
 _NO_POSITIONS_GROUPS = {
     _SSM: ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"),
     _HYBRID: ("jamba", "nemotron_h", "zamba"),
@@ -68,6 +71,7 @@ _NO_POSITIONS_GROUPS = {
     _NOPE_LINEAR: ("kimi_linear",),
     _FRAMEWISE_AUDIO: ("gemma4_unified_audio", "inkling_audio"),
     _CAUSAL_CONV_AUDIO: ("muse_spark_audio",),
+    _QFORMER: ("blip_2_qformer",),
 }
 NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
 

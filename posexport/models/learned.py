@@ -4,7 +4,8 @@ GPT-BigCode, ImageGPT, GPT-Neo alike), OPT
 given, so the graph leaves those 2 rows out and takes the model's 0-based position_ids), and the BERT
 family's `position_embeddings` (absolute position_embedding_type only), whose position_ids are a buffer
 the model slices or builds from input_ids:
-- from 0 (BERT, ALBERT, ELECTRA, DistilBERT, XLM, the text towers of CLIP, SigLIP, OWL-ViT, …);
+- from 0 (BERT, ALBERT, ELECTRA, DistilBERT, XLM, the text towers of CLIP, SigLIP, OWL-ViT, …, InstructBLIP's
+  Q-Former on its instruction text);
 - from padding_idx + 1 (RoBERTa, XLM-R, CamemBERT, Data2Vec-Text, Longformer, MarkupLM, …:
   create_position_ids_from_input_ids; rows 0 … padding_idx are never used);
 - from 2 (MRA, Nyströmformer, YOSO: arange + 2 over max_position_embeddings + 2 rows).
@@ -80,7 +81,15 @@ TABLES = {
     "flava_text_model": bert_like("text_model"),
     "altclip_text_model": bert_like("text_model", 514, FROM_PADDING, table="roberta.embeddings.position_embeddings"),
     "bridgetower_text_model": bert_like("text_model", 514, FROM_PADDING),
+    # InstructBLIP's Q-Former: the table is added to its instruction text's tokens (its learned query tokens are not positions).
+    "instructblip_qformer": bert_like("qformer"),
+    "instructblipvideo_qformer": bert_like("qformer"),
 }
+# Notes beyond the BERT family's (what else the embeddings module does around the table).
+EMBEDDING_NOTES = dict.fromkeys(("instructblip_qformer", "instructblipvideo_qformer"), (
+    "x is the instruction text's token embeddings alone: the Q-Former's query embeddings (learned query tokens, not "
+    "positions) are concatenated before them after the rows are added, then LayerNorm, outside this graph",
+    "position_ids are 0-based (past length + token index)"))
 OPT_OFFSET = 2
 # Encoder-decoder (and BioGPT, TrOCR, PP-FormulaNet's text model: decoder-only) tables `embed_positions` under these parts, each its
 # own role: model_type -> (parts, rows key per part, rows default per part, rows before position 0).
@@ -123,7 +132,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         kind = cfg.get("position_embedding_type", "absolute")
         if kind != "absolute":
             cfg.fail("position_embedding_type", kind, "only absolute position tables are in posexport's catalogue")
-        notes = (CONTRACT, "token_type embeddings and LayerNorm come after, outside this graph")
+        notes = EMBEDDING_NOTES.get(cfg.architecture, (CONTRACT, "token_type embeddings and LayerNorm come after, outside this graph"))
     if start == FROM_PADDING:
         pad = cfg.number("pad_token_id", 1, integer=True)
         notes += (f"position_ids start at padding_idx + 1 = {pad + 1} (create_position_ids_from_input_ids); "

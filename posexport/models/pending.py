@@ -124,8 +124,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "kosmos-2", "kosmos_2_text_model", "videoprism", "tipsv2", "tipsv2_vision_model", "vilt", "pp_formulanet",
          "t5gemma2", "t5gemma2_encoder", "t5gemma2_decoder", "t5gemma2_text", "phi4_multimodal", "pi0",
          "nemotron_h_omni", "fun_asr_nano", "blip-2", "instructblip", "instructblipvideo", "slanext"),
-    "Q-Former or resampler: learned query tokens (and a BERT-like table on its text side), attending to "
-    "image features; not read yet": ("blip_2_qformer", "instructblip_qformer", "instructblipvideo_qformer"),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
     "max_pos_emb within context_size blocks) inside attention; not modelled":
         ("granite_speech_encoder", "granite_speech_plus_encoder"),
