@@ -10,11 +10,14 @@ from typing import Any
 
 SIZES = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4,
              intermediate_size=32, vocab_size=64, head_dim=16)
+# Gemma-4's assistant refuses per-layer inputs (Gemma-3n's) in its text model, its default text model's included.
+NO_PER_LAYER_INPUTS = {"hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": 0}
 # Per type: what the tiny sizes must also say (keys whose defaults do not fit them).
 EXTRA: dict[str, dict[str, Any]] = {
     "esmc": {"num_key_value_heads": 4},
     "smollm3": {"pad_token_id": 0},
     "gemma4": {"global_head_dim": 32}, "gemma4_text": {"global_head_dim": 32},
+    "gemma4_assistant": {"global_head_dim": 32, **NO_PER_LAYER_INPUTS},
     **dict.fromkeys(("gemma3n", "gemma3n_text"), {"layer_types": ["sliding_attention"] * 3 + ["full_attention"]}),
     "gptj": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
     "codegen": {"n_embd": 64, "n_head": 4, "n_layer": 4, "rotary_dim": 8},
@@ -90,6 +93,8 @@ BESIDE_TEXT: dict[str, dict[str, Any]] = {
     "granite_docling": {"vision_config": {"out_hidden_size": 64}},
 }
 POS_EMBED_KEY = "model.visual.pos_embed.weight"
+# What a config class needs to be made at all.
+CONSTRUCT = {"gemma4_assistant": {"text_config": {"model_type": "gemma4_text", **NO_PER_LAYER_INPUTS}}}
 # Qwen-VL vision towers read alone: the tiny tower of their own config; one with a learned pos_embed gets a
 # checkpoint of the tower alone holding it.
 QWEN_TOWER = {k: v for k, v in QWEN3_VL_TOWER.items() if k != "num_position_embeddings"}
@@ -118,7 +123,7 @@ def tiny(model_type: str, folder: Path, **overrides: Any) -> Path:
     cls = config_class(model_type)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        default = cls()
+        default = cls(**CONSTRUCT.get(model_type, {}))
         text = default.get_text_config()
         if text is default:
             config = cls(**{**sized(cls, model_type), **overrides})

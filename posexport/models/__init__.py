@@ -49,6 +49,7 @@ READERS: dict[str, str] = {
     "moonshine": "moonshine",
     "gemma4": "gemma4",
     "gemma4_text": "gemma4",
+    "gemma4_assistant": "gemma4",
     "llama4_text": "llama4",
     "gpt_neox": "neox",
     "stablelm": "neox",

@@ -20,7 +20,7 @@ READER_ENCODINGS = {
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
-    "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
+    "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional; the assistant's: on its queries alone)", "moonshine": "rope (partial, interleaved pairs)",
     "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
     "musicgen": "sinusoidal ([cos | sin], the decoder's)",
     "time_series": "sinusoidal ([sin | cos], encoder and decoder)",

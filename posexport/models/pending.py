@@ -208,7 +208,5 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "DiNAT: neighborhood attention (natten) with its own relative position bias; not modelled": ("dinat",),
     "Mllama's vision tower: gated learned position embeddings per tile and aspect-ratio (precomputed) "
     "embeddings; not modelled": ("mllama_vision_model",),
-    "Gemma-4 assistant (drafter): a Gemma-4 text model behind projections; its text model reads as gemma4_text, "
-    "the assistant's own config not yet": ("gemma4_assistant",),
 }
 NOT_YET: dict[str, str] = {t: why for why, types in _GROUPS.items() for t in types}
