@@ -16,6 +16,7 @@ NO_PER_LAYER_INPUTS = {"hidden_size_per_layer_input": 0, "vocab_size_per_layer_i
 EXTRA: dict[str, dict[str, Any]] = {
     "esmc": {"num_key_value_heads": 4},
     "smollm3": {"pad_token_id": 0},
+    "xmod": {"default_language": "en_XX"},  # its forward needs a language (lang_ids) to pick its adapters
     "gemma4": {"global_head_dim": 32}, "gemma4_text": {"global_head_dim": 32},
     "gemma4_assistant": {"global_head_dim": 32, **NO_PER_LAYER_INPUTS},
     **dict.fromkeys(("gemma3n", "gemma3n_text"), {"layer_types": ["sliding_attention"] * 3 + ["full_attention"]}),

@@ -372,7 +372,8 @@ def test_learned_tables_add_the_rows_transformers_adds(tmp_path, model_type):
     module = model.get_submodule(keys[0].removesuffix(".weight"))
     module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, keys[0], tuple(module.weight.shape)))
     added = []
-    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0, :9].double().numpy()))
+    # I-BERT's QuantEmbedding returns (rows, scaling factor)
+    module.register_forward_hook(lambda _m, _a, rows: added.append((rows[0] if isinstance(rows, tuple) else rows)[0, :9].double().numpy()))
     tokens = [i for i in range(2, 64) if i != getattr(config, "pad_token_id", None)][:9]
     with torch.no_grad():
         model(input_ids=torch.tensor([tokens]))
@@ -1669,3 +1670,11 @@ def test_gemma4_assistant_rotates_its_queries_alone_with_each_layer_types_rope(t
         angles = 7 * scaling.frequencies(get_encoding("rope").params(**role.values))[0]
         assert tuple(shape) == (1, 1, 4, role.values["head_dim"]) and any("queries alone" in n for n in role.notes)
         assert np.max(np.abs(np.cos(np.concatenate([angles, angles])) - cos)) < 1e-5, role.role
+
+
+def test_ibert_quantised_embeddings_are_refused_in_one_line(tmp_path):
+    folder = arch_zoo.tiny("ibert", tmp_path / "ibert", quant_mode=True)
+    arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight", (512, 64))
+    with pytest.raises(PosexportError, match="'quant_mode' = true: I-BERT's quantised embeddings") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)

@@ -4,9 +4,9 @@ GPT-BigCode, ImageGPT, GPT-Neo alike), OPT
 given, so the graph leaves those 2 rows out and takes the model's 0-based position_ids), and the BERT
 family's `position_embeddings` (absolute position_embedding_type only), whose position_ids are a buffer
 the model slices or builds from input_ids:
-- from 0 (BERT, ALBERT, ELECTRA, DistilBERT, XLM, the text towers of CLIP, SigLIP, OWL-ViT, …, InstructBLIP's
-  Q-Former on its instruction text);
-- from padding_idx + 1 (RoBERTa, XLM-R, CamemBERT, Data2Vec-Text, Longformer, MarkupLM, …:
+- from 0 (BERT, ALBERT, ELECTRA, DistilBERT, XLM, CANINE, the text towers of CLIP, SigLIP, OWL-ViT, …,
+  InstructBLIP's Q-Former on its instruction text);
+- from padding_idx + 1 (RoBERTa, XLM-R, X-MOD, I-BERT unquantised, CamemBERT, Data2Vec-Text, Longformer, MarkupLM, …:
   create_position_ids_from_input_ids; rows 0 … padding_idx are never used);
 - from 2 (MRA, Nyströmformer, YOSO: arange + 2 over max_position_embeddings + 2 rows).
 The table is read from the checkpoint; the graph adds table[position_ids] to x, the model's own ids.
@@ -60,6 +60,11 @@ TABLES = {
     "longformer": bert_like("longformer", 512, FROM_PADDING),
     "markuplm": bert_like("markuplm", 512, FROM_PADDING),
     "roberta-prelayernorm": bert_like("roberta_prelayernorm", 512, FROM_PADDING),
+    "xmod": bert_like("roberta", 512, FROM_PADDING),  # RoBERTa's embeddings; its language adapters sit in the layers
+    "ibert": bert_like("ibert", 512, FROM_PADDING),
+    # CANINE's table from 0 has num_hash_buckets rows; its character hashing makes the token embeddings only.
+    "canine": (("char_embeddings.char_position_embeddings.weight", "canine.char_embeddings.char_position_embeddings.weight"),
+               "num_hash_buckets", 16384, FROM_ZERO),
     "xlm-roberta-xl": bert_like("roberta", 514, FROM_PADDING),
     "mra": bert_like("mra", 512, FROM_TWO),
     "nystromformer": bert_like("nystromformer", 510, FROM_TWO),
@@ -91,6 +96,9 @@ EMBEDDING_NOTES = dict.fromkeys(("instructblip_qformer", "instructblipvideo_qfor
     "positions) are concatenated before them after the rows are added, then LayerNorm, outside this graph",
     "position_ids are 0-based (past length + token index)"))
 OPT_OFFSET = 2
+# Settings under which the embeddings add something other than the table's rows: refused by name.
+REFUSED = {"ibert": ("quant_mode", "I-BERT's quantised embeddings round the table's rows and their sums (QuantEmbedding, "
+                                   "QuantAct); posexport reads its float form (quant_mode false)")}
 # Encoder-decoder (and BioGPT, TrOCR, PP-FormulaNet's text model: decoder-only) tables `embed_positions` under these parts, each its
 # own role: model_type -> (parts, rows key per part, rows default per part, rows before position 0).
 # <X>LearnedPositionalEmbedding adds that offset to the 0-based positions itself (BART's 2; none for
@@ -120,6 +128,10 @@ def read(cfg: ModelConfig) -> list[Role]:
     if cfg.architecture in BART_LIKE:
         return bart_like(cfg)
     keys, rows_key, rows_default, start = TABLES[cfg.architecture]
+    if cfg.architecture in REFUSED and cfg.get(REFUSED[cfg.architecture][0], False):
+        cfg.fail(REFUSED[cfg.architecture][0], True, REFUSED[cfg.architecture][1])
+    if cfg.architecture == "canine":
+        cfg.ignore("max_position_embeddings")  # sizes its position_ids buffer only; the table has num_hash_buckets rows
     rows = cfg.number(rows_key, rows_default, integer=True) + (2 if start == FROM_TWO else 0)
     offset = OPT_OFFSET if cfg.architecture == "opt" else 0
     if cfg.architecture in TABLE_ONLY:

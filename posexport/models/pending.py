@@ -133,9 +133,9 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "not read yet":
         ("layoutlm", "layoutlmv2", "layoutlmv3", "layoutxlm", "lilt", "bros", "udop", "lxmert", "visual_bert",
          "tvp"),
-    "BERT-like table, but its embeddings module needs inputs a position graph cannot stand for (language "
-    "adapters, entity positions, quantised embeddings, character hashing); not read yet":
-        ("xmod", "luke", "ibert", "canine"),
+    "LUKE: RoBERTa's table on its words beside an entity table (LukeEntityEmbeddings.position_embeddings) averaged "
+    "over each entity's span positions (entity_position_ids, −1 for padding); the averaged rows are not modelled":
+        ("luke",),
     "TAPAS: absolute positions reset per table cell (reset_position_index_per_cell); not modelled": ("tapas",),
     "Decision Transformer: a learned table over episode timesteps, not token positions; not modelled":
         ("decision_transformer",),
