@@ -102,7 +102,9 @@ QWEN_TOWER = {k: v for k, v in QWEN3_VL_TOWER.items() if k != "num_position_embe
 EXTRA.update({"qwen2_vl_vision": {**QWEN_TOWER, "embed_dim": 32},
               **dict.fromkeys(("qwen2_5_vl_vision", "qwen2_5_omni_vision_encoder"), QWEN_TOWER),
               **dict.fromkeys(("qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision", "qwen3_5_moe_vision",
-                               "qwen4_exp_vision", "qwen3_omni_moe_vision_encoder"), QWEN3_VL_TOWER)})
+                               "qwen4_exp_vision", "qwen3_omni_moe_vision_encoder", "cohere_compass_vision"), QWEN3_VL_TOWER),
+              "exaone4_5_vision": {**QWEN_TOWER, "num_key_value_heads": 1},
+              "video_llama_3_vision": {"hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2}})
 TOWER_POS_EMBED_KEY = "pos_embed.weight"
 
 

@@ -1384,7 +1384,7 @@ def test_qwen_vl_tower_lines_are_the_towers_own():
 
     for model_type, tower in qwen_vl.TOWERS.items():
         config = arch_zoo.config_class(model_type)()
-        assert (getattr(config, tower.width), config.num_heads, config.depth) == tower.defaults, model_type
+        assert tuple(getattr(config, key) for key in (tower.width, tower.heads, tower.depth)) == tower.defaults, model_type
         module = importlib.import_module(f"transformers.models.{tower.module}.modeling_{tower.module}")
         (own,) = [c for c in vars(module).values() if inspect.isclass(c) and getattr(c, "config_class", None) is type(config)
                   and f"{tower.prefix}VisionRotaryEmbedding(config)" in inspect.getsource(c)]

@@ -19,7 +19,9 @@ Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's (and MoE's), Qwen3.5's (and MoE's), Qwen4-E
 towers share one VisionRotaryEmbedding (θ_i = base^(−4i/head_dim) for i < head_dim/4, cos/sin [h-angles |
 w-angles] twice, rotate_half over the whole head) and apply_rotary_pos_emb_vision (checked against each);
 head_dim = embed_dim (Qwen2-VL) or hidden_size // num_heads; Qwen3-VL's, Qwen3.5's, Qwen4-Exp's and
-Qwen3-Omni's towers add the pos_embed grid, the others none.
+Qwen3-Omni's towers add the pos_embed grid, the others none. Towers built as theirs are read the same way:
+EXAONE-4.5's (Qwen2.5-VL's, keys on fewer heads), Cohere-Compass's (Qwen3-VL's) and VideoLLaMA3's (the rope
+alone, each image merged by its own merge size).
 
 GLM-4V's text rotary (GLM-4.1V, GLM-OCR, GLM-4.6V and GLM-GA, whose text model is glm4v_text; GLM-4.5V and
 GLM-Image) chunks Qwen2-VL's sections over the frequencies of int(head_dim · partial_rotary_factor) channels
@@ -85,19 +87,24 @@ FAMILIES = {"qwen2_vl": Line("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": Line("qwen2_5
 
 @dataclass(frozen=True)
 class Tower:
-    """A Qwen-VL vision tower: its module and class prefix, the key of its width (Qwen2-VL's hidden_size is its
-    merger's output), the tower class that adds the learned pos_embed (None: it has none), and its config
-    class's defaults."""
+    """A Qwen-VL vision tower (or a tower built as one): its module and class prefix, the keys of its width (Qwen2-VL's
+    hidden_size is its merger's output), head count and depth, the tower class that adds the learned pos_embed
+    (None: it has none), its config class's defaults, and how it orders the patches' position rows."""
     module: str
     prefix: str
     width: str = "hidden_size"
     pos_embed: str | None = None
-    defaults: tuple[int, int, int] = (1152, 16, 27)  # width, num_heads, depth
-    windowed: bool = False  # Qwen2.5-VL's window attention reorders the patches (get_vision_window_index)
+    defaults: tuple[int, int, int] = (1152, 16, 27)  # width, heads, depth
+    order: str = "merge-ordered"
+    heads: str = "num_heads"
+    depth: str = "depth"
 
 
-QWEN2_5_TOWER = {"defaults": (3584, 16, 32), "windowed": True}
-# vision model_type -> its tower (a full model's vision_config is that of f"{module}_vision").
+# Qwen2.5-VL's window attention reorders the patches (get_vision_window_index).
+QWEN2_5_TOWER = {"defaults": (3584, 16, 32), "order": "window- and merge-ordered"}
+# vision model_type -> its tower (a full model's vision_config is that of f"{module}_vision"). EXAONE-4.5's tower is
+# Qwen2.5-VL's with fewer key heads, Cohere-Compass's Qwen3-VL's, VideoLLaMA3's a rope-only tower whose merge size
+# is each image's own.
 TOWERS = {"qwen2_vl_vision": Tower("qwen2_vl", "Qwen2VL", "embed_dim", defaults=(1280, 16, 32)),
           "qwen2_5_vl_vision": Tower("qwen2_5_vl", "Qwen2_5_VL", **QWEN2_5_TOWER),
           "qwen3_vl_vision": Tower("qwen3_vl", "Qwen3VL", pos_embed="Qwen3VLVisionModel"),
@@ -106,7 +113,12 @@ TOWERS = {"qwen2_vl_vision": Tower("qwen2_vl", "Qwen2VL", "embed_dim", defaults=
           "qwen3_5_moe_vision": Tower("qwen3_5_moe", "Qwen3_5Moe", pos_embed="Qwen3_5MoeVisionModel"),
           "qwen4_exp_vision": Tower("qwen4_exp", "Qwen4Exp", pos_embed="Qwen4ExpVisionModel"),
           "qwen2_5_omni_vision_encoder": Tower("qwen2_5_omni", "Qwen2_5Omni", **QWEN2_5_TOWER),
-          "qwen3_omni_moe_vision_encoder": Tower("qwen3_omni_moe", "Qwen3OmniMoe", pos_embed="Qwen3OmniMoeVisionEncoder")}
+          "qwen3_omni_moe_vision_encoder": Tower("qwen3_omni_moe", "Qwen3OmniMoe", pos_embed="Qwen3OmniMoeVisionEncoder"),
+          "exaone4_5_vision": Tower("exaone4_5", "Exaone4_5_", **QWEN2_5_TOWER),
+          "cohere_compass_vision": Tower("cohere_compass", "CohereCompass", pos_embed="CohereCompassVisionModel"),
+          "video_llama_3_vision": Tower("video_llama_3", "VideoLlama3", defaults=(768, 12, 12),
+                                        order="merge-ordered by each image's merge_sizes", heads="num_attention_heads",
+                                        depth="num_hidden_layers")}
 TOWER_NOT_BUILT = "the vision tower's positions (vision_config) are not read: not built"
 NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
          "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
@@ -165,7 +177,7 @@ def tower_roles(vision: ModelConfig, tower: Tower, recipe: dict) -> list[Role]:
     """The tower's axial rope and (Qwen3-VL's towers) its pos_embed, from its config: a full model's vision_config
     (recipe: the hf runtime takes the config's vision_config) or a tower's own."""
     width_default, heads_default, depth_default = tower.defaults
-    heads = vision.count("num_heads", heads_default)
+    heads = vision.count(tower.heads, heads_default)
     width = vision.count(tower.width, width_default)
     head_dim = vision.count("head_dim") if vision.has("head_dim") else width // heads
     block = dict(vision.get("rope_parameters", None) or {"rope_type": "axial"})
@@ -180,11 +192,10 @@ def tower_roles(vision: ModelConfig, tower: Tower, recipe: dict) -> list[Role]:
     module = f"transformers.models.{tower.module}.modeling_{tower.module}"
     hf = {"kind": "vision-rope", "module": module, "rotary": f"{tower.prefix}VisionRotaryEmbedding",
           "apply": "apply_rotary_pos_emb_vision", **recipe}
-    order = "window- and merge-ordered" if tower.windowed else "merge-ordered"
     notes = ("x is one vision attention layer's q or k, [1, patches, heads, head_dim] (the tower's [patches, heads, "
              "head_dim] with a batch axis); position_ids are [2, 1, patches]: each patch's (height, width) row and "
-             f"column, as the tower lays them out ({order}: get_vision_position_ids)",)
-    rope = Role("mrope-vision", "mrope", values, tuple(range(vision.count("depth", depth_default))), notes, hf)
+             f"column, as the tower lays them out ({tower.order}: get_vision_position_ids)", *kv_note(vision, heads))
+    rope = Role("mrope-vision", "mrope", values, tuple(range(vision.count(tower.depth, depth_default))), notes, hf)
     return [rope] if rows is None else pos_embed_role(vision, tower, rows, rope, recipe)
 
 
