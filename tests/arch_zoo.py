@@ -99,12 +99,17 @@ CONSTRUCT = {"gemma4_assistant": {"text_config": {"model_type": "gemma4_text", *
 # Qwen-VL vision towers read alone: the tiny tower of their own config; one with a learned pos_embed gets a
 # checkpoint of the tower alone holding it.
 QWEN_TOWER = {k: v for k, v in QWEN3_VL_TOWER.items() if k != "num_position_embeddings"}
+ROPE_ONLY_TOWER = {"hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2}  # a tower keyed as BERT's
 EXTRA.update({"qwen2_vl_vision": {**QWEN_TOWER, "embed_dim": 32},
               **dict.fromkeys(("qwen2_5_vl_vision", "qwen2_5_omni_vision_encoder"), QWEN_TOWER),
               **dict.fromkeys(("qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision", "qwen3_5_moe_vision",
                                "qwen4_exp_vision", "qwen3_omni_moe_vision_encoder", "cohere_compass_vision"), QWEN3_VL_TOWER),
               "exaone4_5_vision": {**QWEN_TOWER, "num_key_value_heads": 1},
-              "video_llama_3_vision": {"hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2}})
+              **dict.fromkeys(("ernie4_5_vl_moe_vision", "glm5_next_vision"), QWEN_TOWER),
+              "video_llama_3_vision": ROPE_ONLY_TOWER,
+              # its default MoE layout names 42 layers; its adapter takes the tower's width
+              "dots3_note_vision_encoder": {**ROPE_ONLY_TOWER, "mlp_layer_types": ["dense"] * 2, "per_layer_config": {},
+                                            "adapter_in_dim": 32}})
 TOWER_POS_EMBED_KEY = "pos_embed.weight"
 
 

@@ -67,12 +67,12 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "a vision tower with 2-D rope of its own layout (frequencies per axis, patch coordinates rescaled or "
     "windowed), sometimes with a learned grid table beside it; not modelled yet":
         ("glm4v_vision", "glm4v_moe_vision", "glm_ocr_vision",
-         "glm5_next_vision", "lfm3_vl_vision", "ernie4_5_vl_moe_vision", "paddleocr_vl_vision", "mlcd",
+         "lfm3_vl_vision", "paddleocr_vl_vision", "mlcd",
          "mlcd_vision_model", "pixtral", "llama4_vision_model", "dinov3_vit", "eomt_dinov3", "sapiens2",
          "vjepa2", "gemma4_vision", "gemma4_unified_vision", "inkling2_vision", "kimi_k25_vision",
          "muse_glimmer_vision", "muse_spark_vision", "step3p5_vision",
          "hunyuan_vl_vision", "hy_v4_vl_vision", "minimax_m3_vl_vision", "molmo2_vision", "molmo2_adapter",
-         "cosmos3_edge_vision", "dots3_note_vision_encoder", "apertus1p5_vision_tokenizer", "efficientloftr"),
+         "cosmos3_edge_vision", "apertus1p5_vision_tokenizer", "efficientloftr"),
     "a convolutional vision tower (ALIGN's EfficientNet, Gemma-3n's MobileNet-V5 through timm): no position "
     "encoding of its own; its module's other towers hold the position code": ("align_vision_model", "gemma3n_vision"),
     "a timm model wrapped: its positions are timm's code (pos_embed of the wrapped architecture), not "

@@ -20,8 +20,8 @@ towers share one VisionRotaryEmbedding (θ_i = base^(−4i/head_dim) for i < hea
 w-angles] twice, rotate_half over the whole head) and apply_rotary_pos_emb_vision (checked against each);
 head_dim = embed_dim (Qwen2-VL) or hidden_size // num_heads; Qwen3-VL's, Qwen3.5's, Qwen4-Exp's and
 Qwen3-Omni's towers add the pos_embed grid, the others none. Towers built as theirs are read the same way:
-EXAONE-4.5's (Qwen2.5-VL's, keys on fewer heads), Cohere-Compass's (Qwen3-VL's) and VideoLLaMA3's (the rope
-alone, each image merged by its own merge size).
+EXAONE-4.5's (Qwen2.5-VL's, keys on fewer heads), Cohere-Compass's (Qwen3-VL's), and the rope alone of
+VideoLLaMA3's (each image merged by its own merge size), ERNIE-4.5-VL's, GLM-5-Next's and Dots3-Note's.
 
 GLM-4V's text rotary (GLM-4.1V, GLM-OCR, GLM-4.6V and GLM-GA, whose text model is glm4v_text; GLM-4.5V and
 GLM-Image) chunks Qwen2-VL's sections over the frequencies of int(head_dim · partial_rotary_factor) channels
@@ -100,11 +100,13 @@ class Tower:
     depth: str = "depth"
 
 
+BERT_KEYS = {"heads": "num_attention_heads", "depth": "num_hidden_layers"}
 # Qwen2.5-VL's window attention reorders the patches (get_vision_window_index).
 QWEN2_5_TOWER = {"defaults": (3584, 16, 32), "order": "window- and merge-ordered"}
 # vision model_type -> its tower (a full model's vision_config is that of f"{module}_vision"). EXAONE-4.5's tower is
-# Qwen2.5-VL's with fewer key heads, Cohere-Compass's Qwen3-VL's, VideoLLaMA3's a rope-only tower whose merge size
-# is each image's own.
+# Qwen2.5-VL's with fewer key heads, Cohere-Compass's Qwen3-VL's; VideoLLaMA3's, ERNIE-4.5-VL's, GLM-5-Next's and
+# Dots3-Note's rope-only towers (GLM-5-Next's and Dots3-Note's normalise q and k first), VideoLLaMA3's merge size
+# each image's own.
 TOWERS = {"qwen2_vl_vision": Tower("qwen2_vl", "Qwen2VL", "embed_dim", defaults=(1280, 16, 32)),
           "qwen2_5_vl_vision": Tower("qwen2_5_vl", "Qwen2_5_VL", **QWEN2_5_TOWER),
           "qwen3_vl_vision": Tower("qwen3_vl", "Qwen3VL", pos_embed="Qwen3VLVisionModel"),
@@ -117,8 +119,10 @@ TOWERS = {"qwen2_vl_vision": Tower("qwen2_vl", "Qwen2VL", "embed_dim", defaults=
           "exaone4_5_vision": Tower("exaone4_5", "Exaone4_5_", **QWEN2_5_TOWER),
           "cohere_compass_vision": Tower("cohere_compass", "CohereCompass", pos_embed="CohereCompassVisionModel"),
           "video_llama_3_vision": Tower("video_llama_3", "VideoLlama3", defaults=(768, 12, 12),
-                                        order="merge-ordered by each image's merge_sizes", heads="num_attention_heads",
-                                        depth="num_hidden_layers")}
+                                        order="merge-ordered by each image's merge_sizes", **BERT_KEYS),
+          "ernie4_5_vl_moe_vision": Tower("ernie4_5_vl_moe", "Ernie4_5_VLMoe", defaults=(1280, 16, 32)),
+          "glm5_next_vision": Tower("glm5_next", "Glm5Next", defaults=(1024, 16, 24)),
+          "dots3_note_vision_encoder": Tower("dots3_note", "Dots3Note", defaults=(1536, 24, 42), **BERT_KEYS)}
 TOWER_NOT_BUILT = "the vision tower's positions (vision_config) are not read: not built"
 NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
          "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
