@@ -1678,3 +1678,19 @@ def test_ibert_quantised_embeddings_are_refused_in_one_line(tmp_path):
     with pytest.raises(PosexportError, match="'quant_mode' = true: I-BERT's quantised embeddings") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("model_type", ["glm4v_vision", "glm4v_moe_vision"])
+def test_glm4v_tower_grid_is_bicubic_as_its_grid_sample_and_a_misread_fails(tmp_path, model_type):
+    """GLM-4V's grid_sample (bicubic, border padding) at each patch's centre is vit-learned's bicubic at every grid;
+    read as bilinear it misses the tower's own embeddings at every grid but the trained one."""
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    plan = read_model(folder)
+    role = plan.role("vision-pos-embed")
+    encoding, entry, rng = get_encoding("vit-learned"), plan.manifest_entry(role), np.random.default_rng(1)
+    errors = {}
+    for interpolation in ("bicubic", "bilinear"):
+        p = encoding.params(**{**role.values, "interpolation": interpolation})
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        errors[interpolation] = [np.max(np.abs(session.run(f) - encoding.reference(p, f))) for f in feeds_for(encoding, p, rng)]
+    assert max(errors["bicubic"]) < 1e-5 and errors["bilinear"][0] < 1e-5 and min(errors["bilinear"][1:3]) > 0.1, errors

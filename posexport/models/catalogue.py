@@ -90,15 +90,14 @@ def encodings_of(model_type: str) -> str:
     """What posexport builds for a model type it reads."""
     reader = READERS[model_type]
     if model_type in qwen_vl.TOWERS:
-        return ", ".join(["mrope-vision (axial)", *(["vit-learned pos_embed (bilinear)"] if qwen_vl.TOWERS[model_type].pos_embed else [])])
+        return tower_encodings(qwen_vl.TOWERS[model_type])
     if reader == "qwen_vl":
         line = qwen_vl.FAMILIES[model_type]
         vision = line.vision and not model_type.endswith("_text")
         forms = [*(["interleaved sections"] if line.interleaved else []), *(["partial"] if line.partial is not None else []),
                  *(["interleaved pairs"] if line.pair_layout == "interleaved" else [])]
         return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
-                          *(["mrope-vision (axial)"] if vision else []),
-                          *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
+                          *([tower_encodings(qwen_vl.TOWERS[f"{line.module}_vision"])] if vision else [])])
     if reader == "clvp":
         return clvp.ENCODINGS[model_type]
     if reader != "decoders":
@@ -108,6 +107,11 @@ def encodings_of(model_type: str) -> str:
              *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
              *(["NoPE layers"] if spec.nope else [])]
     return ", ".join(kinds)
+
+
+def tower_encodings(tower: qwen_vl.Tower) -> str:
+    return ", ".join(["mrope-vision (axial)", *(["vit-learned pos_embed (bilinear)"] if tower.pos_embed else []),
+                      *(["vit-learned grid (bicubic, by grid_sample)"] if tower.grid else [])])
 
 
 def entry(model_type: str, unknown: str = "no reader yet") -> Entry:

@@ -21,14 +21,17 @@ w-angles] twice, rotate_half over the whole head) and apply_rotary_pos_emb_visio
 head_dim = embed_dim (Qwen2-VL) or hidden_size // num_heads; Qwen3-VL's, Qwen3.5's, Qwen4-Exp's and
 Qwen3-Omni's towers add the pos_embed grid, the others none. Towers built as theirs are read the same way:
 EXAONE-4.5's (Qwen2.5-VL's, keys on fewer heads), Cohere-Compass's (Qwen3-VL's), and the rope alone of
-VideoLLaMA3's (each image merged by its own merge size), ERNIE-4.5-VL's, GLM-5-Next's and Dots3-Note's.
+VideoLLaMA3's (each image merged by its own merge size), ERNIE-4.5-VL's, GLM-5-Next's, Dots3-Note's and GLM-OCR's;
+GLM-4V's and GLM-4.5V's towers add a learned grid sampled at each patch's centre by F.grid_sample (bicubic,
+border padding), read as vit-learned's bicubic (the same weights, checked), a `vision-pos-embed` role.
 
 GLM-4V's text rotary (GLM-4.1V, GLM-OCR, GLM-4.6V and GLM-GA, whose text model is glm4v_text; GLM-4.5V and
 GLM-Image) chunks Qwen2-VL's sections over the frequencies of int(head_dim · partial_rotary_factor) channels
 (θ_i = base^(−2i/rotary_dim), sections summing to rotary_dim/2, default [8, 12, 12]) and rotates only those
 channels: GLM-4V's and GLM-OCR's in interleaved pairs (cos/sin repeat_interleave'd, rotate_half_llm),
 GLM-4.5V's and GLM-Image's half-split. partial_rotary_factor is read from the rope block, else the top level,
-else the config class's default (GLM-4.5V's 0.5, the others' 1.0). Their vision towers are not read."""
+else the config class's default (GLM-4.5V's 0.5, the others' 1.0). Their vision towers are not read with the
+whole model; GLM-4V's, GLM-4.5V's and GLM-OCR's are read alone (below), GLM-Image's by vit.py."""
 
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
+from .vit import CLIP_TABLE, grid_role
 
 MROPE_KINDS = ("mrope", "default")
 
@@ -98,6 +102,7 @@ class Tower:
     order: str = "merge-ordered"
     heads: str = "num_heads"
     depth: str = "depth"
+    grid: str | None = None  # GLM-4V's: the embeddings class adding a learned grid by F.grid_sample (vit.GRID_SAMPLED)
 
 
 BERT_KEYS = {"heads": "num_attention_heads", "depth": "num_hidden_layers"}
@@ -105,8 +110,8 @@ BERT_KEYS = {"heads": "num_attention_heads", "depth": "num_hidden_layers"}
 QWEN2_5_TOWER = {"defaults": (3584, 16, 32), "order": "window- and merge-ordered"}
 # vision model_type -> its tower (a full model's vision_config is that of f"{module}_vision"). EXAONE-4.5's tower is
 # Qwen2.5-VL's with fewer key heads, Cohere-Compass's Qwen3-VL's; VideoLLaMA3's, ERNIE-4.5-VL's, GLM-5-Next's and
-# Dots3-Note's rope-only towers (GLM-5-Next's and Dots3-Note's normalise q and k first), VideoLLaMA3's merge size
-# each image's own.
+# Dots3-Note's and GLM-OCR's rope-only towers (all but the first two normalise q and k first), VideoLLaMA3's merge size
+# each image's own; GLM-4V's (and GLM-4.5V's) with a learned grid beside the rope.
 TOWERS = {"qwen2_vl_vision": Tower("qwen2_vl", "Qwen2VL", "embed_dim", defaults=(1280, 16, 32)),
           "qwen2_5_vl_vision": Tower("qwen2_5_vl", "Qwen2_5_VL", **QWEN2_5_TOWER),
           "qwen3_vl_vision": Tower("qwen3_vl", "Qwen3VL", pos_embed="Qwen3VLVisionModel"),
@@ -122,7 +127,10 @@ TOWERS = {"qwen2_vl_vision": Tower("qwen2_vl", "Qwen2VL", "embed_dim", defaults=
                                         order="merge-ordered by each image's merge_sizes", **BERT_KEYS),
           "ernie4_5_vl_moe_vision": Tower("ernie4_5_vl_moe", "Ernie4_5_VLMoe", defaults=(1280, 16, 32)),
           "glm5_next_vision": Tower("glm5_next", "Glm5Next", defaults=(1024, 16, 24)),
-          "dots3_note_vision_encoder": Tower("dots3_note", "Dots3Note", defaults=(1536, 24, 42), **BERT_KEYS)}
+          "dots3_note_vision_encoder": Tower("dots3_note", "Dots3Note", defaults=(1536, 24, 42), **BERT_KEYS),
+          "glm_ocr_vision": Tower("glm_ocr", "GlmOcr", defaults=(1024, 16, 24)),
+          "glm4v_vision": Tower("glm4v", "Glm4v", defaults=(1536, 12, 24), grid="Glm4vVisionEmbeddings"),
+          "glm4v_moe_vision": Tower("glm4v_moe", "Glm4vMoe", defaults=(1536, 12, 24), grid="Glm4vMoeVisionEmbeddings")}
 TOWER_NOT_BUILT = "the vision tower's positions (vision_config) are not read: not built"
 NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
          "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
@@ -200,9 +208,29 @@ def tower_roles(vision: ModelConfig, tower: Tower, recipe: dict) -> list[Role]:
              "head_dim] with a batch axis); position_ids are [2, 1, patches]: each patch's (height, width) row and "
              f"column, as the tower lays them out ({tower.order}: get_vision_position_ids)", *kv_note(vision, heads))
     rope = Role("mrope-vision", "mrope", values, tuple(range(vision.count(tower.depth, depth_default))), notes, hf)
+    if tower.grid:
+        return grid_sampled_role(vision, tower, width, rope, recipe)
     return [rope] if rows is None else pos_embed_role(vision, tower, rows, rope, recipe)
 
 
+def grid_sampled_role(vision: ModelConfig, tower: Tower, width: int, rope: Role, recipe: dict) -> list[Role]:
+    """The vision rope role and GLM-4V's learned grid (image_size // patch_size a side), which its embeddings sample
+    at each patch's centre with F.grid_sample (bicubic, border padding): vit-learned's bicubic weights (a = −0.75,
+    no antialias; checked against the embeddings' own forward). A folder without weights gets the rope role only."""
+    if not checkpoint.has_weights(vision.folder):
+        return [dataclasses.replace(rope, notes=(*rope.notes, "the vision tower's learned grid is in the weights, which "
+                                                              "this folder lacks: not built"))]
+    notes = ("x is the patch embeddings of one image (after post_conv_layernorm) as a grid [batch, grid_h, grid_w, hidden], "
+             "row-major; the tower orders them in spatial_merge_size blocks: reorder before and after",
+             "every grid is resampled as the embeddings do (F.grid_sample at each patch's centre, bicubic, border "
+             "padding: F.interpolate's bicubic weights, a = −0.75; the trained grid unchanged)")
+    role = grid_role(vision, f"{tower.module}.modeling_{tower.module}", tower.grid, 0, GRID_KEYS, width, notes,
+                     "vision-pos-embed", (336, 14), kind="grid-sample", table=CLIP_TABLE, **recipe)
+    return [rope, role]
+
+
+# GLM-4V's grid in a tower's own checkpoint, or in a whole model's.
+GRID_KEYS = ("embeddings.position_embedding.weight", "model.visual.embeddings.position_embedding.weight")
 # The table in a whole model's checkpoint, or in a tower's own.
 POS_EMBED_KEYS = ("model.visual.pos_embed.weight", "visual.pos_embed.weight", "pos_embed.weight")
 # The graph covers grids up to this many patches a side (--max-grid overrides): 2048 px at 16 px patches.

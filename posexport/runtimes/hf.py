@@ -303,9 +303,9 @@ class VitSession(Session):
 
 
 class GridSampleSession(VitSession):
-    """GLM-Image's vision embeddings forward on the model's trained table: each image's patches packed
+    """GLM-Image's (GLM-4V's) vision embeddings forward on the model's trained table: each image's patches packed
     [patches, hidden] with their row and column (raster order), the table sampled there (F.grid_sample,
-    bilinear, border padding) and added."""
+    bilinear (bicubic), border padding) and added."""
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
