@@ -108,11 +108,14 @@ EXTRA.update({"qwen2_vl_vision": {**QWEN_TOWER, "embed_dim": 32},
               **dict.fromkeys(("ernie4_5_vl_moe_vision", "glm5_next_vision", "glm_ocr_vision"), QWEN_TOWER),
               "video_llama_3_vision": ROPE_ONLY_TOWER,
               **dict.fromkeys(("glm4v_vision", "glm4v_moe_vision"), {**QWEN_TOWER, "image_size": 84, "patch_size": 14}),
+              "paddleocr_vl_vision": {**ROPE_ONLY_TOWER, "image_size": 84, "patch_size": 14},
               # its default MoE layout names 42 layers; its adapter takes the tower's width
               "dots3_note_vision_encoder": {**ROPE_ONLY_TOWER, "mlp_layer_types": ["dense"] * 2, "per_layer_config": {},
                                             "adapter_in_dim": 32}})
 TOWER_POS_EMBED_KEY = "pos_embed.weight"
-GRID_KEY = "embeddings.position_embedding.weight"  # GLM-4V's tower's grid
+# Towers whose grid is image_size // patch_size a side: the table's name in a checkpoint of the tower alone.
+IMAGE_GRID_KEYS = {**dict.fromkeys(("glm4v_vision", "glm4v_moe_vision"), "embeddings.position_embedding.weight"),
+                   "paddleocr_vl_vision": "vision_model.embeddings.position_embedding.weight"}
 
 
 def config_class(model_type: str) -> Any:
@@ -146,9 +149,10 @@ def tiny(model_type: str, folder: Path, **overrides: Any) -> Path:
         pos_embed_checkpoint(folder, vision, POS_EMBED_KEY)
     elif "num_position_embeddings" in EXTRA.get(model_type, {}):  # a vision tower's own folder
         pos_embed_checkpoint(folder, EXTRA[model_type], TOWER_POS_EMBED_KEY)
-    elif model_type in ("glm4v_vision", "glm4v_moe_vision"):  # its grid, image_size // patch_size a side
+    elif model_type in IMAGE_GRID_KEYS:  # its grid, image_size // patch_size a side
         sizes = EXTRA[model_type]
-        table_checkpoint(folder, GRID_KEY, ((sizes["image_size"] // sizes["patch_size"]) ** 2, sizes["hidden_size"]))
+        table_checkpoint(folder, IMAGE_GRID_KEYS[model_type], ((sizes["image_size"] // sizes["patch_size"]) ** 2,
+                                                               sizes["hidden_size"]))
     return folder
 
 

@@ -1376,20 +1376,27 @@ def test_vit_mae_tables_are_its_own(tmp_path, pretraining):
         assert np.max(np.abs(ours - (x + decoder_rows.numpy()))) < 1e-5
 
 
-def test_qwen_vl_tower_lines_are_the_towers_own():
-    """Each vision tower line's defaults are its config class's, and it reads a pos_embed exactly where the
-    tower's own class (the one holding its rotary) adds one."""
+def test_qwen_vl_tower_lines_are_the_towers_own(tmp_path):
+    """Each vision tower line's defaults are its config class's, and it reads a learned grid (pos_embed, or GLM-4V's
+    grid) exactly where the tower's own models (built from its tiny config, on the meta device) hold one."""
     import importlib
     import inspect
 
+    import torch
+    from transformers import AutoConfig, PreTrainedModel
+
     for model_type, tower in qwen_vl.TOWERS.items():
-        config = arch_zoo.config_class(model_type)()
-        assert tuple(getattr(config, key) for key in (tower.width, tower.heads, tower.depth)) == tower.defaults, model_type
+        assert tuple(getattr(arch_zoo.config_class(model_type)(), key) for key in (tower.width, tower.heads, tower.depth)) \
+            == tower.defaults, model_type
+        config = AutoConfig.from_pretrained(arch_zoo.tiny(model_type, tmp_path / model_type))
         module = importlib.import_module(f"transformers.models.{tower.module}.modeling_{tower.module}")
-        (own,) = [c for c in vars(module).values() if inspect.isclass(c) and getattr(c, "config_class", None) is type(config)
-                  and f"{tower.prefix}VisionRotaryEmbedding(config)" in inspect.getsource(c)]
-        assert ("self.pos_embed = nn.Embedding" in inspect.getsource(own)) == (tower.pos_embed is not None), model_type
-        assert tower.pos_embed in (None, own.__name__)
+        towers = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, PreTrainedModel)
+                  and getattr(c, "config_class", None) is type(config)]
+        assert towers, model_type
+        for cls in towers:
+            with torch.device("meta"):
+                names = list(cls(config).state_dict())
+            assert any("pos_embed" in n or "position_embedding" in n for n in names) == bool(tower.pos_embed or tower.grid), cls
 
 
 @pytest.mark.parametrize("model_type", sorted(qwen_vl.TOWERS))
@@ -1694,3 +1701,16 @@ def test_glm4v_tower_grid_is_bicubic_as_its_grid_sample_and_a_misread_fails(tmp_
         session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
         errors[interpolation] = [np.max(np.abs(session.run(f) - encoding.reference(p, f))) for f in feeds_for(encoding, p, rng)]
     assert max(errors["bicubic"]) < 1e-5 and errors["bilinear"][0] < 1e-5 and min(errors["bilinear"][1:3]) > 0.1, errors
+
+
+def test_paddleocr_vl_tower_grid_has_half_pixel_centres_and_a_misread_fails(tmp_path):
+    """PaddleOCR-VL's embeddings resample bilinearly with align_corners=False; the same table with corners aligned
+    (Qwen3-VL's) misses them at every grid but the trained one."""
+    plan = read_model(arch_zoo.tiny("paddleocr_vl_vision", tmp_path / "paddleocr"))
+    role = plan.role("vision-pos-embed")
+    assert (role.values["align_corners"], role.values["trained_h"]) == (False, 6)
+    encoding, entry, rng = get_encoding("vit-learned"), plan.manifest_entry(role), np.random.default_rng(1)
+    wrong = encoding.params(**{**role.values, "align_corners": True})
+    session = SESSIONS["grid-interpolate"](Built(encoding, wrong, entry), entry)
+    errors = [np.max(np.abs(session.run(feeds) - encoding.reference(wrong, feeds))) for feeds in feeds_for(encoding, wrong, rng)]
+    assert errors[0] < 1e-6 and min(errors[1:3]) > 0.1

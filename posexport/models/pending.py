@@ -66,7 +66,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "qwen3_omni_moe_talker_code_predictor"),
     "a vision tower with 2-D rope of its own layout (frequencies per axis, patch coordinates rescaled or "
     "windowed), sometimes with a learned grid table beside it; not modelled yet":
-        ("lfm3_vl_vision", "paddleocr_vl_vision", "mlcd",
+        ("lfm3_vl_vision", "mlcd",
          "mlcd_vision_model", "pixtral", "llama4_vision_model", "dinov3_vit", "eomt_dinov3", "sapiens2",
          "vjepa2", "gemma4_vision", "gemma4_unified_vision", "inkling2_vision", "kimi_k25_vision",
          "muse_glimmer_vision", "muse_spark_vision", "step3p5_vision",

@@ -22,7 +22,8 @@ head_dim = embed_dim (Qwen2-VL) or hidden_size // num_heads; Qwen3-VL's, Qwen3.5
 Qwen3-Omni's towers add the pos_embed grid, the others none. Towers built as theirs are read the same way:
 EXAONE-4.5's (Qwen2.5-VL's, keys on fewer heads), Cohere-Compass's (Qwen3-VL's), and the rope alone of
 VideoLLaMA3's (each image merged by its own merge size), ERNIE-4.5-VL's, GLM-5-Next's, Dots3-Note's and GLM-OCR's;
-GLM-4V's and GLM-4.5V's towers add a learned grid sampled at each patch's centre by F.grid_sample (bicubic,
+PaddleOCR-VL's (raster rows, no merge inside the tower) adds a learned grid resampled bilinearly with half-pixel
+centres; GLM-4V's and GLM-4.5V's towers add a learned grid sampled at each patch's centre by F.grid_sample (bicubic,
 border padding), read as vit-learned's bicubic (the same weights, checked), a `vision-pos-embed` role.
 
 GLM-4V's text rotary (GLM-4.1V, GLM-OCR, GLM-4.6V and GLM-GA, whose text model is glm4v_text; GLM-4.5V and
@@ -102,10 +103,16 @@ class Tower:
     order: str = "merge-ordered"
     heads: str = "num_heads"
     depth: str = "depth"
-    grid: str | None = None  # GLM-4V's: the embeddings class adding a learned grid by F.grid_sample (vit.GRID_SAMPLED)
+    grid: str | None = None  # GLM-4V's: the embeddings class adding a learned grid by F.grid_sample
+    # PaddleOCR-VL's pos_embed: resampled with half-pixel centres, (image_size // patch_size)² rows (the class's
+    # image_size and patch_size defaults), under these checkpoint names
+    corners: bool = True
+    image_grid: tuple[int, int] | None = None
+    table_keys: tuple[str, ...] = ("model.visual.pos_embed.weight", "visual.pos_embed.weight", "pos_embed.weight")
 
 
 BERT_KEYS = {"heads": "num_attention_heads", "depth": "num_hidden_layers"}
+PADDLE_TABLE = tuple(f"{prefix}vision_model.embeddings.position_embedding.weight" for prefix in ("", "model.visual.", "visual."))
 # Qwen2.5-VL's window attention reorders the patches (get_vision_window_index).
 QWEN2_5_TOWER = {"defaults": (3584, 16, 32), "order": "window- and merge-ordered"}
 # vision model_type -> its tower (a full model's vision_config is that of f"{module}_vision"). EXAONE-4.5's tower is
@@ -129,6 +136,9 @@ TOWERS = {"qwen2_vl_vision": Tower("qwen2_vl", "Qwen2VL", "embed_dim", defaults=
           "glm5_next_vision": Tower("glm5_next", "Glm5Next", defaults=(1024, 16, 24)),
           "dots3_note_vision_encoder": Tower("dots3_note", "Dots3Note", defaults=(1536, 24, 42), **BERT_KEYS),
           "glm_ocr_vision": Tower("glm_ocr", "GlmOcr", defaults=(1024, 16, 24)),
+          "paddleocr_vl_vision": Tower("paddleocr_vl", "PaddleOCR", pos_embed="PaddleOCRVisionEmbeddings",
+                                       order="raster order: it merges after the tower", corners=False,
+                                       image_grid=(384, 14), table_keys=PADDLE_TABLE, **BERT_KEYS),
           "glm4v_vision": Tower("glm4v", "Glm4v", defaults=(1536, 12, 24), grid="Glm4vVisionEmbeddings"),
           "glm4v_moe_vision": Tower("glm4v_moe", "Glm4vMoe", defaults=(1536, 12, 24), grid="Glm4vMoeVisionEmbeddings")}
 TOWER_NOT_BUILT = "the vision tower's positions (vision_config) are not read: not built"
@@ -197,7 +207,11 @@ def tower_roles(vision: ModelConfig, tower: Tower, recipe: dict) -> list[Role]:
         vision.fail("rope_parameters", vision.get("rope_parameters"), "Qwen-VL's vision rotary is axial with rope_theta only")
     # deepstack: which layers feed the merger; a tower without pos_embed has no num_position_embeddings to read.
     vision.ignore("deepstack_visual_indexes")
-    rows = vision.count("num_position_embeddings", 2304) if tower.pos_embed else None  # the class default
+    rows = None
+    if tower.image_grid:
+        rows = (vision.count("image_size", tower.image_grid[0]) // vision.count("patch_size", tower.image_grid[1])) ** 2
+    elif tower.pos_embed:
+        rows = vision.count("num_position_embeddings", 2304)  # the class default
     vision.check_all_read()
     values = {"head_dim": head_dim, "heads": heads, "base": float(block.get("rope_theta", 10000.0)), "axial": True,
               "mrope_section": (head_dim // 4, head_dim // 4), "max_positions": 32768}
@@ -231,8 +245,6 @@ def grid_sampled_role(vision: ModelConfig, tower: Tower, width: int, rope: Role,
 
 # GLM-4V's grid in a tower's own checkpoint, or in a whole model's.
 GRID_KEYS = ("embeddings.position_embedding.weight", "model.visual.embeddings.position_embedding.weight")
-# The table in a whole model's checkpoint, or in a tower's own.
-POS_EMBED_KEYS = ("model.visual.pos_embed.weight", "visual.pos_embed.weight", "pos_embed.weight")
 # The graph covers grids up to this many patches a side (--max-grid overrides): 2048 px at 16 px patches.
 POS_EMBED_GRID = 128
 
@@ -246,13 +258,16 @@ def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, rec
     side = math.isqrt(rows)
     if side * side != rows:
         vision.fail("num_position_embeddings", rows, "expected a square number: the table is a num_grid_per_side² grid")
-    path, key = checkpoint.locate(vision.folder, POS_EMBED_KEYS)
+    path, key = checkpoint.locate(vision.folder, tower.table_keys)
     values = {"dim": vision.count("hidden_size", tower.defaults[0]), "trained_h": side, "trained_w": side,
-              "interpolation": "bilinear", "align_corners": True, "antialias": False,
+              "interpolation": "bilinear", "align_corners": tower.corners, "antialias": False,
               "max_grid": max(POS_EMBED_GRID, side), "weights": str(path), "key": key}
     hf = {"kind": "grid-interpolate", "module": f"transformers.models.{tower.module}.modeling_{tower.module}",
           "tower": tower.pos_embed, "key": key, **recipe}
-    notes = ("x is the patch embeddings of one image (patch_embed's output) as a grid [batch, grid_h, grid_w, hidden], "
-             "row-major; the tower orders them in spatial_merge_size blocks: reorder before and after",
-             f"pos_embed is a {side}×{side} grid resampled as the tower's forward does (bilinear, align_corners=True)")
+    order = ("the tower's own order" if tower.image_grid else
+             "the tower orders them in spatial_merge_size blocks: reorder before and after")
+    notes = (f"x is the patch embeddings of one image (patch_embed's output) as a grid [batch, grid_h, grid_w, hidden], "
+             f"row-major; {order}",
+             f"pos_embed is a {side}×{side} grid resampled as the tower's forward does (bilinear, "
+             f"align_corners={tower.corners})")
     return [rope, Role("vision-pos-embed", "vit-learned", values, (), notes, hf)]

@@ -57,7 +57,7 @@ CALLABLES = {
     "resize": re.compile(r"_resize_pos_embed"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions|get_sinusoid_encoding_table|[A-Za-z0-9_]+SinusoidalPositionalEmbedding"),
-    "tower": re.compile(r"[A-Za-z0-9_]+Vision(Model|Encoder)"),
+    "tower": re.compile(r"[A-Za-z0-9_]+Vision(Model|Encoder|Embeddings)"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
     "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
     "sub_config": re.compile(r"(text|speech|decoder)_config"),
@@ -320,8 +320,8 @@ class GridSampleSession(VitSession):
 
 class GridInterpolateSession(Session):
     """A Qwen3-VL vision tower's pos_embed as its forward adds it: transformers' own
-    get_vision_interpolation_indices_and_weights with the tower's interpolation mode and align_corners (the
-    tower built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
+    get_vision_interpolation_indices_and_weights with the tower's (PaddleOCR-VL's: its embeddings') interpolation mode
+    and align_corners (built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
     and summed with their weights. Patches in raster order (spatial_merge_size 1): the graph's grid."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
