@@ -81,6 +81,7 @@ READERS: dict[str, str] = {
     "whisper": "whisper",
     "roformer": "roformer",
     "esm": "esm",
+    "decision_transformer": "decision_transformer",
     **dict.fromkeys(("clvp", "clvp_encoder", "clvp_decoder"), "clvp"),
     "bark": "bark",
     "videoprism_text_model": "videoprism",

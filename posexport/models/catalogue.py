@@ -30,6 +30,7 @@ READER_ENCODINGS = {
     "vit_mae": "vit-learned with class token (its sincos-2d-initialised table); pretraining: and the decoder's learned table",
     "roformer": "rope (interleaved pairs)",
     "esm": "rope (position_embedding_type rotary) or learned table (absolute, from padding_idx + 1)",
+    "decision_transformer": "learned table (episode timesteps), learned table (its GPT-2's row 0)",
     "clvp": "rope (partial, on values too) in its encoders; learned tables in its decoder and conditioning encoder", "audio_encoders": "learned table (max_source_positions frames)",
     "chunked_audio": "sinusoidal ([sin | cos]), restarting every audio chunk",
     "dots3_audio": "rope (partial), restarting every audio chunk",

@@ -136,8 +136,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "over each entity's span positions (entity_position_ids, −1 for padding); the averaged rows are not modelled":
         ("luke",),
     "TAPAS: absolute positions reset per table cell (reset_position_index_per_cell); not modelled": ("tapas",),
-    "Decision Transformer: a learned table over episode timesteps, not token positions; not modelled":
-        ("decision_transformer",),
     "Reformer: axial position embeddings (a factored 2-D learned table); not modelled": ("reformer",),
     "Perceiver: learned or Fourier position encodings of the input array, per modality; not modelled":
         ("perceiver",),
