@@ -1749,3 +1749,31 @@ def test_decision_transformer_tables_add_the_rows_its_forward_adds(tmp_path):
 
     assert error(plan.roles[0], timesteps.numpy()) < 1e-6
     assert error(plan.roles[1], np.zeros((1, 15), dtype=np.int64)) < 1e-6 and error(plan.roles[1], np.arange(15)[None]) > 0.1
+
+
+def test_tapas_table_adds_its_rows_at_the_ids_restarting_per_cell(tmp_path):
+    """With a table of cells in token_type_ids, TapasEmbeddings restarts position_ids at each cell: the graph at those
+    ids (the note's rule) adds the rows the model adds; at token indices (a misread) it does not."""
+    import torch
+
+    folder = arch_zoo.tiny("tapas", tmp_path / "tapas")
+    model = own_model(arch_zoo.config_class("tapas").from_pretrained(folder)).eval()
+    module = model.embeddings.position_embeddings
+    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight",
+                                                                    tuple(module.weight.shape)))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    # 3 question tokens, then cells (column, row): (1, 1) × 2 tokens, (2, 1) × 3, (1, 2) × 1
+    columns, rows = [0, 0, 0, 1, 1, 2, 2, 2, 1], [0, 0, 0, 1, 1, 1, 1, 1, 2]
+    token_types = torch.zeros(1, 9, 7, dtype=torch.long)
+    token_types[0, :, 1], token_types[0, :, 2] = torch.tensor(columns), torch.tensor(rows)
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None], token_type_ids=token_types)
+    (role,) = read_model(folder).roles
+    assert any("restart at each table cell" in note for note in role.notes)
+    encoding = get_encoding(role.encoding)
+    p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
+    per_cell = np.array([[0, 1, 2, 0, 1, 0, 1, 2, 0]])
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": ids}) - (x + added[0])))
+              for ids in (per_cell, np.arange(9)[None])]
+    assert errors[0] < 1e-6 and errors[1] > 0.1

@@ -65,6 +65,7 @@ TABLES = {
     # CANINE's table from 0 has num_hash_buckets rows; its character hashing makes the token embeddings only.
     "canine": (("char_embeddings.char_position_embeddings.weight", "canine.char_embeddings.char_position_embeddings.weight"),
                "num_hash_buckets", 16384, FROM_ZERO),
+    "tapas": bert_like("tapas", 1024),  # its position_ids restart at each table cell (TAPAS_CELLS)
     "xlm-roberta-xl": bert_like("roberta", 514, FROM_PADDING),
     "mra": bert_like("mra", 512, FROM_TWO),
     "nystromformer": bert_like("nystromformer", 510, FROM_TWO),
@@ -96,6 +97,9 @@ EMBEDDING_NOTES = dict.fromkeys(("instructblip_qformer", "instructblipvideo_qfor
     "positions) are concatenated before them after the rows are added, then LayerNorm, outside this graph",
     "position_ids are 0-based (past length + token index)"))
 OPT_OFFSET = 2
+TAPAS_CELLS = ("position_ids restart at each table cell (reset_position_index_per_cell): TapasEmbeddings makes them "
+               "min(max_position_embeddings − 1, token index − the index of its cell's first token), cells from "
+               "token_type_ids' column and row ids; pass those")
 # Settings under which the embeddings add something other than the table's rows: refused by name.
 REFUSED = {"ibert": ("quant_mode", "I-BERT's quantised embeddings round the table's rows and their sums (QuantEmbedding, "
                                    "QuantAct); posexport reads its float form (quant_mode false)")}
@@ -132,6 +136,8 @@ def read(cfg: ModelConfig) -> list[Role]:
         cfg.fail(REFUSED[cfg.architecture][0], True, REFUSED[cfg.architecture][1])
     if cfg.architecture == "canine":
         cfg.ignore("max_position_embeddings")  # sizes its position_ids buffer only; the table has num_hash_buckets rows
+    cells = cfg.architecture == "tapas" and cfg.get("reset_position_index_per_cell", True)
+    cfg.ignore("positive_label_weight")  # TAPAS's cell-selection loss weight ("posit" by chance)
     rows = cfg.number(rows_key, rows_default, integer=True) + (2 if start == FROM_TWO else 0)
     offset = OPT_OFFSET if cfg.architecture == "opt" else 0
     if cfg.architecture in TABLE_ONLY:
@@ -151,6 +157,7 @@ def read(cfg: ModelConfig) -> list[Role]:
                   f"rows 0 … {pad} belong to padding",)
     elif start == FROM_TWO:
         notes += ("position_ids start at 2 (the model's position_ids buffer is arange + 2); rows 0 and 1 are never used",)
+    notes += (TAPAS_CELLS,) if cells else ()
     path, key = checkpoint.locate(cfg.folder, keys)
     values = {"weights": str(path), "key": key, "max_positions": rows, "row_offset": offset}
     # Used once, on the input embeddings (no attention layer): the role has no layers.

@@ -135,7 +135,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "LUKE: RoBERTa's table on its words beside an entity table (LukeEntityEmbeddings.position_embeddings) averaged "
     "over each entity's span positions (entity_position_ids, −1 for padding); the averaged rows are not modelled":
         ("luke",),
-    "TAPAS: absolute positions reset per table cell (reset_position_index_per_cell); not modelled": ("tapas",),
     "Reformer: axial position embeddings (a factored 2-D learned table); not modelled": ("reformer",),
     "Perceiver: learned or Fourier position encodings of the input array, per modality; not modelled":
         ("perceiver",),
