@@ -115,10 +115,10 @@ BERT_KEYS = {"heads": "num_attention_heads", "depth": "num_hidden_layers"}
 PADDLE_TABLE = tuple(f"{prefix}vision_model.embeddings.position_embedding.weight" for prefix in ("", "model.visual.", "visual."))
 # Qwen2.5-VL's window attention reorders the patches (get_vision_window_index).
 QWEN2_5_TOWER = {"defaults": (3584, 16, 32), "order": "window- and merge-ordered"}
-# vision model_type -> its tower (a full model's vision_config is that of f"{module}_vision"). EXAONE-4.5's tower is
-# Qwen2.5-VL's with fewer key heads, Cohere-Compass's Qwen3-VL's; VideoLLaMA3's, ERNIE-4.5-VL's, GLM-5-Next's and
-# Dots3-Note's and GLM-OCR's rope-only towers (all but the first two normalise q and k first), VideoLLaMA3's merge size
-# each image's own; GLM-4V's (and GLM-4.5V's) with a learned grid beside the rope.
+# vision model_type -> its tower (a full model's vision_config is that of f"{module}_vision"). Built as Qwen's: EXAONE-4.5's
+# (Qwen2.5-VL's, keys on fewer heads), Cohere-Compass's (Qwen3-VL's); the rope alone: VideoLLaMA3's (each image's
+# own merge size), ERNIE-4.5-VL's, GLM-5-Next's, Dots3-Note's and GLM-OCR's (the last three normalise q and k
+# first); the rope beside a learned grid of their own: PaddleOCR-VL's, GLM-4V's and GLM-4.5V's.
 TOWERS = {"qwen2_vl_vision": Tower("qwen2_vl", "Qwen2VL", "embed_dim", defaults=(1280, 16, 32)),
           "qwen2_5_vl_vision": Tower("qwen2_5_vl", "Qwen2_5_VL", **QWEN2_5_TOWER),
           "qwen3_vl_vision": Tower("qwen3_vl", "Qwen3VL", pos_embed="Qwen3VLVisionModel"),
