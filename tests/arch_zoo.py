@@ -57,6 +57,8 @@ EXTRA: dict[str, dict[str, Any]] = {
     "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
     "glm_image_vision": {"image_size": 256},  # a 16 × 16 grid (its default 128 × 128 takes seconds to resample)
 }
+# Layer plans: pad ids inside the tiny vocabulary (for a forward), JetMoE's kv_channels unlike hidden // heads.
+EXTRA.update(dict.fromkeys(("mllama", "mllama_text_model", "olmo_hybrid"), {"pad_token_id": 0}), jetmoe={"kv_channels": 8})
 # Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).
 MLA = {"num_key_value_heads": 4, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 16, "q_lora_rank": 16}
 EXTRA.update(dict.fromkeys(("deepseek_v2", "deepseek_v3", "sarvam_mla", "glm4_moe_lite", "youtu", "axk1", "longcat_flash",

@@ -169,9 +169,10 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
             assert error < model_bound(DTYPES["float32"].bound(largest), largest), (role.role, error)
 
 
-def rope_flags_of_transformers(folder: Path) -> list[bool]:
-    """Per decoder layer, whether transformers' own model calls its apply function there: a forward on 5
-    tokens with the module's apply function wrapped to note the layer it runs in."""
+def rotations_in_transformers(folder: Path) -> list[tuple[int, ...] | None]:
+    """Per decoder layer, the shape of the q transformers' own model hands its apply function there (None:
+    never called): a forward on 5 tokens with the module's apply function wrapped to note the layer it
+    runs in."""
     import importlib
 
     import torch
@@ -179,14 +180,18 @@ def rope_flags_of_transformers(folder: Path) -> list[bool]:
 
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(folder)
-    model = AutoModel.from_config(config).eval()
     recipe = read_model(folder).roles[0].hf
     module = importlib.import_module(recipe["module"])
-    layers, current, rotating = model.layers, [None], set()
+    try:
+        model = AutoModel.from_config(config).eval()
+    except ValueError:  # a text model no auto class maps (Mllama's): the module's <Prefix>TextModel
+        model = getattr(module, recipe["rotary"].replace("RotaryEmbedding", "TextModel"))(config).eval()
+    # A multimodal model's decoder layers are its language model's (Mllama).
+    layers, current, rotating = getattr(model, "layers", None) or model.language_model.layers, [None], {}
     apply = getattr(module, recipe["apply"])
 
     def noted(*args, **kwargs):
-        rotating.add(current[0])
+        rotating[current[0]] = tuple(args[0].shape)
         return apply(*args, **kwargs)
 
     hooks = [layer.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i)) for i, layer in enumerate(layers)]
@@ -198,7 +203,12 @@ def rope_flags_of_transformers(folder: Path) -> list[bool]:
         setattr(module, recipe["apply"], apply)
         for hook in hooks:
             hook.remove()
-    return [i in rotating for i in range(len(layers))]
+    return [rotating.get(i) for i in range(len(layers))]
+
+
+def rope_flags_of_transformers(folder: Path) -> list[bool]:
+    """Per decoder layer, whether transformers' own model calls its apply function there."""
+    return [shape is not None for shape in rotations_in_transformers(folder)]
 
 
 def plan_mismatches(folder: Path, model: Path) -> list[int]:
@@ -207,7 +217,9 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("model_type, nope", [("smollm3", [3]), ("cohere2", [3]), ("exaone4", [3]), ("llama4_text", [3]),
-                                             ("cohere2_moe", [3]), ("flint", [0, 1, 3]), ("beam", [3])])
+                                             ("cohere2_moe", [3]), ("flint", [0, 1, 3]), ("beam", [3]),
+                                             ("mllama_text_model", [3]), ("mllama", [3]), ("olmo_hybrid", [0, 1, 2]),
+                                             ("qwen3_next", [0, 1, 2])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)
@@ -217,6 +229,18 @@ def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, mod
     if model_type == "smollm3":
         backwards = arch_zoo.tiny("smollm3", tmp_path / "backwards", no_rope_layers=[0, 1, 1, 1])
         assert plan_mismatches(backwards, folder) == [0, 3]
+
+
+def test_jetmoe_rotates_heads_of_kv_channels_as_its_attention_does(tiny_models):
+    """JetMoE's q is num_key_value_heads × num_experts_per_tok heads of kv_channels (8 in the fixture), not
+    hidden_size // num_attention_heads (16): the plan's sizes are those its attention hands the apply function."""
+    from transformers import AutoConfig
+
+    rope = read_model(tiny_models["jetmoe"]).role("rope").values
+    shapes = {shape for shape in rotations_in_transformers(tiny_models["jetmoe"]) if shape is not None}
+    assert shapes == {(1, rope["heads"], 5, rope["head_dim"])}
+    config = AutoConfig.from_pretrained(tiny_models["jetmoe"])
+    assert rope["head_dim"] != config.hidden_size // config.num_attention_heads  # the misread the reader avoids
 
 
 @pytest.mark.parametrize("model_type", ["olmo3", "modernbert"])
@@ -236,8 +260,10 @@ def test_query_scale_plan_is_every_layer_of_ministral3(tiny_models):
 
 
 # One built graph per rope form: interleaved pairs, NoPE layers, per-layer-type ropes, query scaling,
-# YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE (Qwen3-VL, Cosmos-3-Edge as a wrapper).
-FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "gemma4", "mistral3", "qwen3_vl", "cosmos3_edge"]
+# YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE (Qwen3-VL, Cosmos-3-Edge as a wrapper),
+# cross-attention layers without rope (Mllama), linear-attention layers without rope (OLMo-Hybrid).
+FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "gemma4", "mistral3", "qwen3_vl", "cosmos3_edge",
+         "mllama", "olmo_hybrid"]
 
 
 @pytest.mark.parametrize("model_type", FORMS)

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import PosexportError
 from ..registry import get_encoding
 from . import audio_encoders, config, decoders, deepseek, learned, patch_table, sinusoids, swin, t5, vit
-from .plan import ModelPlan, Role
+from .plan import LINEAR_ATTENTION, ModelPlan, Role
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
 # text_config's own model_type (wrapper.py).
@@ -110,8 +110,8 @@ def read_model(folder: str | Path) -> ModelPlan:
     cfg.check_all_read()
     for role in roles:
         judged(role, source)
-    count, without = layer_info(data)
-    return ModelPlan(architecture, folder, tuple(roles), count, without)
+    count, without, linear = layer_info(data)
+    return ModelPlan(architecture, folder, tuple(roles), count, without, linear)
 
 
 def judged(role: Role, source: str) -> None:
@@ -123,13 +123,15 @@ def judged(role: Role, source: str) -> None:
         raise PosexportError(f"{source}: {role.role}: {e}") from None
 
 
-def layer_info(data: dict) -> tuple[int, tuple[int, ...]]:
-    """num_hidden_layers (GPT-J: n_layer) of the config or of its text_config (0 when neither says), and the layers its
-    layer_types names as something other than attention (LFM2's conv layers, Mamba layers)."""
+def layer_info(data: dict) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """num_hidden_layers (GPT-J: n_layer) of the config or of its text_config (0 when neither says), the layers its
+    layer_types names as something other than attention (LFM2's conv layers, Mamba layers), and its
+    linear-attention layers."""
     for part in (data, data.get("text_config")):
         count = (part.get("num_hidden_layers") or part.get("n_layer")) if isinstance(part, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
             types = part.get("layer_types")
-            types = types if isinstance(types, list) and len(types) == count else []
-            return count, tuple(i for i, t in enumerate(types) if isinstance(t, str) and "attention" not in t)
-    return 0, ()
+            types = [t if isinstance(t, str) else "" for t in types] if isinstance(types, list) and len(types) == count else []
+            return (count, tuple(i for i, t in enumerate(types) if "attention" not in t),
+                    tuple(i for i, t in enumerate(types) if t == LINEAR_ATTENTION))
+    return 0, (), ()

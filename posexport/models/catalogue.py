@@ -52,6 +52,10 @@ _NO_POSITIONS_GROUPS = {
 }
 NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
 
+# Decoder layers without rope, named by what they are where they are not plain NoPE attention.
+NOPE_KINDS = {decoders.CROSS_ATTENTION: "cross-attention layers without rope",
+              decoders.LINEAR_HYBRID: "linear-attention layers without rope"}
+
 # Types not read yet, each with why (pending.py).
 NOT_YET_TYPES = pending.NOT_YET
 
@@ -77,7 +81,8 @@ def encodings_of(model_type: str) -> str:
     spec = decoders.DECODERS[model_type]
     kinds = ["rope" + (" per layer type" if isinstance(spec.theta, dict) else ""),
              *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
-             *(["NoPE layers"] if spec.nope else [])]
+             *([NOPE_KINDS.get(spec.nope, "NoPE layers")] if spec.nope else []),
+             *(["heads of kv_channels"] if spec.kv_channels else [])]
     return ", ".join(kinds)
 
 

@@ -11,7 +11,15 @@ config's `text_config`, and which layers skip rope:
 - NO_ROPE_LAYERS (SmolLM3): `no_rope_layers[i]` is 1 where layer i rotates, 0 for a NoPE layer (default:
   every `no_rope_layer_interval`-th layer, 4, is NoPE);
 - SLIDING_ONLY (Cohere2): only sliding-window layers rotate, and only when `sliding_window` is set;
-- GLOBAL_NOPE (EXAONE-4): with `sliding_window` set, full-attention layers are NoPE.
+- GLOBAL_NOPE (EXAONE-4): with `sliding_window` set, full-attention layers are NoPE;
+- CROSS_ATTENTION (Mllama's text model): the `cross_attention_layers` (default 3, 8, 13, … 38) attend to
+  the vision states without rope, the others self-attend with it;
+- LINEAR_HYBRID (OLMo-Hybrid): only full_attention layers rotate; without `layer_types` every 4th layer is
+  full attention and the rest linear_attention (the last layer full when none is).
+
+`linear_attention` layers (gated delta nets: OLMo-Hybrid, Qwen3-Next) never rotate. JetMoE's heads are
+`kv_channels` wide, num_key_value_heads × num_experts_per_tok of them (its config computes
+num_attention_heads so).
 
 `rope_parameters` keyed by layer type (OLMo-3, ModernBERT, …) gives one role per type, named as Gemma-3's
 (`rope-local` for sliding_attention, `rope-global` for full_attention, `rope-<type>` otherwise).
@@ -25,11 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import ModelConfig
-from .plan import Role
+from .plan import LINEAR_ATTENTION, Role, softmax_attention
 from .rope_family import LAYER_ROLES, heads_and_dim, hf_rope, rope_role, text_part
 from .rope_reading import rope_values
 
 NO_ROPE_LAYERS, SLIDING_ONLY, GLOBAL_NOPE = "no_rope_layers", "sliding_only", "global_nope"
+CROSS_ATTENTION, LINEAR_HYBRID = "cross_attention", "linear_hybrid"
 SLIDING = "sliding_attention"
 # Keys of attention masking and layer kinds: they choose keys, never positions.
 MASKING = ("use_sliding_window", "sliding_window", "max_window_layers", "sliding_window_pattern",
@@ -50,6 +59,7 @@ class D:
     nope: str = ""
     single_apply: bool = False  # its apply_rotary_pos_emb rotates one tensor (Gemma-3n)
     split: bool = False  # its attention hands apply only the leading rotary channels (Phi, Persimmon)
+    kv_channels: bool = False  # heads sized by kv_channels (JetMoE)
 
 
 DECODERS: dict[str, D] = {
@@ -112,6 +122,7 @@ DECODERS: dict[str, D] = {
     "hy_v3": D("hy_v3", "HYV3", 131072, 11158840.0, 128, None, "half"),
     "hyperclovax": D("hyperclovax", "HyperCLOVAX", 2048, 10000.0, None, None, "half"),
     "idefics": D("idefics", "Idefics", 2048, 10000.0, None, None, "half"),
+    "jetmoe": D("jetmoe", "JetMoe", 4096, 10000.0, kv_channels=True),
     "jais2": D("jais2", "Jais2", 8192, 10000.0, None, None, "half"),
     "jina_embeddings_v3": D("jina_embeddings_v3", "JinaEmbeddingsV3", 8194, 20000.0, None, None, "half"),
     "kolibri1": D("kolibri1", "Kolibri1", 262144, 10000.0, 128, None, "half", nope=GLOBAL_NOPE),
@@ -121,6 +132,8 @@ DECODERS: dict[str, D] = {
     "mimi": D("mimi", "Mimi", 8000, 10000.0, None, None, "half"),
     "mimi_decoder": D("mimi", "Mimi", 8000, 10000.0, None, None, "half"),
     "mimi_encoder": D("mimi", "Mimi", 8000, 10000.0, None, None, "half"),
+    "mllama": D("mllama", "Mllama", 131072, 500000.0, text=True, nope=CROSS_ATTENTION),
+    "mllama_text_model": D("mllama", "Mllama", 131072, 500000.0, nope=CROSS_ATTENTION),
     "minimax": D("minimax", "MiniMax", 131072, 1000000.0, None, None, "half"),
     "minimax_m2": D("minimax_m2", "MiniMaxM2", 196608, 5000000.0, 128, None, "half"),
     "ministral": D("ministral", "Ministral", 131072, 10000.0, None, None, "half"),
@@ -133,6 +146,7 @@ DECODERS: dict[str, D] = {
     "nomic_bert": D("nomic_bert", "NomicBert", 2048, 1000.0, None, None, "half"),
     "olmo": D("olmo", "Olmo", 2048, 10000.0, None, None, "half"),
     "olmo2": D("olmo2", "Olmo2", 2048, 10000.0, None, None, "half"),
+    "olmo_hybrid": D("olmo_hybrid", "OlmoHybrid", 65536, 10000.0, nope=LINEAR_HYBRID),
     "olmoe": D("olmoe", "Olmoe", 4096, 10000.0, None, None, "half"),
     "openai_privacy_filter": D("openai_privacy_filter", "OpenAIPrivacyFilter", 131072, 150000.0, 64, None, "interleaved"),
     "pe_audio_encoder": D("pe_audio", "PeAudioEncoder", 10000, 20000.0, 128, None, "interleaved"),
@@ -193,7 +207,7 @@ DECODERS: dict[str, D] = {
 def read(cfg: ModelConfig) -> list[Role]:
     spec = DECODERS[cfg.architecture]
     text = text_part(cfg) if spec.text else cfg
-    heads, head_dim = heads_and_dim(text, spec.head_dim)
+    heads, head_dim = kv_channel_heads(text) if spec.kv_channels else heads_and_dim(text, spec.head_dim)
     text.ignore(*MASKING)
     max_positions = text.number("max_position_embeddings", spec.max_positions, integer=True)
     count = text.number("num_hidden_layers", 0, integer=True)
@@ -231,14 +245,25 @@ def blocks(cfg: ModelConfig) -> list[tuple[str, dict[str, Any] | None, str]]:
     return [("", block, name)]
 
 
-def layer_types(cfg: ModelConfig, count: int) -> list[str]:
+def kv_channel_heads(cfg: ModelConfig) -> tuple[int, int]:
+    """JetMoE's (heads, head_dim): its attention views q as heads of kv_channels (default 128) channels,
+    num_key_value_heads (16) × num_experts_per_tok (2) of them, whatever num_attention_heads says."""
+    if cfg.has("head_dim") and cfg.get("head_dim") != cfg.get("kv_channels", 128):
+        cfg.fail("head_dim", cfg.get("head_dim"), "JetMoE's config maps head_dim to kv_channels; they disagree")
+    return cfg.count("num_key_value_heads", 16) * cfg.count("num_experts_per_tok", 2), cfg.count("kv_channels", 128)
+
+
+def layer_types(cfg: ModelConfig, count: int, spec: D | None = None) -> list[str]:
     """layer_types as written, else transformers' rule: every sliding_window_pattern-th layer (default 4)
-    is full attention, the rest slide."""
+    is full attention, the rest slide (OLMo-Hybrid: the rest are linear_attention)."""
     types = cfg.get("layer_types", None)
     if types is not None:
         if not isinstance(types, list) or (count and len(types) != count) or not all(isinstance(t, str) for t in types):
             cfg.fail("layer_types", types, f"expected {count} layer type names")
         return types
+    if spec is not None and spec.nope == LINEAR_HYBRID:
+        types = [LINEAR_ATTENTION if i % 4 != 3 else "full_attention" for i in range(count)]
+        return types if "full_attention" in types or not count else [*types[:-1], "full_attention"]
     pattern = cfg.get("sliding_window_pattern", 4)
     if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern < 1:
         return ["full_attention"] * count
@@ -256,8 +281,9 @@ def rope_layers(cfg: ModelConfig, spec: D, count: int) -> set[int]:
     conv layers, have no attention) less the architecture's NoPE layers."""
     if not count:
         return set()
-    types = layer_types(cfg, count) if cfg.has("layer_types") or spec.nope in (SLIDING_ONLY, GLOBAL_NOPE) else ["full_attention"] * count
-    attention = {i for i, t in enumerate(types) if "attention" in t}
+    ruled = cfg.has("layer_types") or spec.nope in (SLIDING_ONLY, GLOBAL_NOPE, LINEAR_HYBRID)
+    types = layer_types(cfg, count, spec) if ruled else ["full_attention"] * count
+    attention = {i for i, t in enumerate(types) if softmax_attention(t)}
     windowed = cfg.get("sliding_window", None) is not None
     if spec.nope == NO_ROPE_LAYERS:
         interval = cfg.number("no_rope_layer_interval", 4, integer=True)
@@ -269,6 +295,13 @@ def rope_layers(cfg: ModelConfig, spec: D, count: int) -> set[int]:
         return {i for i in attention if windowed and types[i] == SLIDING}
     if spec.nope == GLOBAL_NOPE:
         return {i for i in attention if not windowed or types[i] == SLIDING}
+    if spec.nope == CROSS_ATTENTION:
+        cross = cfg.get("cross_attention_layers", [3, 8, 13, 18, 23, 28, 33, 38])
+        if not isinstance(cross, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in cross):
+            cfg.fail("cross_attention_layers", cross, "expected a list of layer numbers")
+        return attention - set(cross)
+    if spec.nope == LINEAR_HYBRID:
+        return {i for i in attention if types[i] == "full_attention"}
     return attention
 
 

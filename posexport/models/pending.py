@@ -15,14 +15,9 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "factor; not read by the MLA reader yet": ("mistral4",),
     "multi-head latent attention in a hybrid stack whose linear-attention layers take no rope; layer plan "
     "not read yet": ("bailing_hybrid", "hy_v4"),
-    "Mllama: cross-attention layers (no rope) among its rope layers (cross_attention_layers); plan not read yet":
-        ("mllama", "mllama_text_model"),
     "Zamba2: shared attention blocks switched by use_mem_rope between Mamba layers; not read yet": ("zamba2",),
-    "JetMoE: its rotary sizes heads by kv_channels, not head_dim; not read yet": ("jetmoe",),
     "Dory: looped recurrent layers (n_recurrent_layers run n_loops times, layer_types with mlp entries "
     "halved); layer plan not read yet": ("dory",),
-    "OLMo-Hybrid: gated-delta linear_attention layers carry no rope, only full_attention layers rotate; the "
-    "layer plan does not tell linear_attention from attention yet": ("olmo_hybrid",),
     "per-layer rope_theta lists (layer_rope_theta, 0 for NoPE layers) and a rotary module per layer group; "
     "not read yet": ("granite_swa", "granitemoe_swa", "muse_spark", "muse_spark_text", "muse_glimmer",
                      "muse_glimmer_text"),
