@@ -59,6 +59,12 @@ EXTRA: dict[str, dict[str, Any]] = {
 }
 # Layer plans: pad ids inside the tiny vocabulary (for a forward), JetMoE's kv_channels unlike hidden // heads.
 EXTRA.update(dict.fromkeys(("mllama", "mllama_text_model", "olmo_hybrid"), {"pad_token_id": 0}), jetmoe={"kv_channels": 8})
+# Per-layer rope bases: Granite-SWA two bases and a NoPE layer; MuSE-Glimmer a non-zero entry unlike its rope_theta
+# (its model rotates that layer at rope_theta all the same).
+EXTRA.update(granite_swa={"layer_rope_theta": [10000.0, 0, 500000.0, 10000.0]},
+             muse_glimmer_text={"layer_rope_theta": [10000.0, 0, 20000.0, 10000.0]})
+EXTRA.update(dict.fromkeys(("muse_spark", "muse_spark_text"), {"num_local_experts": 4, "num_experts_per_tok": 2,
+                                                               "moe_intermediate_size": 32, "moe_hidden_size": 64}))
 # Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).
 MLA = {"num_key_value_heads": 4, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 16, "q_lora_rank": 16}
 EXTRA.update(dict.fromkeys(("deepseek_v2", "deepseek_v3", "sarvam_mla", "glm4_moe_lite", "youtu", "axk1", "longcat_flash",
@@ -84,6 +90,8 @@ BESIDE_TEXT: dict[str, dict[str, Any]] = {
     "fun_asr_nano": {"adaptor_config": {"hidden_size": 64}},
     "granite_docling": {"vision_config": {"out_hidden_size": 64}},
 }
+# MuSE-Spark scatters its audio encoder's output onto the text embeddings: the same width.
+BESIDE_TEXT.update(muse_spark={"audio_config": {"out_hidden_size": 64}})
 POS_EMBED_KEY = "model.visual.pos_embed.weight"
 
 

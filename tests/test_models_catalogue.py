@@ -8,6 +8,7 @@ through `parity --from-model`; docs/models.md's generated section current."""
 from __future__ import annotations
 
 import importlib.metadata
+import dataclasses
 import re
 from pathlib import Path
 
@@ -103,8 +104,6 @@ SPELLED = {"global": "full_attention", "local": "sliding_attention"}
 
 def test_decoder_defaults_are_the_config_classes_own():
     """Each line's defaults (used when a published config leaves a key out) are transformers'."""
-    import dataclasses
-
     def declared(cls, name):
         for klass in cls.__mro__:
             if name in vars(klass) and not isinstance(vars(klass)[name], (property, dataclasses.Field)):
@@ -169,10 +168,10 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
             assert error < model_bound(DTYPES["float32"].bound(largest), largest), (role.role, error)
 
 
-def rotations_in_transformers(folder: Path) -> list[tuple[int, ...] | None]:
-    """Per decoder layer, the shape of the q transformers' own model hands its apply function there (None:
-    never called): a forward on 5 tokens with the module's apply function wrapped to note the layer it
-    runs in."""
+def rotations_in_transformers(folder: Path) -> list[tuple[tuple[int, ...], object] | None]:
+    """Per decoder layer, the shape of the q transformers' own model hands its apply function there and the
+    third argument (cos, or Llama-4's complex frequencies) for positions 0-4 (None: never called): a forward
+    on 5 tokens with the module's apply function wrapped to note the layer it runs in."""
     import importlib
 
     import torch
@@ -191,7 +190,7 @@ def rotations_in_transformers(folder: Path) -> list[tuple[int, ...] | None]:
     apply = getattr(module, recipe["apply"])
 
     def noted(*args, **kwargs):
-        rotating[current[0]] = tuple(args[0].shape)
+        rotating[current[0]] = tuple(args[0].shape), args[2]
         return apply(*args, **kwargs)
 
     hooks = [layer.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i)) for i, layer in enumerate(layers)]
@@ -208,7 +207,7 @@ def rotations_in_transformers(folder: Path) -> list[tuple[int, ...] | None]:
 
 def rope_flags_of_transformers(folder: Path) -> list[bool]:
     """Per decoder layer, whether transformers' own model calls its apply function there."""
-    return [shape is not None for shape in rotations_in_transformers(folder)]
+    return [rotated is not None for rotated in rotations_in_transformers(folder)]
 
 
 def plan_mismatches(folder: Path, model: Path) -> list[int]:
@@ -219,7 +218,8 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
 @pytest.mark.parametrize("model_type, nope", [("smollm3", [3]), ("cohere2", [3]), ("exaone4", [3]), ("llama4_text", [3]),
                                              ("cohere2_moe", [3]), ("flint", [0, 1, 3]), ("beam", [3]),
                                              ("mllama_text_model", [3]), ("mllama", [3]), ("olmo_hybrid", [0, 1, 2]),
-                                             ("qwen3_next", [0, 1, 2])])
+                                             ("qwen3_next", [0, 1, 2]), ("granite_swa", [1]), ("muse_spark_text", [3]),
+                                             ("muse_spark", [3]), ("muse_glimmer_text", [1]), ("muse_glimmer", [3])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)
@@ -231,13 +231,38 @@ def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, mod
         assert plan_mismatches(backwards, folder) == [0, 3]
 
 
+def cos_of(role, positions: np.ndarray) -> np.ndarray:
+    """float64 cos of a half-split rope role's angles at these positions, [positions, head_dim]: the frequencies
+    repeated over both halves, as transformers' rotary modules hand them to apply_rotary_pos_emb."""
+    inv_freq, factor = scaling.frequencies(get_encoding("rope").params(**role.values))
+    angles = positions[:, None] * inv_freq[None, :]
+    return np.cos(np.concatenate([angles, angles], axis=-1)) * factor
+
+
+@pytest.mark.parametrize("model_type", ["granite_swa", "muse_glimmer_text", "muse_spark"])
+def test_layer_rope_theta_bases_are_the_cos_each_layer_rotates_with(tiny_models, model_type):
+    """Per layer, the cos transformers' forward hands apply_rotary_pos_emb is the float64 cos of that layer's
+    role (Granite-SWA: its own base per layer; MuSE: rope_theta on every rope layer, whatever the entry)."""
+    plan = read_model(tiny_models[model_type])
+    rotated = rotations_in_transformers(tiny_models[model_type])
+    positions = np.arange(5, dtype=np.float64)
+    for layer, seen in enumerate(rotated):
+        assert (seen is None) == (plan.layer_rope(layer) is None), layer
+        if seen is not None:
+            theirs = seen[1].double().numpy()[0]
+            assert np.max(np.abs(cos_of(plan.layer_rope(layer), positions) - theirs)) < 1e-6, layer
+    if model_type == "muse_glimmer_text":  # read per base (as Granite-SWA), layer 2's 20000 would miss the model
+        misread = dataclasses.replace(plan.layer_rope(2), values={**plan.layer_rope(2).values, "base": 20000.0})
+        assert np.max(np.abs(cos_of(misread, positions) - rotated[2][1].double().numpy()[0])) > 1e-3
+
+
 def test_jetmoe_rotates_heads_of_kv_channels_as_its_attention_does(tiny_models):
     """JetMoE's q is num_key_value_heads × num_experts_per_tok heads of kv_channels (8 in the fixture), not
     hidden_size // num_attention_heads (16): the plan's sizes are those its attention hands the apply function."""
     from transformers import AutoConfig
 
     rope = read_model(tiny_models["jetmoe"]).role("rope").values
-    shapes = {shape for shape in rotations_in_transformers(tiny_models["jetmoe"]) if shape is not None}
+    shapes = {rotated[0] for rotated in rotations_in_transformers(tiny_models["jetmoe"]) if rotated is not None}
     assert shapes == {(1, rope["heads"], 5, rope["head_dim"])}
     config = AutoConfig.from_pretrained(tiny_models["jetmoe"])
     assert rope["head_dim"] != config.hidden_size // config.num_attention_heads  # the misread the reader avoids
@@ -261,9 +286,10 @@ def test_query_scale_plan_is_every_layer_of_ministral3(tiny_models):
 
 # One built graph per rope form: interleaved pairs, NoPE layers, per-layer-type ropes, query scaling,
 # YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE (Qwen3-VL, Cosmos-3-Edge as a wrapper),
-# cross-attention layers without rope (Mllama), linear-attention layers without rope (OLMo-Hybrid).
+# cross-attention layers without rope (Mllama), linear-attention layers without rope (OLMo-Hybrid), a rope base
+# per layer (Granite-SWA: one graph per base).
 FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "gemma4", "mistral3", "qwen3_vl", "cosmos3_edge",
-         "mllama", "olmo_hybrid"]
+         "mllama", "olmo_hybrid", "granite_swa"]
 
 
 @pytest.mark.parametrize("model_type", FORMS)
@@ -284,6 +310,22 @@ def test_a_misread_form_fails_against_the_model(tiny_models, tmp_path):
     wrong = export.build("rope", {**plan.roles[0].values, "pair_layout": "half"}, backend="portable")
     onnx_path, _ = export.save(wrong, tmp_path, "cohere-half")
     report = run_model_parity(tiny_models["cohere"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
+    assert [r.status for r in report.results if r.runtime == "hf"] and all(
+        r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+def test_a_graph_at_another_layer_base_fails_against_the_model(tiny_models, tmp_path):
+    """Granite-SWA's layer 2 rotates at its own base (500000): the graph of the 10000 layers, claimed for it,
+    fails every hf comparison (the session runs the rotary module built at that layer's base)."""
+    from posexport import export
+
+    plan = read_model(tiny_models["granite_swa"])
+    wrong = export.build("rope", plan.role("rope-theta10000").values, backend="portable")
+    entry = plan.manifest_entry(plan.role("rope-theta500000"))
+    assert recipe_problem(entry) == "" and "rope_theta" in recipe_problem({**entry, "hf": {**entry["hf"], "rope_theta": "1e4"}})
+    wrong.manifest["model"] = entry
+    onnx_path, _ = export.save(wrong, tmp_path, "granite-swa-wrong-base")
+    report = run_model_parity(tiny_models["granite_swa"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
     assert [r.status for r in report.results if r.runtime == "hf"] and all(
         r.status == "fail" for r in report.results if r.runtime == "hf")
 

@@ -82,7 +82,9 @@ def encodings_of(model_type: str) -> str:
     kinds = ["rope" + (" per layer type" if isinstance(spec.theta, dict) else ""),
              *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
              *([NOPE_KINDS.get(spec.nope, "NoPE layers")] if spec.nope else []),
-             *(["heads of kv_channels"] if spec.kv_channels else [])]
+             *(["heads of kv_channels"] if spec.kv_channels else []),
+             *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == decoders.PER_THETA
+                else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
     return ", ".join(kinds)
 
 

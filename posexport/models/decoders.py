@@ -17,6 +17,14 @@ config's `text_config`, and which layers skip rope:
 - LINEAR_HYBRID (OLMo-Hybrid): only full_attention layers rotate; without `layer_types` every 4th layer is
   full attention and the rest linear_attention (the last layer full when none is).
 
+Per-layer rope bases, `layer_rope_theta` (0: a NoPE layer):
+
+- PER_THETA (Granite-SWA): one rotary module per distinct non-zero base, each layer rotating with its own
+  (one role per base, `rope-theta<base>`; default: rope_theta on every layer);
+- ZERO_NOPE (MuSE-Spark, MuSE-Glimmer): the entries only mark NoPE layers; every other layer rotates with
+  the one rotary module at rope_theta, whatever its entry says (default: NoPE on every 4th layer counted
+  back from the last).
+
 `linear_attention` layers (gated delta nets: OLMo-Hybrid, Qwen3-Next) never rotate. JetMoE's heads are
 `kv_channels` wide, num_key_value_heads × num_experts_per_tok of them (its config computes
 num_attention_heads so).
@@ -39,6 +47,7 @@ from .rope_reading import rope_values
 
 NO_ROPE_LAYERS, SLIDING_ONLY, GLOBAL_NOPE = "no_rope_layers", "sliding_only", "global_nope"
 CROSS_ATTENTION, LINEAR_HYBRID = "cross_attention", "linear_hybrid"
+PER_THETA, ZERO_NOPE = "per_theta", "zero_nope"
 SLIDING = "sliding_attention"
 # Keys of attention masking and layer kinds: they choose keys, never positions.
 MASKING = ("use_sliding_window", "sliding_window", "max_window_layers", "sliding_window_pattern",
@@ -60,6 +69,8 @@ class D:
     single_apply: bool = False  # its apply_rotary_pos_emb rotates one tensor (Gemma-3n)
     split: bool = False  # its attention hands apply only the leading rotary channels (Phi, Persimmon)
     kv_channels: bool = False  # heads sized by kv_channels (JetMoE)
+    layer_theta: str = ""  # PER_THETA or ZERO_NOPE: how layer_rope_theta is read
+    theta_without_block: float | None = None  # rope_theta its config class sets when rope_parameters is absent
 
 
 DECODERS: dict[str, D] = {
@@ -110,6 +121,8 @@ DECODERS: dict[str, D] = {
     "granite4_vision": D("granite4_vision", "Granite4VisionText", 2048, 10000.0, None, None, "half", text=True),
     "granite4_vision_text": D("granite4_vision", "Granite4VisionText", 2048, 10000.0, None, None, "half"),
     "granite_docling_text": D("granite_docling", "GraniteDoclingText", 32768, 10000.0, None, None, "half"),
+    "granite_swa": D("granite_swa", "GraniteSWA", 8192, 10000.0, layer_theta=PER_THETA),
+    "granitemoe_swa": D("granitemoe_swa", "GraniteMoeSWA", 2048, 10000.0, layer_theta=PER_THETA),
     "granitemoe": D("granitemoe", "GraniteMoe", 2048, 10000.0, None, None, "half"),
     "granitemoehybrid": D("granitemoehybrid", "GraniteMoeHybrid", 2048, 10000.0, None, None, "half"),
     "granitemoeshared": D("granitemoeshared", "GraniteMoeShared", 2048, 10000.0, None, None, "half"),
@@ -139,6 +152,12 @@ DECODERS: dict[str, D] = {
     "ministral": D("ministral", "Ministral", 131072, 10000.0, None, None, "half"),
     "moonshine_streaming": D("moonshine_streaming", "MoonshineStreaming", 4096, 10000.0, None, None, "interleaved"),
     "muse_glimmer_assistant": D("muse_glimmer_assistant", "MuseGlimmerAssistant", 131072, 500000.0, 128, None, "half"),
+    "muse_glimmer": D("muse_glimmer", "MuseGlimmerText", 131072, 10000.0, 128, text=True, layer_theta=ZERO_NOPE),
+    "muse_glimmer_text": D("muse_glimmer", "MuseGlimmerText", 131072, 10000.0, 128, layer_theta=ZERO_NOPE),
+    "muse_spark": D("muse_spark", "MuseSparkText", 1048576, 10000.0, 64, text=True, layer_theta=ZERO_NOPE,
+                    theta_without_block=500000.0),
+    "muse_spark_text": D("muse_spark", "MuseSparkText", 1048576, 10000.0, 64, layer_theta=ZERO_NOPE,
+                         theta_without_block=500000.0),
     "nemotron": D("nemotron", "Nemotron", 4096, 10000.0, None, None, "half"),
     "nemotron3_5_transcribe_asr_audio": D("nemotron3_5_transcribe", "Nemotron3_5Transcribe", 5000, 10000.0, None, None, "half"),
     "nemotron3_diarization_audio": D("nemotron3_diarization", "Nemotron3Diarization", 5000, 10000.0, None, None, "half"),
@@ -216,20 +235,52 @@ def read(cfg: ModelConfig) -> list[Role]:
     for layer_type, block, block_name in blocks(text):
         block, beta = split_query_scale(block)
         theta = spec.theta.get(layer_type, 10000.0) if isinstance(spec.theta, dict) else spec.theta
+        if spec.theta_without_block is not None and block is None:
+            if text.has("rope_theta"):
+                text.fail("rope_theta", text.get("rope_theta"), f"transformers' {cfg.architecture} config ignores it without "
+                          f"rope_parameters (it sets rope_theta {spec.theta_without_block}); put it in rope_parameters")
+            theta = spec.theta_without_block
         values = rope_values(text, block, head_dim=head_dim, heads=heads, block_name=block_name,
                              max_positions=max_positions, theta=text.number("rope_theta", theta),
                              partial=text.get("partial_rotary_factor", spec.partial), pair_layout=spec.pair_layout)
         extra = {**({"layer_type": layer_type} if layer_type else {}), **({"single_apply": True} if spec.single_apply else {}),
                  **({"split": True} if spec.split else {})}
-        hf = hf_rope(f"{spec.module}.modeling_{spec.module}", f"{spec.prefix}RotaryEmbedding", text_config=spec.text, **extra)
         ids = tuple(i for i in of_type(text, layer_type, count) if i in rotating) if count else ()
         name = LAYER_ROLES.get(layer_type, f"rope-{layer_type}") if layer_type else "rope"
-        roles.append(rope_role(values, text, hf, name, ids))
+        groups, notes = theta_groups(text, spec, values["base"], ids, count)
+        for base, group in groups:
+            at_base = {} if base is None else {"rope_theta": base}
+            hf = hf_rope(f"{spec.module}.modeling_{spec.module}", f"{spec.prefix}RotaryEmbedding", text_config=spec.text,
+                         **extra, **at_base)
+            role_name = name if len(groups) == 1 else f"{name}-theta{base:.0f}" if base == int(base) else f"{name}-theta{base}"
+            roles.append(rope_role({**values, "base": values["base"] if base is None else base}, text, hf, role_name,
+                                   group, notes))
         if beta is not None:
             roles.append(query_scale_role(text, spec, heads, head_dim, beta, values, count))
     if text is not cfg:
         text.check_all_read()
     return roles
+
+
+def theta_groups(cfg: ModelConfig, spec: D, base: float, ids: tuple[int, ...],
+                 count: int) -> tuple[list[tuple[float | None, tuple[int, ...]]], tuple[str, ...]]:
+    """The rope layers split by their layer_rope_theta base ((None, ids): all at the rope block's base), and
+    the notes that say how the list was read."""
+    if not spec.layer_theta:
+        return [(None, ids)], ()
+    thetas = cfg.get("layer_rope_theta", None)
+    if thetas is None:
+        zero = spec.layer_theta == ZERO_NOPE
+        thetas = [0 if zero and (count - 1 - i) % 4 == 0 else base for i in range(count)]
+    if not isinstance(thetas, list) or len(thetas) != count or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in thetas):
+        cfg.fail("layer_rope_theta", thetas, f"expected {count} rope bases, 0 for a NoPE layer")
+    if spec.layer_theta == ZERO_NOPE:
+        ignored = sorted({float(t) for t in thetas if t and t != base})
+        notes = (f"layer_rope_theta's non-zero entries {ignored} only mark rope layers: transformers' {cfg.architecture} "
+                 f"rotates them with rope_theta = {base}",) if ignored else ()
+        return [(None, tuple(i for i in ids if thetas[i]))], notes
+    return [(float(t), tuple(i for i in ids if thetas[i] == t)) for t in sorted({t for t in thetas if t})], ()
 
 
 def blocks(cfg: ModelConfig) -> list[tuple[str, dict[str, Any] | None, str]]:

@@ -18,9 +18,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "Zamba2: shared attention blocks switched by use_mem_rope between Mamba layers; not read yet": ("zamba2",),
     "Dory: looped recurrent layers (n_recurrent_layers run n_loops times, layer_types with mlp entries "
     "halved); layer plan not read yet": ("dory",),
-    "per-layer rope_theta lists (layer_rope_theta, 0 for NoPE layers) and a rotary module per layer group; "
-    "not read yet": ("granite_swa", "granitemoe_swa", "muse_spark", "muse_spark_text", "muse_glimmer",
-                     "muse_glimmer_text"),
     "its rotary class forms inv_freq its own way (not transformers' default rope init): checked to differ, "
     "not modelled": ("embedding_gemma2", "embedding_gemma2_text", "diffusion_gemma", "diffusion_gemma_text",
                      "gemma4_unified", "gemma4_unified_text", "gemma4_unified_assistant"),
