@@ -63,6 +63,9 @@ EXTRA.update(dict.fromkeys(("mllama", "mllama_text_model", "olmo_hybrid"), {"pad
 # (its model rotates that layer at rope_theta all the same).
 EXTRA.update(granite_swa={"layer_rope_theta": [10000.0, 0, 500000.0, 10000.0]},
              muse_glimmer_text={"layer_rope_theta": [10000.0, 0, 20000.0, 10000.0]})
+# Zamba2: rope on (use_mem_rope), two hybrid layers among Mamba layers, Mamba's torch path.
+EXTRA.update(zamba2={"use_mem_rope": True, "use_mamba_kernels": False,
+                     "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]})
 EXTRA.update(dict.fromkeys(("muse_spark", "muse_spark_text"), {"num_local_experts": 4, "num_experts_per_tok": 2,
                                                                "moe_intermediate_size": 32, "moe_hidden_size": 64}))
 # Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).

@@ -31,7 +31,7 @@ from safetensors.numpy import save_file  # noqa: E402
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
-CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer")
+CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer", "zamba2")
 # Wrappers whose text model reads trained tables (tested on their own, below).
 TABLE_WRAPPERS = ("florence2",)
 ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS and t not in TABLE_WRAPPERS)
@@ -219,7 +219,8 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
                                              ("cohere2_moe", [3]), ("flint", [0, 1, 3]), ("beam", [3]),
                                              ("mllama_text_model", [3]), ("mllama", [3]), ("olmo_hybrid", [0, 1, 2]),
                                              ("qwen3_next", [0, 1, 2]), ("granite_swa", [1]), ("muse_spark_text", [3]),
-                                             ("muse_spark", [3]), ("muse_glimmer_text", [1]), ("muse_glimmer", [3])])
+                                             ("muse_spark", [3]), ("muse_glimmer_text", [1]), ("muse_glimmer", [3]),
+                                             ("zamba2", [0, 2])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)
@@ -256,15 +257,17 @@ def test_layer_rope_theta_bases_are_the_cos_each_layer_rotates_with(tiny_models,
         assert np.max(np.abs(cos_of(misread, positions) - rotated[2][1].double().numpy()[0])) > 1e-3
 
 
-def test_jetmoe_rotates_heads_of_kv_channels_as_its_attention_does(tiny_models):
-    """JetMoE's q is num_key_value_heads × num_experts_per_tok heads of kv_channels (8 in the fixture), not
-    hidden_size // num_attention_heads (16): the plan's sizes are those its attention hands the apply function."""
+@pytest.mark.parametrize("model_type", ["jetmoe", "zamba2"])
+def test_heads_not_sized_by_hidden_size_are_the_q_the_attention_rotates(tiny_models, model_type):
+    """JetMoE's q is num_key_value_heads × num_experts_per_tok heads of kv_channels (8 in the fixture), Zamba2's
+    heads are 2·hidden_size / num_attention_heads (32), neither hidden_size // num_attention_heads (16): the
+    plan's sizes are those its attention hands the apply function."""
     from transformers import AutoConfig
 
-    rope = read_model(tiny_models["jetmoe"]).role("rope").values
-    shapes = {rotated[0] for rotated in rotations_in_transformers(tiny_models["jetmoe"]) if rotated is not None}
+    rope = read_model(tiny_models[model_type]).role("rope").values
+    shapes = {rotated[0] for rotated in rotations_in_transformers(tiny_models[model_type]) if rotated is not None}
     assert shapes == {(1, rope["heads"], 5, rope["head_dim"])}
-    config = AutoConfig.from_pretrained(tiny_models["jetmoe"])
+    config = AutoConfig.from_pretrained(tiny_models[model_type])
     assert rope["head_dim"] != config.hidden_size // config.num_attention_heads  # the misread the reader avoids
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import PosexportError
 from ..registry import get_encoding
 from . import audio_encoders, config, decoders, deepseek, learned, patch_table, sinusoids, swin, t5, vit
-from .plan import LINEAR_ATTENTION, ModelPlan, Role
+from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
 # text_config's own model_type (wrapper.py).
@@ -77,6 +77,7 @@ READERS: dict[str, str] = {
     "roformer": "roformer",
     "bark": "bark",
     "videoprism_text_model": "videoprism",
+    "zamba2": "zamba2",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),
@@ -130,8 +131,8 @@ def layer_info(data: dict) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     for part in (data, data.get("text_config")):
         count = (part.get("num_hidden_layers") or part.get("n_layer")) if isinstance(part, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            types = part.get("layer_types")
+            types = part.get("layer_types") or part.get("layers_block_type")  # Zamba2's spelling
             types = [t if isinstance(t, str) else "" for t in types] if isinstance(types, list) and len(types) == count else []
-            return (count, tuple(i for i, t in enumerate(types) if "attention" not in t),
+            return (count, tuple(i for i, t in enumerate(types) if not has_attention(t)),
                     tuple(i for i, t in enumerate(types) if t == LINEAR_ATTENTION))
     return 0, (), ()

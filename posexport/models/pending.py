@@ -15,7 +15,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "factor; not read by the MLA reader yet": ("mistral4",),
     "multi-head latent attention in a hybrid stack whose linear-attention layers take no rope; layer plan "
     "not read yet": ("bailing_hybrid", "hy_v4"),
-    "Zamba2: shared attention blocks switched by use_mem_rope between Mamba layers; not read yet": ("zamba2",),
     "Dory: looped recurrent layers (n_recurrent_layers run n_loops times, layer_types with mlp entries "
     "halved); layer plan not read yet": ("dory",),
     "its rotary class forms inv_freq its own way (not transformers' default rope init): checked to differ, "

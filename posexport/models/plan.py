@@ -36,6 +36,12 @@ SCALES = ("query-scale",)
 LINEAR_ATTENTION = "linear_attention"
 
 
+def has_attention(layer_type: str) -> bool:
+    """Whether a layer_types entry names a layer with attention (Zamba2's `hybrid`: a shared attention block
+    before its Mamba layer)."""
+    return "attention" in layer_type or layer_type == "hybrid"
+
+
 def softmax_attention(layer_type: str) -> bool:
     """Whether a layer_types entry names a softmax-attention layer (full, sliding, …): not a conv, Mamba or
     linear-attention layer."""
