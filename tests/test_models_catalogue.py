@@ -31,7 +31,8 @@ from safetensors.numpy import save_file  # noqa: E402
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
-CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer", "zamba2")
+CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer", "zamba2",
+                  "recurrent_gemma")
 # Wrappers whose text model reads trained tables (tested on their own, below).
 TABLE_WRAPPERS = ("florence2",)
 ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS and t not in TABLE_WRAPPERS)
@@ -220,7 +221,7 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
                                              ("mllama_text_model", [3]), ("mllama", [3]), ("olmo_hybrid", [0, 1, 2]),
                                              ("qwen3_next", [0, 1, 2]), ("granite_swa", [1]), ("muse_spark_text", [3]),
                                              ("muse_spark", [3]), ("muse_glimmer_text", [1]), ("muse_glimmer", [3]),
-                                             ("zamba2", [0, 2])])
+                                             ("zamba2", [0, 2]), ("recurrent_gemma", [0, 1, 3])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)

@@ -185,6 +185,9 @@ def test_mpt_nested_position_keys_are_checked_too(tmp_path):
     ({"model_type": "mllama_text_model", **SMALL, "cross_attention_layers": "3"}, ("'cross_attention_layers'",)),
     ({"model_type": "jetmoe", **SMALL, "kv_channels": 8, "head_dim": 16}, ("'head_dim'", "kv_channels")),
     ({"model_type": "zamba2", **SMALL}, ("'use_mem_rope'", "no positional encoding")),
+    ({"model_type": "recurrent_gemma", **SMALL, "rope_parameters": {"rope_type": "linear", "factor": 2.0}},
+     ("rope_type", "default rope type only")),
+    ({"model_type": "recurrent_gemma", **SMALL, "block_types": ["recurrent", "mlp"]}, ("'block_types'", "mlp")),
 ])
 def test_layer_plan_keys_transformers_would_ignore_or_cannot_take_are_errors(tmp_path, config, fragments):
     fails(raw(tmp_path / "m", config), *fragments)

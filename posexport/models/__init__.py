@@ -78,6 +78,7 @@ READERS: dict[str, str] = {
     "bark": "bark",
     "videoprism_text_model": "videoprism",
     "zamba2": "zamba2",
+    "recurrent_gemma": "recurrent_gemma",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),
@@ -124,6 +125,15 @@ def judged(role: Role, source: str) -> None:
         raise PosexportError(f"{source}: {role.role}: {e}") from None
 
 
+def griffin_types(config: dict, count: int) -> list[str] | None:
+    """RecurrentGemma's layer types as its config class names them: block_types cycled over the layers, its
+    recurrent blocks linear_attention and its attention blocks sliding_attention."""
+    kinds = config.get("block_types")
+    if not isinstance(kinds, list) or not kinds:
+        return None
+    return ["linear_attention" if kinds[i % len(kinds)] == "recurrent" else "sliding_attention" for i in range(count)]
+
+
 def layer_info(data: dict) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     """num_hidden_layers (GPT-J: n_layer) of the config or of its text_config (0 when neither says), the layers its
     layer_types names as something other than attention (LFM2's conv layers, Mamba layers), and its
@@ -131,7 +141,7 @@ def layer_info(data: dict) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     for part in (data, data.get("text_config")):
         count = (part.get("num_hidden_layers") or part.get("n_layer")) if isinstance(part, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            types = part.get("layer_types") or part.get("layers_block_type")  # Zamba2's spelling
+            types = part.get("layer_types") or part.get("layers_block_type") or griffin_types(part, count)
             types = [t if isinstance(t, str) else "" for t in types] if isinstance(types, list) and len(types) == count else []
             return (count, tuple(i for i, t in enumerate(types) if not has_attention(t)),
                     tuple(i for i, t in enumerate(types) if t == LINEAR_ATTENTION))

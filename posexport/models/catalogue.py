@@ -23,7 +23,8 @@ READER_ENCODINGS = {
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
     "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
     "roformer": "rope (interleaved pairs)", "audio_encoders": "learned table (max_source_positions frames)",
-    "bark": "learned table (one per sub-model)", "zamba2": "rope on the hybrid layers' shared attention (use_mem_rope)", "patch_table": "learned table (the trained token grid, not resampled)",
+    "bark": "learned table (one per sub-model)", "zamba2": "rope on the hybrid layers' shared attention (use_mem_rope)",
+    "recurrent_gemma": "rope (partial) on the local-attention blocks", "patch_table": "learned table (the trained token grid, not resampled)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"

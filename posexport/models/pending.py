@@ -21,8 +21,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "not modelled": ("embedding_gemma2", "embedding_gemma2_text", "diffusion_gemma", "diffusion_gemma_text",
                      "gemma4_unified", "gemma4_unified_text", "gemma4_unified_assistant"),
     "NanoChat: its rotate_half flips the signs (x2, −x1), a rotation by −θ; not modelled": ("nanochat",),
-    "Griffin: local-attention blocks with partial rope between recurrent blocks, no max_position_embeddings; "
-    "not read yet": ("recurrent_gemma",),
     "rotary on audio or time frames (apply_rotary_time_emb, streaming encoders, TTS flow heads) whose "
     "positions are frame times, not token indices; not read yet":
         ("musicflamingo", "gradium_phonon_tts", "pocket_tts", "timesfm2_5", "lasr_ctc", "lasr_encoder",
