@@ -78,6 +78,10 @@ QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 
 EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"), QWEN2_VL))
 EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_omni_moe_text",
                             "qwen3_omni_moe_talker_text"), QWEN3_VL), qwen2_5_omni_text=QWEN2_VL)
+# MLA beside other layers: Bailing-Hybrid's full_attention every 2nd layer, HY-V4's DSA indexer heads wider than the rope.
+EXTRA.update(bailing_hybrid={**MLA, "layer_group_size": 2, "num_experts": 4, "num_expert_group": 1, "topk_group": 1,
+                             "num_experts_per_token": 2, "moe_intermediate_size": 32, "pad_token_id": 0},
+             hy_v4={**MLA, "index_head_dim": 32, "index_n_heads": 2, "index_topk": 4, "pad_token_id": 0})
 EXTRA.update(dict.fromkeys(("kimi_k25",), MLA), cosmos3_omni=QWEN3_VL, apertus1p5={"vocab_size": 300000})
 # PaddleOCR-VL's and Cosmos-3-Edge's rotary read the sections but not mrope_interleaved.
 EXTRA.update(dict.fromkeys(("paddleocr_vl", "paddleocr_vl_text"), {"rope_parameters": {

@@ -221,7 +221,8 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
                                              ("mllama_text_model", [3]), ("mllama", [3]), ("olmo_hybrid", [0, 1, 2]),
                                              ("qwen3_next", [0, 1, 2]), ("granite_swa", [1]), ("muse_spark_text", [3]),
                                              ("muse_spark", [3]), ("muse_glimmer_text", [1]), ("muse_glimmer", [3]),
-                                             ("zamba2", [0, 2]), ("recurrent_gemma", [0, 1, 3])])
+                                             ("zamba2", [0, 2]), ("recurrent_gemma", [0, 1, 3]),
+                                             ("bailing_hybrid", [0, 2]), ("hy_v4", [])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)

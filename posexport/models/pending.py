@@ -13,8 +13,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "position_bias tables": ("deepseek_v4",),
     "multi-head latent attention whose rope block also carries Llama-4 query scaling and a partial rotary "
     "factor; not read by the MLA reader yet": ("mistral4",),
-    "multi-head latent attention in a hybrid stack whose linear-attention layers take no rope; layer plan "
-    "not read yet": ("bailing_hybrid", "hy_v4"),
     "Dory: looped recurrent layers (n_recurrent_layers run n_loops times, layer_types with mlp entries "
     "halved); layer plan not read yet": ("dory",),
     "its rotary class forms inv_freq its own way (not transformers' default rope init): checked to differ, "
