@@ -81,7 +81,8 @@ EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_
 # MLA beside other layers: Bailing-Hybrid's full_attention every 2nd layer, HY-V4's DSA indexer heads wider than the rope.
 EXTRA.update(bailing_hybrid={**MLA, "layer_group_size": 2, "num_experts": 4, "num_expert_group": 1, "topk_group": 1,
                              "num_experts_per_token": 2, "moe_intermediate_size": 32, "pad_token_id": 0},
-             hy_v4={**MLA, "index_head_dim": 32, "index_n_heads": 2, "index_topk": 4, "pad_token_id": 0})
+             hy_v4={**MLA, "index_head_dim": 32, "index_n_heads": 2, "index_topk": 4, "pad_token_id": 0},
+             mistral4={**MLA, "head_dim": 32, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "pad_token_id": 0})
 EXTRA.update(dict.fromkeys(("kimi_k25",), MLA), cosmos3_omni=QWEN3_VL, apertus1p5={"vocab_size": 300000})
 # PaddleOCR-VL's and Cosmos-3-Edge's rotary read the sections but not mrope_interleaved.
 EXTRA.update(dict.fromkeys(("paddleocr_vl", "paddleocr_vl_text"), {"rope_parameters": {

@@ -222,7 +222,7 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
                                              ("qwen3_next", [0, 1, 2]), ("granite_swa", [1]), ("muse_spark_text", [3]),
                                              ("muse_spark", [3]), ("muse_glimmer_text", [1]), ("muse_glimmer", [3]),
                                              ("zamba2", [0, 2]), ("recurrent_gemma", [0, 1, 3]),
-                                             ("bailing_hybrid", [0, 2]), ("hy_v4", [])])
+                                             ("bailing_hybrid", [0, 2]), ("hy_v4", []), ("mistral4", [])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)
@@ -282,11 +282,12 @@ def test_per_layer_type_plans_match_transformers_layer_types(tiny_models, model_
     assert [plan.layer_rope(i).hf["layer_type"] for i in range(plan.layer_count)] == types
 
 
-def test_query_scale_plan_is_every_layer_of_ministral3(tiny_models):
-    plan = read_model(tiny_models["ministral3"])
+@pytest.mark.parametrize("model_type, floor", [("ministral3", 16384), ("mistral4", 8192)])
+def test_query_scale_plan_is_every_layer(tiny_models, model_type, floor):
+    plan = read_model(tiny_models[model_type])
     assert [lp.describe() for lp in plan.layer_plan()] == ["rope + query-scale"] * 4
     scale = plan.role("query-scale").values
-    assert (scale["beta"], scale["floor_scale"], scale["offset"]) == (0.1, 16384, 0)
+    assert (scale["beta"], scale["floor_scale"], scale["offset"]) == (0.1, floor, 0)
 
 
 # One built graph per rope form: interleaved pairs, NoPE layers, per-layer-type ropes, query scaling,

@@ -188,6 +188,9 @@ def test_mpt_nested_position_keys_are_checked_too(tmp_path):
     ({"model_type": "recurrent_gemma", **SMALL, "rope_parameters": {"rope_type": "linear", "factor": 2.0}},
      ("rope_type", "default rope type only")),
     ({"model_type": "recurrent_gemma", **SMALL, "block_types": ["recurrent", "mlp"]}, ("'block_types'", "mlp")),
+    ({"model_type": "mistral4", **SMALL, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "rope_parameters": {
+        "rope_type": "yarn", "factor": 4.0, "partial_rotary_factor": 0.25, "llama_4_scaling_beta": 0.1}},
+     ("partial_rotary_factor", "qk_rope_head_dim = 16")),
 ])
 def test_layer_plan_keys_transformers_would_ignore_or_cannot_take_are_errors(tmp_path, config, fragments):
     fails(raw(tmp_path / "m", config), *fragments)

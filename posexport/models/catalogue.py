@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, decoders, pending, qwen_vl
+from . import READERS, decoders, deepseek, pending, qwen_vl
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -77,6 +77,8 @@ def encodings_of(model_type: str) -> str:
         return ", ".join(["mrope" + (" (interleaved sections)" if line.interleaved else ""),
                           *(["mrope-vision (axial)"] if vision else []),
                           *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
+    if reader == "deepseek" and model_type in deepseek.MLA and deepseek.MLA[model_type].query_scale:
+        return f"{READER_ENCODINGS[reader]}, query-scale"
     if reader != "decoders":
         return READER_ENCODINGS[reader]
     spec = decoders.DECODERS[model_type]

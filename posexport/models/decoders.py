@@ -256,7 +256,7 @@ def read(cfg: ModelConfig) -> list[Role]:
             roles.append(rope_role({**values, "base": values["base"] if base is None else base}, text, hf, role_name,
                                    group, notes))
         if beta is not None:
-            roles.append(query_scale_role(text, spec, heads, head_dim, beta, values, count))
+            roles.append(query_scale_role(text, spec.module, heads, head_dim, beta, values, count))
     if text is not cfg:
         text.check_all_read()
     return roles
@@ -365,13 +365,14 @@ def split_query_scale(block: dict[str, Any] | None) -> tuple[dict[str, Any] | No
     return rest, block[QUERY_SCALE]
 
 
-def query_scale_role(cfg: ModelConfig, spec: D, heads: int, head_dim: int, beta: Any, rope: dict[str, Any], count: int) -> Role:
+def query_scale_role(cfg: ModelConfig, module: str, heads: int, head_dim: int, beta: Any, rope: dict[str, Any],
+                     count: int) -> Role:
     floor = rope.get("original_max_positions") or rope["max_positions"]
     if isinstance(beta, bool) or not isinstance(beta, (int, float)):
         cfg.fail(f"rope_parameters.{QUERY_SCALE}", beta, "expected a number")
     values = {"heads": heads, "head_dim": head_dim, "beta": float(beta), "floor_scale": int(floor), "offset": 0,
               "max_positions": rope["max_positions"]}
-    hf = {"kind": "query-scale", "module": f"transformers.models.{spec.module}.modeling_{spec.module}",
+    hf = {"kind": "query-scale", "module": f"transformers.models.{module}.modeling_{module}",
           "scale": "get_llama_4_attn_scale"}
     notes = ("x is the rotated q, [batch, seq, heads, head_dim]; position_ids are the model's own",
              f"q · (1 + β·ln(1 + ⌊p / {floor}⌋)), β = llama_4_scaling_beta = {beta}: every layer, after rope")
