@@ -242,10 +242,11 @@ def cos_of(role, positions: np.ndarray) -> np.ndarray:
     return np.cos(np.concatenate([angles, angles], axis=-1)) * factor
 
 
-@pytest.mark.parametrize("model_type", ["granite_swa", "muse_glimmer_text", "muse_spark"])
-def test_layer_rope_theta_bases_are_the_cos_each_layer_rotates_with(tiny_models, model_type):
+@pytest.mark.parametrize("model_type", ["granite_swa", "muse_glimmer_text", "muse_spark", "molmo2_text", "molmo2"])
+def test_per_layer_ropes_are_the_cos_each_layer_rotates_with(tiny_models, model_type):
     """Per layer, the cos transformers' forward hands apply_rotary_pos_emb is the float64 cos of that layer's
-    role (Granite-SWA: its own base per layer; MuSE: rope_theta on every rope layer, whatever the entry)."""
+    role (Granite-SWA: its own base per layer; MuSE: rope_theta on every rope layer, whatever the entry;
+    Molmo2: yarn on rope_scaling_layers, the unscaled rope on the others)."""
     plan = read_model(tiny_models[model_type])
     rotated = rotations_in_transformers(tiny_models[model_type])
     positions = np.arange(5, dtype=np.float64)
@@ -257,6 +258,8 @@ def test_layer_rope_theta_bases_are_the_cos_each_layer_rotates_with(tiny_models,
     if model_type == "muse_glimmer_text":  # read per base (as Granite-SWA), layer 2's 20000 would miss the model
         misread = dataclasses.replace(plan.layer_rope(2), values={**plan.layer_rope(2).values, "base": 20000.0})
         assert np.max(np.abs(cos_of(misread, positions) - rotated[2][1].double().numpy()[0])) > 1e-3
+    if model_type == "molmo2_text":  # read scaled on every layer, layer 1 would miss the model
+        assert np.max(np.abs(cos_of(plan.role("rope-scaled"), positions) - rotated[1][1].double().numpy()[0])) > 1e-3
 
 
 @pytest.mark.parametrize("model_type", ["jetmoe", "zamba2"])
@@ -293,9 +296,9 @@ def test_query_scale_plan_is_every_layer(tiny_models, model_type, floor):
 # One built graph per rope form: interleaved pairs, NoPE layers, per-layer-type ropes, query scaling,
 # YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE (Qwen3-VL, Cosmos-3-Edge as a wrapper),
 # cross-attention layers without rope (Mllama), linear-attention layers without rope (OLMo-Hybrid), a rope base
-# per layer (Granite-SWA: one graph per base).
+# per layer (Granite-SWA: one graph per base), scaled and unscaled layers (Molmo2).
 FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "gemma4", "mistral3", "qwen3_vl", "cosmos3_edge",
-         "mllama", "olmo_hybrid", "granite_swa"]
+         "mllama", "olmo_hybrid", "granite_swa", "molmo2_text"]
 
 
 @pytest.mark.parametrize("model_type", FORMS)

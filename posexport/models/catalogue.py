@@ -86,6 +86,7 @@ def encodings_of(model_type: str) -> str:
              *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
              *([NOPE_KINDS.get(spec.nope, "NoPE layers")] if spec.nope else []),
              *(["heads of kv_channels"] if spec.kv_channels else []),
+             *(["scaled on rope_scaling_layers, unscaled on the others"] if spec.scaling_layers else []),
              *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == decoders.PER_THETA
                 else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
     return ", ".join(kinds)

@@ -25,6 +25,9 @@ Per-layer rope bases, `layer_rope_theta` (0: a NoPE layer):
   the one rotary module at rope_theta, whatever its entry says (default: NoPE on every 4th layer counted
   back from the last).
 
+Molmo2's `rope_scaling_layers` (default every layer) take the block's scaled rope (`rope-scaled`); its
+other layers an unscaled rotary at the same rope_theta (`rope-unscaled`, transformers' scaled=False).
+
 `linear_attention` layers (gated delta nets: OLMo-Hybrid, Qwen3-Next) never rotate. JetMoE's heads are
 `kv_channels` wide, num_key_value_heads × num_experts_per_tok of them (its config computes
 num_attention_heads so).
@@ -71,6 +74,7 @@ class D:
     kv_channels: bool = False  # heads sized by kv_channels (JetMoE)
     layer_theta: str = ""  # PER_THETA or ZERO_NOPE: how layer_rope_theta is read
     theta_without_block: float | None = None  # rope_theta its config class sets when rope_parameters is absent
+    scaling_layers: bool = False  # rope_scaling_layers choose the scaled rope, the others an unscaled one (Molmo2)
 
 
 DECODERS: dict[str, D] = {
@@ -152,6 +156,8 @@ DECODERS: dict[str, D] = {
     "ministral": D("ministral", "Ministral", 131072, 10000.0, None, None, "half"),
     "moonshine_streaming": D("moonshine_streaming", "MoonshineStreaming", 4096, 10000.0, None, None, "interleaved"),
     "muse_glimmer_assistant": D("muse_glimmer_assistant", "MuseGlimmerAssistant", 131072, 500000.0, 128, None, "half"),
+    "molmo2": D("molmo2", "Molmo2", 36864, 10000.0, 128, text=True, scaling_layers=True),
+    "molmo2_text": D("molmo2", "Molmo2", 36864, 10000.0, 128, scaling_layers=True),
     "muse_glimmer": D("muse_glimmer", "MuseGlimmerText", 131072, 10000.0, 128, text=True, layer_theta=ZERO_NOPE),
     "muse_glimmer_text": D("muse_glimmer", "MuseGlimmerText", 131072, 10000.0, 128, layer_theta=ZERO_NOPE),
     "muse_spark": D("muse_spark", "MuseSparkText", 1048576, 10000.0, 64, text=True, layer_theta=ZERO_NOPE,
@@ -247,6 +253,9 @@ def read(cfg: ModelConfig) -> list[Role]:
                  **({"split": True} if spec.split else {})}
         ids = tuple(i for i in of_type(text, layer_type, count) if i in rotating) if count else ()
         name = LAYER_ROLES.get(layer_type, f"rope-{layer_type}") if layer_type else "rope"
+        if spec.scaling_layers:
+            roles += scaled_and_unscaled(text, spec, values, ids, count, extra)
+            continue
         groups, notes = theta_groups(text, spec, values["base"], ids, count)
         for base, group in groups:
             at_base = {} if base is None else {"rope_theta": base}
@@ -260,6 +269,28 @@ def read(cfg: ModelConfig) -> list[Role]:
     if text is not cfg:
         text.check_all_read()
     return roles
+
+
+def scaled_and_unscaled(cfg: ModelConfig, spec: D, values: dict[str, Any], ids: tuple[int, ...], count: int,
+                        extra: dict[str, Any]) -> list[Role]:
+    """Molmo2's roles: the block's rope on rope_scaling_layers, transformers' unscaled rotary (the default rope
+    at the same rope_theta, on every head channel) on the other layers; one role when either is empty or the
+    block is not scaled."""
+    scaled = cfg.get("rope_scaling_layers", None)
+    if scaled is None:
+        scaled = list(range(count))
+    if not isinstance(scaled, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in scaled):
+        cfg.fail("rope_scaling_layers", scaled, "expected a list of layer numbers")
+    module, rotary = f"{spec.module}.modeling_{spec.module}", f"{spec.prefix}RotaryEmbedding"
+    unscaled = tuple(i for i in ids if i not in scaled)
+    if values["scaling"] == "default" or not unscaled:
+        return [rope_role(values, cfg, hf_rope(module, rotary, text_config=spec.text, **extra), "rope", ids)]
+    plain = {k: values[k] for k in ("head_dim", "heads", "base", "max_positions", "pair_layout")}
+    return [rope_role(values, cfg, hf_rope(module, rotary, text_config=spec.text, **extra), "rope-scaled",
+                      tuple(i for i in ids if i in scaled)),
+            rope_role({**plain, "scaling": "default"}, cfg, hf_rope(module, rotary, text_config=spec.text, unscaled=True,
+                                                                  **extra), "rope-unscaled", unscaled,
+                      ("rope_scaling_layers leaves these layers the unscaled rotary at the same rope_theta",))]
 
 
 def theta_groups(cfg: ModelConfig, spec: D, base: float, ids: tuple[int, ...],

@@ -39,8 +39,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "sections per layer type); the Qwen-VL reader reads one M-RoPE block": ("cohere_compass", "cohere_compass_text"),
     "HY-V4-VL: Qwen3-VL's interleaved M-RoPE inside HY-V4's hybrid stack (multi-head latent attention beside "
     "linear-attention layers without rope); layer plan not read yet": ("hy_v4_vl", "hy_v4_vl_text"),
-    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D rope whose layers take a scaled or an unscaled "
-    "rotary (rope_scaling_layers); not read yet": ("molmo2", "molmo2_text"),
     "not M-RoPE (its rotary takes [batch, seq] positions): 1-D partial rope beside a lightning indexer "
     "(index_head_dim) that rotates its own index heads, a second rope site; not read yet":
         ("minimax_m3_vl", "minimax_m3_vl_text"),

@@ -110,7 +110,9 @@ class RopeSession(Session):
         if "rope_theta" in recipe:  # one of the model's rotary modules per base (Granite-SWA's layer_rope_theta)
             cfg = copy.deepcopy(cfg)
             cfg.rope_parameters = {**cfg.rope_parameters, "rope_theta": recipe["rope_theta"]}
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=cfg).eval()
+        # Molmo2's layers outside rope_scaling_layers: its rotary built unscaled, as the model builds it.
+        unscaled = {"scaled": False} if recipe.get("unscaled") else {}
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=cfg, **unscaled).eval()
         self.apply = import_attr(recipe["module"], recipe["apply"])
         self.extra = (recipe["layer_type"],) if recipe.get("layer_type") else ()
         self.bshd = artifact.params.layout == "bshd"
