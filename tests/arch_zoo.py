@@ -66,6 +66,8 @@ EXTRA.update(granite_swa={"layer_rope_theta": [10000.0, 0, 500000.0, 10000.0]},
 # Zamba2: rope on (use_mem_rope), two hybrid layers among Mamba layers, Mamba's torch path.
 EXTRA.update(zamba2={"use_mem_rope": True, "use_mamba_kernels": False,
                      "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]})
+# Dory: one input and one output layer around two recurrent layers (looped n_recurrent_loops times).
+EXTRA.update(dory={"n_input_layers": 1, "n_output_layers": 1})
 # Molmo2: yarn on layers 0 and 2 only, the unscaled rotary on 1 and 3.
 EXTRA.update(dict.fromkeys(("molmo2", "molmo2_text"), {"rope_scaling_layers": [0, 2], "rope_parameters": {
     "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096, "rope_theta": 10000.0}}))

@@ -242,11 +242,12 @@ def cos_of(role, positions: np.ndarray) -> np.ndarray:
     return np.cos(np.concatenate([angles, angles], axis=-1)) * factor
 
 
-@pytest.mark.parametrize("model_type", ["granite_swa", "muse_glimmer_text", "muse_spark", "molmo2_text", "molmo2"])
+@pytest.mark.parametrize("model_type", ["granite_swa", "muse_glimmer_text", "muse_spark", "molmo2_text", "molmo2", "dory"])
 def test_per_layer_ropes_are_the_cos_each_layer_rotates_with(tiny_models, model_type):
     """Per layer, the cos transformers' forward hands apply_rotary_pos_emb is the float64 cos of that layer's
     role (Granite-SWA: its own base per layer; MuSE: rope_theta on every rope layer, whatever the entry;
-    Molmo2: yarn on rope_scaling_layers, the unscaled rope on the others)."""
+    Molmo2: yarn on rope_scaling_layers, the unscaled rope on the others; Dory: per layer type, its (attention,
+    mlp) block pairs read as layers, its recurrent layers looped)."""
     plan = read_model(tiny_models[model_type])
     rotated = rotations_in_transformers(tiny_models[model_type])
     positions = np.arange(5, dtype=np.float64)
@@ -276,7 +277,7 @@ def test_heads_not_sized_by_hidden_size_are_the_q_the_attention_rotates(tiny_mod
     assert rope["head_dim"] != config.hidden_size // config.num_attention_heads  # the misread the reader avoids
 
 
-@pytest.mark.parametrize("model_type", ["olmo3", "modernbert"])
+@pytest.mark.parametrize("model_type", ["olmo3", "modernbert", "dory"])
 def test_per_layer_type_plans_match_transformers_layer_types(tiny_models, model_type):
     from transformers import AutoConfig
 

@@ -211,3 +211,15 @@ def test_plans_without_their_layer_keys_take_the_config_classes_defaults(tmp_pat
     theirs = [None if i in cross or not thetas[i] or types[i] == "linear_attention" else float(thetas[i])
               for i in range(layers)]
     assert [None if (r := plan.layer_rope(i)) is None else r.values["base"] for i in range(layers)] == theirs
+
+
+@pytest.mark.parametrize("model_type", ["dory"])
+def test_ropes_per_layer_type_without_rope_parameters_take_the_config_classes_bases(tmp_path, model_type):
+    """No rope_parameters: each layer rotates at its type's base from the config class's own per-type default."""
+    from transformers import AutoConfig
+
+    folder = raw(tmp_path / "m", {"model_type": model_type, **SMALL, "num_hidden_layers": 8, "n_input_layers": 1,
+                                  "n_output_layers": 1})
+    plan, config = read_model(folder), AutoConfig.from_pretrained(folder)
+    theirs = [config.rope_parameters[t]["rope_theta"] for t in config.layer_types]
+    assert [plan.layer_rope(i).values["base"] for i in range(8)] == theirs

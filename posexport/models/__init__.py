@@ -142,6 +142,8 @@ def layer_info(data: dict) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
         count = (part.get("num_hidden_layers") or part.get("n_layer")) if isinstance(part, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
             types = part.get("layer_types") or part.get("layers_block_type") or griffin_types(part, count)
+            if isinstance(types, list) and "mlp" in types:  # Dory's (attention, mlp) block pairs
+                types, count = types[::2], count // 2
             types = [t if isinstance(t, str) else "" for t in types] if isinstance(types, list) and len(types) == count else []
             return (count, tuple(i for i, t in enumerate(types) if not has_attention(t)),
                     tuple(i for i, t in enumerate(types) if t == LINEAR_ATTENTION))

@@ -87,6 +87,7 @@ def encodings_of(model_type: str) -> str:
              *([NOPE_KINDS.get(spec.nope, "NoPE layers")] if spec.nope else []),
              *(["heads of kv_channels"] if spec.kv_channels else []),
              *(["scaled on rope_scaling_layers, unscaled on the others"] if spec.scaling_layers else []),
+             *(["layer_types as (attention, mlp) block pairs, recurrent layers looped"] if spec.paired_blocks else []),
              *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == decoders.PER_THETA
                 else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
     return ", ".join(kinds)

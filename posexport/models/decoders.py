@@ -28,6 +28,10 @@ Per-layer rope bases, `layer_rope_theta` (0: a NoPE layer):
 Molmo2's `rope_scaling_layers` (default every layer) take the block's scaled rope (`rope-scaled`); its
 other layers an unscaled rotary at the same rope_theta (`rope-unscaled`, transformers' scaled=False).
 
+Dory's released config.json lists each layer as an (attention, mlp) pair of blocks in `layer_types`, with
+num_hidden_layers counting blocks: read halved, as its config class does; its recurrent layers run
+n_recurrent_loops times on the same positions (the same rope per layer).
+
 `linear_attention` layers (gated delta nets: OLMo-Hybrid, Qwen3-Next) never rotate. JetMoE's heads are
 `kv_channels` wide, num_key_value_heads × num_experts_per_tok of them (its config computes
 num_attention_heads so).
@@ -75,6 +79,7 @@ class D:
     layer_theta: str = ""  # PER_THETA or ZERO_NOPE: how layer_rope_theta is read
     theta_without_block: float | None = None  # rope_theta its config class sets when rope_parameters is absent
     scaling_layers: bool = False  # rope_scaling_layers choose the scaled rope, the others an unscaled one (Molmo2)
+    paired_blocks: bool = False  # layer_types may list (attention, mlp) block pairs (Dory)
 
 
 DECODERS: dict[str, D] = {
@@ -103,6 +108,7 @@ DECODERS: dict[str, D] = {
     "dia_decoder": D("dia", "Dia", 3072, 10000.0, 128, None, "half"),
     "dia_encoder": D("dia", "Dia", 1024, 10000.0, 128, None, "half"),
     "diffllama": D("diffllama", "DiffLlama", 2048, 10000.0, None, None, "half"),
+    "dory": D("dory", "Dory", 8192, {"full_attention": 10000000.0, SLIDING: 10000.0}, 256, paired_blocks=True),
     "doge": D("doge", "Doge", 2048, 10000.0, None, None, "half"),
     "dots1": D("dots1", "Dots1", 2048, 10000.0, None, None, "half"),
     "emu3": D("emu3", "Emu3", 9216, 1000000.0, None, None, "half", text=True),
@@ -232,13 +238,15 @@ DECODERS: dict[str, D] = {
 def read(cfg: ModelConfig) -> list[Role]:
     spec = DECODERS[cfg.architecture]
     text = text_part(cfg) if spec.text else cfg
+    if spec.paired_blocks:
+        text = unpaired(text)
     heads, head_dim = kv_channel_heads(text) if spec.kv_channels else heads_and_dim(text, spec.head_dim)
     text.ignore(*MASKING)
     max_positions = text.number("max_position_embeddings", spec.max_positions, integer=True)
     count = text.number("num_hidden_layers", 0, integer=True)
     rotating = rope_layers(text, spec, count)
     roles = []
-    for layer_type, block, block_name in blocks(text):
+    for layer_type, block, block_name in blocks(text, spec):
         block, beta = split_query_scale(block)
         theta = spec.theta.get(layer_type, 10000.0) if isinstance(spec.theta, dict) else spec.theta
         if spec.theta_without_block is not None and block is None:
@@ -314,17 +322,33 @@ def theta_groups(cfg: ModelConfig, spec: D, base: float, ids: tuple[int, ...],
     return [(float(t), tuple(i for i in ids if thetas[i] == t)) for t in sorted({t for t in thetas if t})], ()
 
 
-def blocks(cfg: ModelConfig) -> list[tuple[str, dict[str, Any] | None, str]]:
-    """(layer type or '', rope block, its name): one block for every layer, or one per layer type."""
+def blocks(cfg: ModelConfig, spec: D) -> list[tuple[str, dict[str, Any] | None, str]]:
+    """(layer type or '', rope block, its name): one block for every layer, or one per layer type (a line
+    with a base per layer type and no block: its config class's default rope at each type's base)."""
     present = [n for n in ("rope_parameters", "rope_scaling") if cfg.has(n)]
     if len(present) == 2:
         cfg.fail("rope_scaling", cfg.get("rope_scaling"), "the config also has rope_parameters; keep one of them")
     name = present[0] if present else "rope_parameters"
     block = cfg.get(name, None)
+    if block is None and isinstance(spec.theta, dict):
+        block = {t: {"rope_type": "default", "rope_theta": theta} for t, theta in spec.theta.items()}
     if isinstance(block, dict) and block and all(isinstance(v, (dict, type(None))) for v in block.values()):
         types = set(layer_types(cfg, cfg.number("num_hidden_layers", 0, integer=True)))
         return [(t, b, f"{name}.{t}") for t, b in block.items() if b is not None and (not types or t in types)]
     return [("", block, name)]
+
+
+def unpaired(cfg: ModelConfig) -> ModelConfig:
+    """Dory's config as its config class reads it: layer_types naming (attention, mlp) block pairs keep every
+    other entry, and num_hidden_layers counts layers, not blocks (the same keys, marked read together)."""
+    types = cfg.get("layer_types", None)
+    if not isinstance(types, list) or "mlp" not in types:
+        return cfg
+    count = cfg.number("num_hidden_layers", integer=True)
+    layers = ModelConfig({**cfg.data, "layer_types": types[::2], "num_hidden_layers": count // 2}, cfg.architecture,
+                         cfg.source, cfg.folder)
+    layers.read = cfg.read
+    return layers
 
 
 def kv_channel_heads(cfg: ModelConfig) -> tuple[int, int]:

@@ -11,8 +11,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("deepseek_v32", "glm_moe_dsa", "axk2", "mistral_large4", "mistral_large4_text"),
     "DeepSeek-V4: compressor and indexer ropes with their own theta (compress_rope_theta) and learned "
     "position_bias tables": ("deepseek_v4",),
-    "Dory: looped recurrent layers (n_recurrent_layers run n_loops times, layer_types with mlp entries "
-    "halved); layer plan not read yet": ("dory",),
     "its rotary class forms inv_freq its own way (not transformers' default rope init): checked to differ, "
     "not modelled": ("embedding_gemma2", "embedding_gemma2_text", "diffusion_gemma", "diffusion_gemma_text",
                      "gemma4_unified", "gemma4_unified_text", "gemma4_unified_assistant"),
