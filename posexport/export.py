@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -152,12 +152,30 @@ def torch_model(enc: Encoding, p: Any, opts: BuildOptions) -> onnx.ModelProto:
         )
     model = program.model_proto
     model.ClearField("metadata_props")
+    for nodes in (model.graph.node, *(function.node for function in model.functions)):
+        without_stack_traces(nodes)
     # Output axes the exporter names by expression (grid_h*grid_w + 1) get the contract's name.
     for value, spec in zip(model.graph.output, enc.outputs(p)):
         for dim, name in zip(value.type.tensor_type.shape.dim, spec.dims):
             if isinstance(name, str):
                 dim.dim_param = name
     return guard_graph(model, specs, opts.opset)  # position_ids must be [batch, seq] of x, as in script graphs
+
+
+STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
+
+
+def without_stack_traces(nodes: Iterable[onnx.NodeProto]) -> None:
+    """The exporter's per-node stack traces quote this install's file paths and line numbers: a graph would
+    carry the builder's paths and change bytes with any edit of posexport's sources. Dropped; the node's
+    name scopes and module classes stay."""
+    for node in nodes:
+        kept = [entry for entry in node.metadata_props if entry.key != STACK_TRACE_KEY]
+        del node.metadata_props[:]
+        node.metadata_props.extend(kept)
+        for attribute in node.attribute:
+            for subgraph in [*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs]:
+                without_stack_traces(subgraph.node)
 
 
 class ExportWrapper(torch.nn.Module):

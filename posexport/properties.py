@@ -191,6 +191,12 @@ def unique_rows(rows: Rows, positions: int, sample: int = 1024) -> Property:
     return Property("unique-rows", f"rows unique over positions [0, {positions})", check)
 
 
+# linear_shift fits a width × width map on 2·width + 32 rows and tests it on as many more, at shifts up to 63.
+def linear_shift_positions(width: int) -> int:
+    """The fewest positions a graph must cover for linear_shift to be checked on it."""
+    return 2 * (2 * width + 32) + 63
+
+
 def linear_shift(rows: Rows, width: int, positions: int, shift: int | None = None) -> Property:
     """PE(p + k) = M_k · PE(p) for one fixed matrix M_k: fitted on some positions, tested on others."""
 

@@ -94,6 +94,13 @@ EXTRA.update(dict.fromkeys(("paddleocr_vl", "paddleocr_vl_text"), {"rope_paramet
     "rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 500000.0}}))
 EXTRA.update(dict.fromkeys(("cosmos3_edge", "cosmos3_edge_text"), {"rope_parameters": {
     "rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 100000000.0}}))
+# GLM-4V's sections cover its partial rotary: half of head_dim 16 (GLM-4.5V's default factor), all of it for GLM-Image.
+EXTRA.update(dict.fromkeys(("glm4v", "glm4v_text", "glm46v", "glmga", "glm_ocr", "glm_ocr_text"), {"rope_parameters": {
+    "rope_type": "default", "mrope_section": [2, 1, 1], "partial_rotary_factor": 0.5, "rope_theta": 500000.0}}))
+EXTRA.update(dict.fromkeys(("glm4v_moe", "glm4v_moe_text"), {"rope_parameters": {
+    "rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0}}))
+EXTRA.update(dict.fromkeys(("glm_image", "glm_image_text"), {"rope_parameters": {
+    "rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 10000.0}}))
 # Per multimodal type: its other sub-configs, sized to fit the tiny text model; a vision tower with a learned
 # pos_embed gets a checkpoint holding it.
 QWEN3_VL_TOWER = {"depth": 2, "hidden_size": 32, "num_heads": 2, "intermediate_size": 32, "out_hidden_size": 64,

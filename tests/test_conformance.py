@@ -81,6 +81,35 @@ def test_every_registered_encoding_conforms(name, source, dtype):
     assert {(p.property, p.runtime) for p in report.properties} == {(n, r) for n in declared for r in RUNTIMES}
 
 
+# Forms beyond an encoding's defaults, swept as the defaults are: each from both sources, in two dtypes.
+VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+    "mrope": {
+        # GLM-4V: chunked sections on a partial rotary, interleaved pairs; GLM-4.5V: the same, half-split.
+        "glm4v": dict(head_dim=16, heads=2, rotary_dim=8, mrope_section=(2, 1, 1), pair_layout="interleaved"),
+        "glm4v_moe": dict(head_dim=16, heads=2, rotary_dim=8, mrope_section=(2, 1, 1), layout="bhsd"),
+    },
+}
+
+
+def variant_matrix() -> list[Any]:
+    return [pytest.param(name, values, source, dtype, id=f"{name}-{form}-{source}-{dtype}")
+            for name, forms in VARIANTS.items() for form, values in forms.items()
+            for source, dtype in (("script", "bfloat16"), ("torch", "float16"))]
+
+
+@pytest.mark.parametrize("name, values, source, dtype", variant_matrix())
+def test_encoding_variants_conform(name, values, source, dtype):
+    conforms(artifact(name, dtype=dtype, source=source, **values))
+
+
+@pytest.mark.parametrize("source", export.SOURCES)
+@pytest.mark.parametrize("pair_layout", ["concat", "concat-cos"])
+def test_sinusoidal_pair_layouts_conform(pair_layout, source):
+    """The matrix builds sinusoidal's default (interleaved) layout; its other channel orders conform too."""
+    art = artifact("sinusoidal", source=source, pair_layout=pair_layout, **SMALL["sinusoidal"])
+    conforms(art)
+
+
 def test_the_conformance_matrix_covers_every_source_and_dtype():
     cells = matrix()
     assert {name for name, _, _ in cells} == set(registry.ENCODINGS) and len(registry.ENCODINGS) >= 9

@@ -2,7 +2,7 @@
 into read / no positional encoding / not yet; every read rope type's tiny config (saved by transformers'
 config class) read, its float64 frequencies against the rotary module's own inv_freq and its graph's
 reference against the `hf` runtime (the model's rotary class and apply function) with the model-agreement
-bound; layer plans against the attention layers transformers builds; one built graph per rope form
+bound; layer plans against the attention layers transformers builds; every such type's built graphs
 through `parity --from-model`; docs/models.md's generated section current."""
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import pytest
 pytest.importorskip("transformers")
 
 from posexport.contract import Case  # noqa: E402
+from posexport.errors import PosexportError  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.models import READERS, audio_encoders, catalogue, decoders, learned, patch_table, read_model, sinusoids, swin, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
-from posexport.rope import scaling  # noqa: E402
+from posexport.rope import mrope, scaling  # noqa: E402
 from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
@@ -84,11 +85,25 @@ POSITION_CODE = re.compile(r"class \w*RotaryEmbedding|self\.(position_embeddings
                            r"|relative_attention_bias|relative_position_bias|alibi")
 
 
+# Towers whose modeling module also holds their model's other parts (a text model's rotary): the source scanned is
+# their own classes' (by name prefix).
+TOWER_CLASSES = {"gemma4_unified_audio": "Gemma4UnifiedMultimodalEmbedder", "inkling_audio": "InklingAudioModel",
+                 "muse_spark_audio": "MuseSparkAudio"}
+
+
 def modeling_source(model_type: str) -> str:
+    import importlib
+    import inspect
+
     import transformers
     from transformers.models.auto.configuration_auto import model_type_to_module_name
 
-    folder = Path(transformers.__file__).parent / "models" / model_type_to_module_name(model_type)
+    name = model_type_to_module_name(model_type)
+    if model_type in TOWER_CLASSES:
+        module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+        return "\n".join(inspect.getsource(c) for n, c in vars(module).items() if isinstance(c, type)
+                         and c.__module__ == module.__name__ and n.startswith(TOWER_CLASSES[model_type]))
+    folder = Path(transformers.__file__).parent / "models" / name
     return "\n".join(f.read_text() for f in folder.glob("modeling_*.py"))
 
 
@@ -98,6 +113,7 @@ def test_types_without_positional_encoding_have_no_position_code():
     found = {t: POSITION_CODE.search(modeling_source(t)) for t in named}
     assert not {t: m.group(0) for t, m in found.items() if m}
     assert POSITION_CODE.search(modeling_source("llama")) and POSITION_CODE.search(modeling_source("t5"))
+    assert all(t in named and "class" in modeling_source(t) for t in TOWER_CLASSES)  # their classes were found
 
 
 SPELLED = {"global": "full_attention", "local": "sliding_attention"}
@@ -162,6 +178,9 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
             ours, factor = scaling.frequencies(p)
             assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs), role.role
             assert abs(factor - their_factor) < 1e-6
+        if role.encoding == "mrope" and not p.axial:  # the text rotary's frequencies (GLM-4V's: over rotary_dim)
+            theirs = session.rotary.inv_freq.double().numpy()
+            assert np.max(np.abs(mrope.inv_freq(p) - theirs)) <= 1e-6 * np.max(theirs), role.role
         for feeds in feeds_for(encoding, p, rng):
             exact = encoding.reference(p, feeds)
             error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
@@ -294,18 +313,13 @@ def test_query_scale_plan_is_every_layer(tiny_models, model_type, floor):
     assert (scale["beta"], scale["floor_scale"], scale["offset"]) == (0.1, floor, 0)
 
 
-# One built graph per rope form: interleaved pairs, NoPE layers, per-layer-type ropes, query scaling,
-# YaRN truncate false, proportional, a multimodal wrapper, interleaved M-RoPE (Qwen3-VL, Cosmos-3-Edge as a wrapper),
-# cross-attention layers without rope (Mllama), linear-attention layers without rope (OLMo-Hybrid), a rope base
-# per layer (Granite-SWA: one graph per base), scaled and unscaled layers (Molmo2).
-FORMS = ["llama4", "gptj", "cohere", "smollm3", "olmo3", "ministral3", "gpt_oss", "gemma4", "mistral3", "qwen3_vl", "cosmos3_edge",
-         "mllama", "olmo_hybrid", "granite_swa", "molmo2_text"]
-
-
-@pytest.mark.parametrize("model_type", FORMS)
-def test_built_graphs_pass_parity_from_model(tiny_models, tmp_path, model_type):
+# Every config-read type (every rope form among them: interleaved pairs, NoPE layers, per-layer-type ropes, query
+# scaling, YaRN truncate false, proportional, wrappers, M-RoPE, M-RoPE on a partial rotary) built and judged as a user would: about 0.1 s each.
+@pytest.mark.parametrize("model_type", ROPE_TYPES)
+def test_every_config_read_type_builds_and_passes_parity_from_model(tiny_models, tmp_path, model_type):
     lines = cli_build(tiny_models[model_type], None, {}, tmp_path, None, backend="portable")
-    assert any(line.startswith("plan: ") for line in lines)
+    # The layer plan, or (a config with no layer count: LongCat-Flash's paired sublayers, Moonshine's two stacks) its one rope for all.
+    assert any(line.startswith("plan: ") or line.endswith("used by every layer") for line in lines), lines
     for graph in sorted(tmp_path.glob("*.onnx")):
         report = run_model_parity(tiny_models[model_type], graph, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
         bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
@@ -338,6 +352,39 @@ def test_a_graph_at_another_layer_base_fails_against_the_model(tiny_models, tmp_
     report = run_model_parity(tiny_models["granite_swa"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
     assert [r.status for r in report.results if r.runtime == "hf"] and all(
         r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+@pytest.mark.parametrize("model_type, misread", [
+    ("glm4v", {"pair_layout": "half"}),  # GLM-4V's interleaved pairs read half-split
+    ("glm4v", {"rotary_dim": 16, "mrope_section": (4, 2, 2)}),  # its partial rotary read as the whole head
+    ("glm4v_moe", {"pair_layout": "interleaved"}),  # GLM-4.5V's half-split pairs read interleaved
+])
+def test_a_misread_glm4v_m_rope_fails_against_the_model(tiny_models, tmp_path, model_type, misread):
+    from posexport import export
+
+    plan = read_model(tiny_models[model_type])
+    assert all(plan.roles[0].values[k] != v for k, v in misread.items())
+    wrong = export.build("mrope", {**plan.roles[0].values, **misread}, backend="portable")
+    onnx_path, _ = export.save(wrong, tmp_path, f"{model_type}-misread")
+    report = run_model_parity(tiny_models[model_type], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
+    assert [r.status for r in report.results if r.runtime == "hf"] and all(
+        r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"mrope_section": [2, 1, 1], "partial_rotary_factor": 1.0}, "summing to rotary_dim/2 = 8"),  # transformers' split fails
+    ({"mrope_section": [2, 1, 1], "partial_rotary_factor": 1.5}, "expected a number in \\(0, 1\\]"),
+])
+def test_glm4v_sections_off_its_rotary_width_refused_in_one_line(tmp_path, block, message):
+    import json
+
+    folder = arch_zoo.tiny("glm4v_text", tmp_path / "glm4v-text")
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, **block}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PosexportError, match=message) as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
 
 
 def test_qwen3_vl_pos_embed_read_with_corners_aligned_and_a_misread_fails(tiny_models):
@@ -794,3 +841,610 @@ def test_fun_asr_nano_sinusoid_is_its_position_embeddings_own(tmp_path):
     x = np.random.default_rng(0).standard_normal((1, 9, 16))
     ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None] + int(table.start)})
     assert role.values["d_model"] == config.input_size and np.max(np.abs(ours - (x + rows.double().numpy()))) < 1e-5
+
+
+# Qwen's chunked audio encoders: (modeling module, encoder class, stride-2 convolutions over time, tiny sizes).
+CHUNKED_AUDIO = {
+    "qwen2_5_omni_audio_encoder": ("qwen2_5_omni", "Qwen2_5OmniAudioEncoder", 1, {"n_window": 4}),
+    "qwen3_omni_moe_audio_encoder": ("qwen3_omni_moe", "Qwen3OmniMoeAudioEncoder", 3, {"downsample_hidden_size": 8}),
+    "qwen3_asr_encoder": ("qwen3_asr", "Qwen3ASREncoder", 3, {"downsample_hidden_size": 8}),
+}
+AUDIO_TINY = {"d_model": 64, "encoder_layers": 1, "encoder_attention_heads": 4, "encoder_ffn_dim": 32, "num_mel_bins": 16,
+              "output_dim": 64}
+
+
+def chunked_encoder(model_type, folder):
+    import importlib
+
+    module, name, _, _ = CHUNKED_AUDIO[model_type]
+    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    return getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), name)(config).eval()
+
+
+def chunked_forward(model, model_type, features):
+    """The encoder's own forward on one audio of mel features [mel, frames] (Qwen3-ASR: padded to whole chunks, with
+    its mask)."""
+    import torch
+
+    if model_type != "qwen3_asr_encoder":
+        return model(features, torch.tensor([features.shape[1]]))
+    chunk, frames = 2 * model.n_window, features.shape[1]
+    padded = torch.zeros(1, features.shape[0], -(-frames // chunk) * chunk)
+    padded[0, :, :frames] = features
+    return model(padded, (torch.arange(padded.shape[2]) < frames).long()[None])
+
+
+@pytest.mark.parametrize("model_type", sorted(CHUNKED_AUDIO))
+def test_chunked_audio_encoders_add_the_sinusoid_from_0_in_every_chunk(tmp_path, model_type):
+    """The encoder's own forward on random mel features of two full chunks (2·n_window mel frames) and a shorter
+    last one: what reaches its first layer, less the same with the sinusoid buffer zeroed, is the float64
+    reference, the built graph and the hf runtime at positions 0 … t − 1 of each chunk (t its frames after the
+    convolutions, ⌈n / 2⌉ each); positions running on across chunks (a misread) miss by order 1."""
+    import torch
+
+    from posexport.models import chunked_audio
+    from posexport.models.build import build_model
+    from posexport.runtimes import get_runtime
+
+    _, _, convolutions, sizes = CHUNKED_AUDIO[model_type]
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **AUDIO_TINY, **sizes)
+    fresh, (role,) = arch_zoo.config_class(model_type)(), read_model(folder).roles
+    family = chunked_audio.FAMILIES[model_type]  # its defaults are the config class's
+    assert (fresh.d_model, fresh.n_window, getattr(fresh, family.rows_key)) == (family.d_model, family.n_window, family.rows)
+    torch.manual_seed(0)
+    model = chunked_encoder(model_type, folder)
+    reached = []
+    model.layers[0].register_forward_pre_hook(lambda _m, args: reached.append(args[0].double().numpy()))
+    chunk = 2 * model.n_window
+    lengths = [chunk, chunk, chunk // 2 + 1]
+    features = torch.from_numpy(np.random.default_rng(1).standard_normal((16, sum(lengths))).astype(np.float32))
+    with torch.no_grad():
+        chunked_forward(model, model_type, features)
+        model.positional_embedding.positional_embedding.zero_()
+        chunked_forward(model, model_type, features)
+    added = reached[0] - reached[1]
+    counts = []
+    for length in lengths:
+        for _ in range(convolutions):
+            length = -(-length // 2)
+        counts.append(length)
+    assert added.shape == (sum(counts), 64) and counts[0] < counts[0] + counts[1] < added.shape[0]
+    assert f"positions restart every {counts[0]} frames" in role.notes[0] and f"rows 0 … {counts[0] - 1} " in role.notes[1]
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    restarting = np.concatenate([np.arange(c) for c in counts])[None]
+    x = np.random.default_rng(0).standard_normal((1, added.shape[0], 64))
+    ours = encoding.reference(p, {"x": x, "position_ids": restarting})
+    assert np.max(np.abs(ours - (x + added))) < 1e-5
+    running_on = encoding.reference(p, {"x": x, "position_ids": np.arange(added.shape[0])[None]})
+    assert np.max(np.abs(running_on - (x + added))) > 0.5
+    (built,) = build_model(folder, backend="portable")
+    feeds = {"x": x.astype(np.float32), "position_ids": restarting}
+    assert np.max(np.abs(get_runtime("ort-cpu").load(built.artifact).run(feeds) - ours)) < 1e-5
+    entry = read_model(folder).manifest_entry(role)
+    assert recipe_problem(entry) == ""
+    assert np.max(np.abs(SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry).run(feeds) - ours)) < 1e-5
+
+
+def test_chunked_audio_encoders_refuse_configs_their_models_misplace(tmp_path):
+    """Qwen3-Omni at n_window 53: its convolutions make 14 frames of a full 106-frame chunk, 7 of a 54-frame one,
+    but it counts 13 and hands its layers 33 frames of the 35; Qwen3-ASR with 12 table rows under 13-frame chunks
+    cannot add the table. The reader refuses both in one line (at n_window 50 and 13 rows it reads them, above)."""
+    import torch
+
+    from posexport.errors import PosexportError
+
+    sizes = {**AUDIO_TINY, "downsample_hidden_size": 8}
+    folder = arch_zoo.tiny("qwen3_omni_moe_audio_encoder", tmp_path / "omni", **sizes, n_window=53)
+    with pytest.raises(PosexportError, match="'n_window' = 53: .* gives 14 frames .* counts 13"):
+        read_model(folder)
+    reached = []
+    model = chunked_encoder("qwen3_omni_moe_audio_encoder", folder)
+    model.layers[0].register_forward_pre_hook(lambda _m, args: reached.append(args[0].shape[0]))
+    with torch.no_grad():
+        chunked_forward(model, "qwen3_omni_moe_audio_encoder", torch.randn(16, 106 + 106 + 54))
+    assert reached == [33]
+    folder = arch_zoo.tiny("qwen3_asr_encoder", tmp_path / "asr", **sizes, max_position_embeddings=12)
+    with pytest.raises(PosexportError, match="'max_position_embeddings' = 12: the table has fewer rows than a chunk's 13"):
+        read_model(folder)
+    with torch.no_grad(), pytest.raises(RuntimeError):
+        chunked_forward(chunked_encoder("qwen3_asr_encoder", folder), "qwen3_asr_encoder", torch.randn(16, 150))
+
+
+def test_dots3_note_audio_rope_is_its_towers_own(tmp_path):
+    """Dots3-Note's audio tower: the float64 frequencies are its rotary module's inv_freq; the reference is the
+    hf runtime at positions from 0 and from 5000; in the tower's own forward on two random chunks (the second one
+    shorter), every q its attention rotates is the reference at positions 0 … frames − 1 of its own chunk. Every
+    channel rotated (partial_rotary_factor dropped), or positions running on into the second chunk, fail."""
+    import importlib
+
+    import torch
+
+    folder = arch_zoo.tiny("dots3_note_audio_encoder", tmp_path / "dots3", adapter_input_size=64, num_hidden_layers=2,
+                           feature_size=16, downsample_hidden_size=8)
+    plan = read_model(folder)
+    (role,) = plan.roles
+    assert role.layers == (0, 1) and role.values["rotary_dim"] == 8  # partial_rotary_factor 0.5 of head_dim 16
+    encoding, entry = get_encoding(role.encoding), plan.manifest_entry(role)
+    p = encoding.params(**role.values)
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+    theirs, their_factor = model_frequencies(session, role)
+    ours, factor = scaling.frequencies(p)
+    assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs) and abs(factor - their_factor) < 1e-6
+    for feeds in feeds_for(encoding, p, np.random.default_rng(0)):
+        exact, largest = encoding.reference(p, feeds), int(feeds["position_ids"].max())
+        error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
+        assert error < model_bound(DTYPES["float32"].bound(largest), largest)
+    module = importlib.import_module(role.hf["module"])
+    config = arch_zoo.config_class("dots3_note_audio_encoder").from_pretrained(folder)
+    torch.manual_seed(0)
+    tower, rotated, apply = module.Dots3NoteAudioModel(config).eval(), [], module.apply_rotary_pos_emb
+
+    def noted(q, k, cos, sin, *args, **kwargs):
+        out = apply(q, k, cos, sin, *args, **kwargs)
+        rotated.append((q.transpose(1, 2).double().numpy(), out[0].transpose(1, 2).double().numpy()))
+        return out
+
+    features = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 16, 64)).astype(np.float32))
+    module.apply_rotary_pos_emb = noted
+    try:
+        with torch.no_grad():
+            tower(features, torch.tensor([64, 40]) * config.hop_length)
+    finally:
+        module.apply_rotary_pos_emb = apply
+    assert len(rotated) == 2 and rotated[0][0].shape == (2, 8, 4, 16)  # [chunks, frames, heads, head_dim]
+    restarting = np.tile(np.arange(8), (2, 1))
+    whole = encoding.params(**{**role.values, "rotary_dim": 16})
+
+    def worst(params, positions):  # relative to the largest rotated value
+        return max(np.max(np.abs(encoding.reference(params, {"x": q, "position_ids": positions}) - out)) / np.max(np.abs(out))
+                   for q, out in rotated)
+
+    assert worst(p, restarting) < 1e-6
+    assert worst(whole, restarting) > 0.1 and worst(p, np.arange(16).reshape(2, 8)) > 0.1
+
+
+def test_dots3_note_audio_reads_a_released_whisper_config_as_transformers_does(tmp_path):
+    """A released config's whisper_config (d_model, encoder_attention_heads, max_source_positions) and a head_dim
+    transformers overwrites: the rope's heads, head_dim and max_positions are those transformers' config class loads."""
+    import json
+
+    folder = arch_zoo.tiny("dots3_note_audio_encoder", tmp_path / "saved", adapter_input_size=64)
+    raw = {**json.loads((folder / "config.json").read_text()), "head_dim": 7,
+           "whisper_config": {"d_model": 64, "encoder_attention_heads": 2, "max_source_positions": 100}}
+    (tmp_path / "released").mkdir()
+    (tmp_path / "released" / "config.json").write_text(json.dumps(raw))
+    loaded = arch_zoo.config_class("dots3_note_audio_encoder").from_pretrained(tmp_path / "released")
+    (role,) = read_model(tmp_path / "released").roles
+    assert (role.values["heads"], role.values["head_dim"], role.values["max_positions"], role.values["rotary_dim"]) == \
+        (loaded.num_attention_heads, loaded.head_dim, loaded.max_position_embeddings, 16) == (2, 32, 100, 16)
+
+
+def test_audio_embedders_without_positions_carry_none(tmp_path):
+    """Gemma-4-Unified's and Inkling's audio embedders, built by transformers from tiny configs: the frames of a
+    random input in a shuffled order give the same outputs shuffled (each frame mapped alone), which the same
+    outputs plus a sinusoid over the frames do not; Muse-Spark's causal convolutions: a random waveform behind a
+    random prefix of 3 tokens gives, past the convolutions' reach, the waveform's own outputs 3 tokens later."""
+    import torch
+    from transformers.models.gemma4_unified import modeling_gemma4_unified as gemma
+    from transformers.models.inkling import modeling_inkling as inkling
+    from transformers.models.muse_spark import modeling_muse_spark as muse
+
+    rng = np.random.default_rng(0)
+    torch.manual_seed(0)
+    text = arch_zoo.config_class("gemma4_unified_text")(hidden_size=16)
+    embedders = [
+        (gemma.Gemma4UnifiedMultimodalEmbedder(arch_zoo.config_class("gemma4_unified_audio")(audio_embed_dim=8), text),
+         torch.from_numpy(rng.standard_normal((1, 12, 8)).astype(np.float32))),
+        (inkling.InklingAudioModel(arch_zoo.config_class("inkling_audio")(n_mel_bins=4, mel_vocab_size=8, text_hidden_size=16)),
+         torch.from_numpy(rng.integers(0, 8, (1, 12, 4)))),
+    ]
+    order = torch.from_numpy(rng.permutation(12))
+    sinusoid = get_encoding("sinusoidal")
+    table = sinusoid.params(d_model=16)
+    for embedder, frames in embedders:
+        with torch.no_grad():
+            out, shuffled = (embedder.eval()(f) for f in (frames, frames[:, order]))
+        out, shuffled = (getattr(o, "last_hidden_state", o).double().numpy() for o in (out, shuffled))
+        assert np.max(np.abs(shuffled - out[:, order.numpy()])) < 1e-6
+        positioned = [sinusoid.reference(table, {"x": o, "position_ids": np.arange(12)[None]}) for o in (out, shuffled)]
+        assert np.max(np.abs(positioned[1] - positioned[0][:, order.numpy()])) > 0.1
+    config = arch_zoo.config_class("muse_spark_audio")(patch_sizes=[2, 2], hidden_sizes=[8, 16], depths=[1, 1],
+                                                       num_hidden_layers=2, conv_kernel_size=3, out_hidden_size=16)
+    model = muse.MuseSparkAudioModel(config).eval()
+    wave = torch.from_numpy(rng.standard_normal((1, 4 * 12)).astype(np.float32))
+    prefix = torch.from_numpy(rng.standard_normal((1, 4 * 3)).astype(np.float32))
+    with torch.no_grad():
+        alone, behind = (model(w).last_hidden_state.double().numpy() for w in (wave, torch.cat([prefix, wave], 1)))
+    assert alone.shape == (1, 12, 16) and np.max(np.abs(behind[:, 3 + 4:] - alone[:, 4:])) < 1e-5
+
+
+MUSICGEN = {"musicgen_decoder": ("musicgen", "MusicgenModel", "MusicgenSinusoidalPositionalEmbedding"),
+            "musicgen_melody_decoder": ("musicgen_melody", "MusicgenMelodyModel", "MusicgenMelodySinusoidalPositionalEmbedding")}
+MUSICGEN_SIZES = {"hidden_size": 48, "num_hidden_layers": 1, "num_attention_heads": 4, "ffn_dim": 64, "vocab_size": 32,
+                  "num_codebooks": 2, "max_position_embeddings": 12, "pad_token_id": 31, "bos_token_id": 31}
+
+
+def musicgen_folder(model_type: str, folder: Path) -> Path:
+    """A tiny decoder config, or a whole model's (a tiny decoder beside T5's and EnCodec's default configs)."""
+    from transformers import AutoConfig
+
+    from posexport.models import musicgen
+
+    decoder = arch_zoo.config_class(musicgen.COMPOSITES.get(model_type, model_type))(**MUSICGEN_SIZES)
+    config = decoder if model_type in musicgen.DECODERS else arch_zoo.config_class(model_type)(
+        text_encoder=AutoConfig.for_model("t5").to_dict(), audio_encoder=AutoConfig.for_model("encodec").to_dict(),
+        decoder=decoder.to_dict())
+    config.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("model_type", ["musicgen_decoder", "musicgen_melody_decoder", "musicgen", "musicgen_melody"])
+def test_musicgen_sinusoid_is_its_decoders_own(tmp_path, model_type):
+    """transformers' own tiny decoder on a forward of 9 steps (Melody: 4 conditioning states before 5 audio
+    steps): what its embed_positions returns, and what the same module returns continued from a cache of 7
+    (past its 12 initial rows), is the graph's [cos | sin] reference at those 0-based positions; the hf
+    runtime's table agrees, and so does the graph built from the folder (parity --from-model); the same table
+    laid out sines first misses by order 1."""
+    import importlib
+
+    import torch
+
+    from posexport import export
+    from posexport.models import musicgen
+
+    decoder_type = musicgen.COMPOSITES.get(model_type, model_type)
+    module_name, model_class, embedding_class = MUSICGEN[decoder_type]
+    assert {k: getattr(arch_zoo.config_class(decoder_type)(), k) for k in ("hidden_size", "max_position_embeddings")} \
+        == {"hidden_size": 1024, "max_position_embeddings": 2048}  # the reader's defaults are the config class's
+    folder = musicgen_folder(model_type, tmp_path / model_type)
+    modeling = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
+    torch.manual_seed(0)
+    model = getattr(modeling, model_class)(arch_zoo.config_class(decoder_type)(**MUSICGEN_SIZES)).eval()
+    embed = model.decoder.embed_positions
+    assert type(embed).__name__ == embedding_class
+    added = []
+    embed.register_forward_hook(lambda _m, _a, rows: added.append(rows.double().numpy()))
+    rng = np.random.default_rng(0)
+    tokens = torch.from_numpy(rng.integers(0, 31, (2, 9 if decoder_type == "musicgen_decoder" else 5)))
+    conditioning = {} if decoder_type == "musicgen_decoder" else \
+        {"encoder_hidden_states": torch.from_numpy(rng.standard_normal((1, 4, 48)).astype(np.float32))}
+    with torch.no_grad():
+        model(input_ids=tokens, **conditioning)
+        embed(torch.zeros((1, 9, 48)) if decoder_type != "musicgen_decoder" else tokens[None], cache_length=7)
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    x = rng.standard_normal((1, 9, 48))
+    for rows, start in zip(added, (0, 7)):
+        feeds = {"x": x, "position_ids": np.arange(9)[None] + start}
+        assert rows.shape == (9, 48) and np.max(np.abs(encoding.reference(p, feeds) - (x + rows))) < 1e-5
+        sines_first = encoding.reference(encoding.params(**{**role.values, "pair_layout": "concat"}), feeds)
+        assert np.max(np.abs(sines_first - (x + rows))) > 0.5
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5
+    cli_build(folder, None, {}, tmp_path / "graphs", None, backend="portable")
+    (graph,) = sorted((tmp_path / "graphs").glob("*.onnx"))
+    wrong, _ = export.save(export.build("sinusoidal", {**role.values, "pair_layout": "concat"}, backend="portable"),
+                           tmp_path / "wrong", "sines-first")
+    for onnx_path, status in ((graph, "pass"), (wrong, "fail")):
+        report = run_model_parity(folder, onnx_path, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
+        hf = [r.status for r in report.results if r.runtime == "hf"]
+        assert hf and set(hf) == {status}, (onnx_path.name, hf)
+        assert status == "fail" or all(r.status == "pass" for r in report.results)
+
+
+def test_musicgen_odd_width_is_refused_in_one_line(tmp_path):
+    """The model zero-pads an odd hidden_size's last channel: reading one is a single PosexportError naming the key."""
+    from posexport.errors import PosexportError
+
+    folder = tmp_path / "odd"
+    arch_zoo.config_class("musicgen_decoder")(**{**MUSICGEN_SIZES, "hidden_size": 47}).save_pretrained(folder)
+    with pytest.raises(PosexportError, match=r"'hidden_size' = 47: the model zero-pads") as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+TIME_SERIES_SIZES = {"prediction_length": 3, "context_length": 6, "lags_sequence": [1, 2], "num_time_features": 1,
+                     "d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+                     "decoder_attention_heads": 2, "encoder_ffn_dim": 16, "decoder_ffn_dim": 16}
+
+
+@pytest.mark.parametrize("model_type", ["time_series_transformer", "informer", "autoformer"])
+def test_time_series_sinusoid_is_each_parts_own(tmp_path, model_type):
+    """transformers' own tiny encoder-decoder on a forward of random series and time features: the rows its
+    encoder's and decoder's embed_positions return are the graph's reference at the position_ids the reader
+    says (the encoder from 0, the decoder from context_length, Autoformer's from context_length − label_length);
+    taking Autoformer's decoder from context_length, as the others', misses; the hf runtime's table agrees."""
+    import torch
+    from transformers import AutoModel
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **TIME_SERIES_SIZES,
+                           **({"label_length": 4} if model_type == "autoformer" else {}))
+    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    assert arch_zoo.config_class(model_type)(prediction_length=3).d_model == 64  # the reader's default
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config).eval()
+    added = {}
+    for part in ("encoder", "decoder"):
+        model.get_submodule(f"{part}.embed_positions").register_forward_hook(
+            lambda _m, _a, rows, part=part: added.__setitem__(part, rows.double().numpy()))
+    rng = np.random.default_rng(0)
+    series = {name: torch.from_numpy(rng.standard_normal(shape).astype(np.float32)) for name, shape in (
+        ("past_values", (1, 8)), ("past_time_features", (1, 8, 1)), ("future_values", (1, 3)), ("future_time_features", (1, 3, 1)))}
+    with torch.no_grad():
+        model(**series, past_observed_mask=torch.ones(1, 8))
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    start = 2 if model_type == "autoformer" else 6
+    for part, first in (("encoder", 0), ("decoder", start)):
+        rows = added[part]
+        x = rng.standard_normal((1, len(rows), 16))
+        feeds = {"x": x, "position_ids": np.arange(len(rows))[None] + first}
+        assert np.max(np.abs(encoding.reference(p, feeds) - (x + rows))) < 1e-6, part
+    assert f"the decoder's {start} onwards" in role.notes[0]  # what the reader tells the graph's user
+    if model_type == "autoformer":
+        feeds = {"x": x, "position_ids": np.arange(len(rows))[None] + 6}
+        assert np.max(np.abs(encoding.reference(p, feeds) - (x + added["decoder"]))) > 0.1
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5
+
+
+def test_autoformer_label_past_the_context_is_refused_in_one_line(tmp_path):
+    """label_length > context_length would start the decoder at a negative row: one PosexportError naming the key."""
+    from posexport.errors import PosexportError
+
+    folder = arch_zoo.tiny("autoformer", tmp_path / "autoformer", **{**TIME_SERIES_SIZES, "label_length": 7})
+    with pytest.raises(PosexportError, match=r"'label_length' = 7: the decoder's positions would start at .* -1") as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("pretraining", [True, False])
+def test_videomae_sinusoids_are_its_own(tmp_path, pretraining):
+    """transformers' own tiny VideoMAEForPreTraining on random frames with a random mask: what its embeddings add to
+    the kept patches (their output less the patch embeddings) and what the decoder's input adds to the projected
+    visible tokens and the mask tokens are the graph's interleaved reference at each token's patch index; sines first
+    misses; a classification folder reads the encoder's table alone."""
+    import torch
+    from transformers.models.videomae.modeling_videomae import VideoMAEForPreTraining
+
+    sizes = {"image_size": 32, "patch_size": 8, "num_frames": 4, "tubelet_size": 2, "decoder_hidden_size": 32,
+             "decoder_num_hidden_layers": 1, "decoder_num_attention_heads": 4, "decoder_intermediate_size": 32}
+    architectures = ["VideoMAEForPreTraining" if pretraining else "VideoMAEForVideoClassification"]
+    folder = arch_zoo.tiny("videomae", tmp_path / "videomae", **sizes, architectures=architectures)
+    config = arch_zoo.config_class("videomae").from_pretrained(folder)
+    assert {k: getattr(type(config)(), k) for k in ("hidden_size", "decoder_hidden_size", "image_size", "patch_size",
+                                                    "num_frames", "tubelet_size")} == \
+        {"hidden_size": 768, "decoder_hidden_size": 384, "image_size": 224, "patch_size": 16, "num_frames": 16, "tubelet_size": 2}
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["sinusoidal-encoder", *(["sinusoidal-decoder"] if pretraining else [])]
+    torch.manual_seed(0)
+    model = VideoMAEForPreTraining(config).eval()
+    seen = {}
+    for name in ("videomae.embeddings.patch_embeddings", "videomae.embeddings", "encoder_to_decoder"):
+        model.get_submodule(name).register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out.double()))
+    model.decoder.register_forward_pre_hook(lambda _m, args: seen.__setitem__("decoder", args[0].double()))
+    rng = np.random.default_rng(0)
+    masked = np.zeros(32, bool)
+    masked[rng.permutation(32)[:20]] = True
+    with torch.no_grad():
+        model(torch.from_numpy(rng.standard_normal((1, 4, 3, 32, 32)).astype(np.float32)),
+              bool_masked_pos=torch.from_numpy(masked[None]))
+    visible, hidden = np.flatnonzero(~masked), np.flatnonzero(masked)
+    mask_tokens = model.mask_token.detach().double().expand(1, 20, -1)
+    added = {"sinusoidal-encoder": (seen["videomae.embeddings"] - seen["videomae.embeddings.patch_embeddings"][:, visible]).numpy(),
+             "sinusoidal-decoder": (seen["decoder"] - torch.cat([seen["encoder_to_decoder"], mask_tokens], 1)).numpy()}
+    positions = {"sinusoidal-encoder": visible, "sinusoidal-decoder": np.concatenate([visible, hidden])}
+    for role in plan.roles:
+        encoding = get_encoding(role.encoding)
+        p = encoding.params(**role.values)
+        rows = added[role.role]
+        x = rng.standard_normal(rows.shape)
+        feeds = {"x": x, "position_ids": positions[role.role][None]}
+        assert np.max(np.abs(encoding.reference(p, feeds) - (x + rows))) < 1e-5, role.role
+        sines_first = encoding.reference(encoding.params(**{**role.values, "pair_layout": "concat"}), feeds)
+        assert np.max(np.abs(sines_first - (x + rows))) > 0.5, role.role
+        assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+
+
+def test_timesfm_sinusoid_is_its_own_rolled_past_the_padding(tmp_path):
+    """transformers' own tiny TimesFM (use_positional_embedding, max_timescale 500) on two random series, the second
+    with 10 leading padded values (two whole patches): what reaches its first layer, less the input layer's output and
+    the frequency embedding, is the graph's reference at (j − k) mod patches, k = 0 and 2; unrolled positions miss;
+    the hf runtime's module agrees, and so does the graph built from the folder (parity --from-model)."""
+    import torch
+    from transformers.models.timesfm.modeling_timesfm import TimesFmModel
+
+    sizes = {"use_positional_embedding": True, "max_timescale": 500, "hidden_size": 32, "intermediate_size": 32,
+             "head_dim": 8, "num_attention_heads": 4, "num_hidden_layers": 1, "patch_length": 4, "context_length": 36}
+    folder = arch_zoo.tiny("timesfm", tmp_path / "timesfm", **sizes)
+    config = arch_zoo.config_class("timesfm").from_pretrained(folder)
+    fresh = type(config)()
+    assert (fresh.hidden_size, fresh.min_timescale, fresh.max_timescale) == (1280, 1, 10000)  # the reader's defaults
+    torch.manual_seed(0)
+    model = TimesFmModel(config).eval()
+    seen = {}
+    for name in ("input_ff_layer", "freq_emb"):
+        model.get_submodule(name).register_forward_hook(lambda _m, _a, out, name=name: seen.__setitem__(name, out.double().clone()))
+    model.layers[0].register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.__setitem__("layer", (args or (kwargs["hidden_states"],))[0].double().clone()),
+        with_kwargs=True)
+    rng = np.random.default_rng(0)
+    padding = np.zeros((2, 36), np.float32)
+    padding[1, :10] = 1
+    with torch.no_grad():
+        model(past_values=torch.from_numpy(rng.standard_normal((2, 36)).astype(np.float32)),
+              past_values_padding=torch.from_numpy(padding), freq=torch.tensor([[0], [2]]))
+    added = (seen["layer"] - seen["input_ff_layer"] - seen["freq_emb"]).numpy()
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    x = rng.standard_normal(added.shape)
+    rolled = {"x": x, "position_ids": (np.arange(9)[None] - np.array([[0], [2]])) % 9}
+    assert np.max(np.abs(encoding.reference(p, rolled) - (x + added))) < 1e-5
+    unrolled = {"x": x, "position_ids": np.tile(np.arange(9), (2, 1))}
+    assert np.max(np.abs(encoding.reference(p, unrolled) - (x + added))) > 0.5
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(rolled) - encoding.reference(p, rolled))) < 1e-5
+    cli_build(folder, None, {}, tmp_path / "graphs", None, backend="portable")
+    (graph,) = sorted((tmp_path / "graphs").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
+    assert any(r.runtime == "hf" for r in report.results) and all(r.status == "pass" for r in report.results)
+
+
+@pytest.mark.parametrize("values, needle", [
+    ({}, r"'use_positional_embedding' = false: TimesFM then adds no position code"),
+    ({"use_positional_embedding": True, "min_timescale": 2}, r"'min_timescale' = 2: scales every frequency"),
+])
+def test_timesfm_without_its_form_is_refused_in_one_line(tmp_path, values, needle):
+    """No positional embedding (the default), or frequencies scaled by min_timescale: one PosexportError naming the key."""
+    from posexport.errors import PosexportError
+
+    folder = arch_zoo.tiny("timesfm", tmp_path / "timesfm", **values)
+    with pytest.raises(PosexportError, match=needle) as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+PATCH_SERIES = {"patchtst": ("patchtst", "PatchTSTModel", {"context_length": 20, "patch_length": 4, "patch_stride": 3}),
+                "patchtsmixer": ("patchtsmixer", "PatchTSMixerModel", {"context_length": 20, "patch_length": 4, "patch_stride": 3,
+                                                                      "use_positional_encoding": True})}
+
+
+@pytest.mark.parametrize("model_type, cls_token, kind", [("patchtst", False, "sincos"), ("patchtst", True, "random"),
+                                                         ("patchtsmixer", False, "sincos"), ("patchtsmixer", False, "random")])
+def test_patch_series_tables_are_the_encoders_own(tmp_path, model_type, cls_token, kind):
+    """transformers' own tiny model holding a random table read back from a checkpoint: what its positional encoder
+    adds to random patch embeddings of every channel (its output less its input; PatchTST's class token takes
+    row 0) is the graph's reference at 0 … rows − 1; the hf runtime reads the same. The "sincos" table it
+    initialises is Vaswani's interleaved sinusoid less its mean over 10 × its std, which posexport's
+    sinusoidal is not (so the table is read)."""
+    import importlib
+
+    import torch
+
+    from posexport.models import patch_series
+
+    name, cls, sizes = PATCH_SERIES[model_type]
+    extra = {"positional_encoding_type": kind, **({"use_cls_token": True} if cls_token else {})}
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, d_model=16, num_input_channels=3, **sizes, **extra)
+    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    fresh = type(config)()
+    assert (fresh.patch_length, fresh.patch_stride, fresh.context_length) == (*patch_series.FAMILIES[model_type], 32)
+    torch.manual_seed(0)
+    model = getattr(importlib.import_module(f"transformers.models.{name}.modeling_{name}"), cls)(config).eval()
+    encoder = model.encoder.positional_encoder
+    rows = 6 + cls_token  # (20 − 4) // 3 + 1 patches
+    initial = encoder.position_enc.detach().double().numpy()
+    if kind == "sincos":  # what the model initialises, against the formula in float64
+        x = np.random.default_rng(2).standard_normal((1, rows, 16))
+        vaswani = (get_encoding("sinusoidal").reference(get_encoding("sinusoidal").params(d_model=16), {
+            "x": x, "position_ids": np.arange(rows)[None]}) - x)[0]
+        assert np.max(np.abs(initial - (vaswani - vaswani.mean()) / (vaswani.std(ddof=1) * 10))) < 1e-6
+        assert np.max(np.abs(initial - vaswani)) > 0.5
+    encoder.position_enc.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, f"model.{patch_series.TABLE}", (rows, 16)))
+    patches = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 3, rows - cls_token, 16)).astype(np.float32))
+    with torch.no_grad():
+        out = encoder(patches)
+    added = (out[:, :, cls_token:] - patches).double().numpy()
+    if cls_token:
+        added = np.concatenate([(out[:, :, :1] - encoder.cls_token.detach()).double().numpy(), added], axis=2)
+    plan = read_model(folder)
+    (role,) = plan.roles
+    encoding = get_encoding(role.encoding)
+    p = encoding.params(**role.values)
+    feeds = {"x": np.random.default_rng(0).standard_normal((6, rows, 16)), "position_ids": np.tile(np.arange(rows), (6, 1))}
+    ours = encoding.reference(p, feeds)
+    assert role.values["max_positions"] == rows and np.max(np.abs(ours - (feeds["x"] + added.reshape(6, rows, 16)))) < 1e-6
+    assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime reads the same table
+    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    assert np.max(np.abs(session.run(feeds) - ours)) < 1e-5
+
+
+def test_patchtsmixer_without_positions_is_refused_in_one_line(tmp_path):
+    """PatchTSMixer's default adds no position code: one PosexportError naming use_positional_encoding."""
+    from posexport.errors import PosexportError
+
+    folder = arch_zoo.tiny("patchtsmixer", tmp_path / "patchtsmixer")
+    with pytest.raises(PosexportError, match=r"'use_positional_encoding' = false: PatchTSMixer then adds no position code") as raised:
+        read_model(folder)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("pretraining", [True, False])
+def test_vit_mae_tables_are_its_own(tmp_path, pretraining):
+    """transformers' own tiny ViTMAEForPreTraining: the table it initialises is a zero class row over posexport's
+    sincos-2d reference; holding random tables read back from a checkpoint, what its embeddings add on a forward
+    with a fixed noise (class row and the kept patches' rows) and what its decoder adds to [class | unshuffled
+    tokens] are the graphs' references; the hf runtime's interpolate_pos_encoding agrees at the trained grid and
+    three others. A classification folder reads the encoder's table alone."""
+    import torch
+    from transformers.models.vit_mae.modeling_vit_mae import ViTMAEEmbeddings, ViTMAEForPreTraining
+
+    sizes = {"image_size": 32, "patch_size": 8, "decoder_hidden_size": 32, "decoder_num_hidden_layers": 1,
+             "decoder_num_attention_heads": 4, "decoder_intermediate_size": 32}
+    architectures = ["ViTMAEForPreTraining" if pretraining else "ViTMAEForImageClassification"]
+    folder = arch_zoo.tiny("vit_mae", tmp_path / "vit_mae", **sizes, architectures=architectures)
+    config = arch_zoo.config_class("vit_mae").from_pretrained(folder)
+    fresh = type(config)()
+    assert (fresh.hidden_size, fresh.image_size, fresh.patch_size) == (768, 224, 16)  # the reader's defaults
+    torch.manual_seed(0)
+    model = ViTMAEForPreTraining(config).eval()
+    embeddings, decoder = model.vit.embeddings, model.decoder
+    fresh_embeddings = ViTMAEEmbeddings(config)
+    fresh_embeddings.initialize_weights()  # what a model built from scratch starts from
+    sincos = get_encoding("sincos-2d")
+    grid = np.random.default_rng(2).standard_normal((1, 4, 4, 64))
+    initial = (sincos.reference(sincos.params(dim=64, max_grid=16), {"x": grid}) - grid).reshape(16, 64)
+    table = fresh_embeddings.position_embeddings[0].detach().double().numpy()
+    assert np.max(np.abs(table - np.vstack([np.zeros((1, 64)), initial]))) < 1e-6 and np.max(np.abs(initial)) > 0.5
+    rng = np.random.default_rng(0)
+    tables = {"vit.embeddings.position_embeddings": rng.standard_normal((1, 17, 64)).astype(np.float32),
+              "decoder.decoder_pos_embed": rng.standard_normal((1, 17, 32)).astype(np.float32)}
+    save_file(tables, str(folder / "model.safetensors"))
+    embeddings.position_embeddings.data = torch.from_numpy(tables["vit.embeddings.position_embeddings"])
+    decoder.decoder_pos_embed.data = torch.from_numpy(tables["decoder.decoder_pos_embed"])
+    seen = {}
+    for name in ("vit.embeddings.patch_embeddings", "vit.embeddings", "decoder.decoder_embed"):
+        model.get_submodule(name).register_forward_hook(
+            lambda _m, _a, out, name=name: seen.__setitem__(name, (out[0] if isinstance(out, tuple) else out).double()))
+    decoder.decoder_layers[0].register_forward_pre_hook(lambda _m, args: seen.__setitem__("decoder", args[0].double()))
+    noise = torch.from_numpy(rng.random((1, 16)).astype(np.float32))
+    with torch.no_grad():
+        out = model(torch.from_numpy(rng.standard_normal((1, 3, 32, 32)).astype(np.float32)), noise=noise)
+    kept = torch.argsort(noise, dim=1)[0, :4].numpy()  # (1 − mask_ratio 0.75) · 16 patches, lowest noise first
+    with torch.no_grad():
+        encoder_rows = torch.cat([seen["vit.embeddings"][:, :1] - embeddings.cls_token.double(),
+                                  seen["vit.embeddings"][:, 1:] - seen["vit.embeddings.patch_embeddings"][:, kept]], 1)
+        projected = seen["decoder.decoder_embed"]
+        restored = torch.cat([projected[:, 1:], decoder.mask_token.double().expand(1, 12, -1)], 1)[:, out.ids_restore[0]]
+        decoder_rows = seen["decoder"] - torch.cat([projected[:, :1], restored], 1)
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["vit-learned", *(["learned-decoder"] if pretraining else [])]
+    encoding = get_encoding("vit-learned")
+    p = encoding.params(**{**plan.roles[0].values, "max_grid": 24})
+    x, cls = rng.standard_normal((1, 4, 4, 64)), rng.standard_normal((1, 1, 64))
+    ours = encoding.reference(p, {"x": x, "cls": cls}) - np.concatenate([cls, x.reshape(1, 16, 64)], 1)
+    assert np.max(np.abs(ours[:, np.concatenate([[0], 1 + kept])] - encoder_rows.numpy())) < 1e-5
+    entry = plan.manifest_entry(plan.roles[0])
+    assert recipe_problem(entry) == ""  # the hf runtime accepts the recipe
+    session = SESSIONS[plan.roles[0].hf["kind"]](Built(encoding, p, entry), entry)
+    for feeds in feeds_for(encoding, p, rng, grids=((4, 4), *GRIDS[1:])):
+        exact = encoding.reference(p, feeds)
+        assert np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact))) < 1e-5
+    if pretraining:
+        role = plan.roles[1]
+        learned_encoding = get_encoding(role.encoding)
+        x = rng.standard_normal((1, 17, 32))
+        ours = learned_encoding.reference(learned_encoding.params(**role.values), {"x": x, "position_ids": np.arange(17)[None]})
+        assert np.max(np.abs(ours - (x + decoder_rows.numpy()))) < 1e-5

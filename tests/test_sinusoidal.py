@@ -17,8 +17,9 @@ from .conftest import artifact, session
 from .encoding_checks import DTYPES, RUNTIMES, check_bad_params, check_feeds, cli_build
 
 SINUSOIDAL = get_encoding("sinusoidal")
-CONFIGS = {"interleaved": dict(d_model=64), "concat": dict(d_model=48, pair_layout="concat", base=500.0)}
-TORCH_CONFIG = {"float32": "interleaved", "float16": "concat", "bfloat16": "interleaved"}
+CONFIGS = {"interleaved": dict(d_model=64), "concat": dict(d_model=48, pair_layout="concat", base=500.0),
+           "concat-cos": dict(d_model=40, pair_layout="concat-cos", base=300.0)}
+TORCH_CONFIG = {"float32": "interleaved", "float16": "concat", "bfloat16": "concat-cos"}
 # (batch, seq, start, ragged): from 0, per-row offsets, a long run, past the 512 cached rows, decode far out.
 CASES = [(1, 1, 0, False), (3, 17, 1000, True), (1, 2048, 0, False), (2, 33, 100_000, True), (3, 1, 131_071, False)]
 
@@ -32,6 +33,8 @@ def test_golden_values():
     np.testing.assert_allclose(interleaved.ravel(), x.ravel() + [s0, c0, s1, c1], rtol=0, atol=1e-15)
     concat = reference(SinusoidalParams(d_model=4, base=100.0, pair_layout="concat"), {"x": x, "position_ids": pos})
     np.testing.assert_allclose(concat.ravel(), x.ravel() + [s0, s1, c0, c1], rtol=0, atol=1e-15)
+    cosines_first = reference(SinusoidalParams(d_model=4, base=100.0, pair_layout="concat-cos"), {"x": x, "position_ids": pos})
+    np.testing.assert_allclose(cosines_first.ravel(), x.ravel() + [c0, c1, s0, s1], rtol=0, atol=1e-15)
 
 
 def test_reference_equals_the_paper_loop(rng):
@@ -141,3 +144,27 @@ def test_cli_build_torch(cli_torch_float16):
     m = cli_torch_float16.manifest
     assert m["params"] == {"d_model": 48, "base": 500.0, "pair_layout": "concat", "position_limit": 131072}
     assert (m["source"], m["dtype"]) == ("torch", "float16") and [i["name"] for i in m["inputs"]] == ["x", "position_ids"]
+
+
+def test_a_short_position_limit_is_swept_within_it():
+    """A graph covering 13 positions (16 once rounded up): the default sweep keeps to them (its longer lengths dropped, its far
+    and decode cases at the last positions) and passes; linear-shift, which needs more rows than unknowns,
+    is not declared; asking for a length past the limit reports the graph raising, not a pass."""
+    from posexport import verdicts
+
+    art = artifact("sinusoidal", d_model=16, position_limit=13)
+    limit = SINUSOIDAL.position_limit(art.params)  # 13 rounded up to the tables' P·Q
+    cases = SINUSOIDAL.cases(art.params)
+    assert all(c.start + c.axes["seq"] <= limit for c in cases) and f"decode@{limit - 1}" in {c.label for c in cases}
+    report = verdicts.run_parity(art, ["ort-cpu", "reference"])
+    assert report.passed and {p.property for p in report.properties} == {"bounded", "unique-rows", "raises-past-limit"}
+    assert not verdicts.run_parity(art, ["ort-cpu"], seqs=(limit + 1,), properties=False).passed
+
+
+def test_cli_build_cosines_first(tmp_path, rng):
+    """`--pair-layout concat-cos` (MusicGen's [cos | sin]) through the CLI: the manifest says so and the graph
+    agrees with the float64 reference."""
+    art = cli_build(tmp_path, "sinusoidal", "--d-model", "20", "--pair-layout", "concat-cos", "--position-limit", "4096")
+    assert art.manifest["params"] == {"d_model": 20, "base": 10000.0, "pair_layout": "concat-cos", "position_limit": 4096}
+    feeds = {"x": rng.standard_normal((2, 9, 20)).astype(np.float32), "position_ids": rng.integers(0, 4096, (2, 9))}
+    check_feeds(art, "ort-cpu", feeds)

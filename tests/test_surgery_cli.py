@@ -58,6 +58,12 @@ def test_doctor_patch_and_model_parity_from_the_command_line(genai, tmp_path):
     assert cli("model-parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort-cpu")[0] == 1
     # The same check spelled as `parity --model`.
     assert cli("parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort-cpu")[0] == 1
+    # Patching the patched model again leaves one mark naming its own source.
+    again = tmp_path / "again" / "model.onnx"
+    again.parent.mkdir()
+    assert cli("patch", fixed, "--out", again, "--from-model", folder, "--position-limit", "8192")[0] == 0
+    marks = [(e.key, e.value) for e in onnx.load(str(again), load_external_data=False).metadata_props if e.key == "posexport.patched_from"]
+    assert marks == [("posexport.patched_from", "model.onnx")]
 
 
 def test_patch_errors_name_the_node_and_leave_nothing(genai, tmp_path):

@@ -4,6 +4,7 @@ With n = d_model/2 frequencies ω_i = base^(−2i/d_model):
 
     interleaved: PE(p) = [sin(pω0) cos(pω0) sin(pω1) cos(pω1) … sin(pω(n−1)) cos(pω(n−1))]
     concat:      PE(p) = [sin(pω0) … sin(pω(n−1)) | cos(pω0) … cos(pω(n−1))]
+    concat-cos:  PE(p) = [cos(pω0) … cos(pω(n−1)) | sin(pω0) … sin(pω(n−1))]   (fairseq's as MusicGen lays it out)
 
 sin and cos come from the same two-level float64 tables as rope (posexport.tables): every position below
 the graph's limit is exact, including those past the P cached fine rows; a negative position or one at
@@ -33,7 +34,7 @@ from .inputs import sequence_cases
 from .kinds.rows import AdditiveRows
 from .two_level import TwoLevelCosSin, cos_sin_function
 
-PAIR_LAYOUTS = ("interleaved", "concat")
+PAIR_LAYOUTS = ("interleaved", "concat", "concat-cos")
 DEFAULT_LIMIT = 1 << 17
 
 
@@ -41,7 +42,8 @@ DEFAULT_LIMIT = 1 << 17
 class SinusoidalParams:
     d_model: int = param(512, "channels of x (even)")
     base: float = param(10000.0, "frequency base b of ω_i = b^(−2i/d_model) (> 1)")
-    pair_layout: str = param("interleaved", "sin/cos channel order: sin0 cos0 sin1 cos1 … or all sines then all cosines", PAIR_LAYOUTS)
+    pair_layout: str = param("interleaved", "sin/cos channel order: sin0 cos0 sin1 cos1 …, all sines then all cosines, or all cosines then all sines",
+                             PAIR_LAYOUTS)
     position_limit: int = param(DEFAULT_LIMIT, "positions the graph covers exactly (rounded up to its tables' P·Q); past them the runtime raises")
 
     def __post_init__(self) -> None:
@@ -70,6 +72,8 @@ def arrange_pairs(sin: np.ndarray, cos: np.ndarray, pair_layout: str) -> np.ndar
     """sin, cos [..., n] -> PE [..., 2n] in the chosen channel order."""
     if pair_layout == "concat":
         return np.concatenate([sin, cos], axis=-1)
+    if pair_layout == "concat-cos":
+        return np.concatenate([cos, sin], axis=-1)
     return np.stack([sin, cos], axis=-1).reshape(sin.shape[:-1] + (2 * sin.shape[-1],))
 
 
@@ -99,6 +103,8 @@ class SinusoidalEmbedding(torch.nn.Module):
         cos, sin = self.cos_sin(position_ids)
         if self.p.pair_layout == "concat":
             pe = torch.cat([sin, cos], dim=-1)
+        elif self.p.pair_layout == "concat-cos":
+            pe = torch.cat([cos, sin], dim=-1)
         else:
             pe = torch.stack([sin, cos], dim=-1).flatten(-2)
         return (x.to(torch.float32) + pe).to(x.dtype)
@@ -120,6 +126,13 @@ def sinusoidal_functions(p: SinusoidalParams, t: tables.TwoLevelTables, op: Any)
         def SinusoidalRows(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
             cos, sin = cos_sin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin)
             return op.Concat(sin, cos, axis=-1)
+
+    elif p.pair_layout == "concat-cos":
+
+        @script(POSEXPORT, default_opset=op)
+        def SinusoidalRows(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin):
+            cos, sin = cos_sin(position_ids, fine_cos, fine_sin, coarse_cos, coarse_sin)
+            return op.Concat(cos, sin, axis=-1)
 
     else:
 
@@ -161,9 +174,11 @@ class SinusoidalEncoding(AdditiveRows):
 
     def row_properties(self, p: SinusoidalParams, rows: props.Rows) -> list[Property]:
         """Bounded in [−1, 1], the cached rows pairwise distinct, and PE(p + k) one fixed linear map of
-        PE(p) over the whole range (past the cached rows too)."""
+        PE(p) over the whole range (past the cached rows too), where the graph covers enough positions to
+        fit that map on some and test it on others."""
         t = build_sinusoidal_tables(p)
-        return [props.bounded(rows, t.limit), props.unique_rows(rows, t.fine_rows), props.linear_shift(rows, p.d_model, t.limit)]
+        shift = [props.linear_shift(rows, p.d_model, t.limit)] if t.limit >= props.linear_shift_positions(p.d_model) else []
+        return [props.bounded(rows, t.limit), props.unique_rows(rows, t.fine_rows), *shift]
 
 
 ENCODING = SinusoidalEncoding()

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import audio_encoders, config, decoders, deepseek, learned, patch_table, sinusoids, swin, t5, vit
+from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, patch_series, patch_table, sinusoids,
+               swin, t5, time_series, vit)
 from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -70,6 +71,8 @@ READERS: dict[str, str] = {
     "qwen2_5_omni_text": "qwen_vl",
     "qwen3_omni_moe_text": "qwen_vl",
     "qwen3_omni_moe_talker_text": "qwen_vl",
+    **dict.fromkeys(("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga", "glm4v_moe", "glm4v_moe_text",
+                     "glm_image", "glm_image_text"), "qwen_vl"),
     **dict.fromkeys(swin.FAMILIES, "swin"),
     "beit": "beit",
     "data2vec-vision": "beit",
@@ -79,6 +82,9 @@ READERS: dict[str, str] = {
     "videoprism_text_model": "videoprism",
     "zamba2": "zamba2",
     "recurrent_gemma": "recurrent_gemma",
+    "videomae": "videomae",
+    "timesfm": "timesfm",
+    "vit_mae": "vit_mae",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),
@@ -88,6 +94,11 @@ READERS: dict[str, str] = {
     **dict.fromkeys(t5.FAMILIES, "t5"),
     **dict.fromkeys(sinusoids.FAMILIES, "sinusoids"),
     **dict.fromkeys(audio_encoders.FAMILIES, "audio_encoders"),
+    **dict.fromkeys(chunked_audio.FAMILIES, "chunked_audio"),
+    "dots3_note_audio_encoder": "dots3_audio",
+    **dict.fromkeys(musicgen.FAMILIES, "musicgen"),
+    **dict.fromkeys(time_series.FAMILIES, "time_series"),
+    **dict.fromkeys(patch_series.FAMILIES, "patch_series"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
 }
 

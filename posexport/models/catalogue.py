@@ -22,9 +22,17 @@ READER_ENCODINGS = {
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
     "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
     "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
+    "musicgen": "sinusoidal ([cos | sin], the decoder's)",
+    "time_series": "sinusoidal ([sin | cos], encoder and decoder)",
+    "videomae": "sinusoidal (interleaved, over the tubelet patches; pretraining: and the decoder's)",
+    "timesfm": "sinusoidal ([sin | cos], use_positional_embedding only; rows rolled past leading padding)",
+    "patch_series": "learned table (the checkpoint's, per channel over the patches)",
+    "vit_mae": "vit-learned with class token (its sincos-2d-initialised table); pretraining: and the decoder's learned table",
     "roformer": "rope (interleaved pairs)", "audio_encoders": "learned table (max_source_positions frames)",
     "bark": "learned table (one per sub-model)", "zamba2": "rope on the hybrid layers' shared attention (use_mem_rope)",
     "recurrent_gemma": "rope (partial) on the local-attention blocks", "patch_table": "learned table (the trained token grid, not resampled)",
+    "chunked_audio": "sinusoidal ([sin | cos]), restarting every audio chunk",
+    "dots3_audio": "rope (partial), restarting every audio chunk",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -33,6 +41,13 @@ _CONV = "convolutional: positions are implicit in the convolutions, no position 
 _CODEC = "convolutional audio codec or vocoder: no position encoding"
 _WRAPPER = "a wrapper: its positions are those of the sub-models it composes (read each sub-model's type)"
 _NOPE_LINEAR = "Kimi Linear: its linear-attention (KDA) layers carry order and its MLA layers use no rope (NoPE)"
+_FRAMEWISE_AUDIO = ("an audio embedder with no attention and no convolution across frames: each frame is mapped "
+                    "alone (Gemma-4-Unified: RMSNorm and a linear projection of a raw waveform frame of audio_embed_dim (640) samples; "
+                    "Inkling: the sum of its quantised mel bins' codebook embeddings, RMSNorm); the frames' positions "
+                    "are those the text model gives their tokens")
+_CAUSAL_CONV_AUDIO = ("Muse-Spark's audio encoder: a causal convolutional pyramid (patch projections and depthwise "
+                      "causal convolutions), no attention: positions are implicit in the convolutions, no position "
+                      "encoding")
 _NO_POSITIONS_GROUPS = {
     _SSM: ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"),
     _HYBRID: ("jamba", "nemotron_h", "zamba"),
@@ -50,6 +65,8 @@ _NO_POSITIONS_GROUPS = {
                "zoedepth", "dpr", "colpali", "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt", "depth_pro", "chmv2",
                "nougat"),
     _NOPE_LINEAR: ("kimi_linear",),
+    _FRAMEWISE_AUDIO: ("gemma4_unified_audio", "inkling_audio"),
+    _CAUSAL_CONV_AUDIO: ("muse_spark_audio",),
 }
 NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
 
@@ -74,7 +91,9 @@ def encodings_of(model_type: str) -> str:
     if reader == "qwen_vl":
         line = qwen_vl.FAMILIES[model_type]
         vision = line.vision and not model_type.endswith("_text")
-        return ", ".join(["mrope" + (" (interleaved sections)" if line.interleaved else ""),
+        forms = [*(["interleaved sections"] if line.interleaved else []), *(["partial"] if line.partial is not None else []),
+                 *(["interleaved pairs"] if line.pair_layout == "interleaved" else [])]
+        return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
                           *(["mrope-vision (axial)"] if vision else []),
                           *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
     if reader == "deepseek" and model_type in deepseek.MLA and deepseek.MLA[model_type].query_scale:

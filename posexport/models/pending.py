@@ -20,13 +20,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("musicflamingo", "gradium_phonon_tts", "pocket_tts", "timesfm2_5", "lasr_ctc", "lasr_encoder",
          "moonshine_streaming_encoder", "nemotron3_diarization", "nemotron3_5_transcribe_audio",
          "nemotron3_5_transcribe_word_timestamp", "nemo_speechlm"),
-    "M-RoPE text model: Qwen2-VL's chunked sections, but on a partial rotary (partial_rotary_factor) with "
-    "interleaved pairs (repeat_interleave, rotate_half_llm); checked against posexport's mrope (every channel, "
-    "half-split): differs (GLM-4.6V and GLM-GA compose glm4v_text)":
-        ("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga"),
-    "M-RoPE text model: Qwen2-VL's chunked sections, half-split, but on a partial rotary (default sections "
-    "[8, 12, 12] cover half of head_dim 128); posexport's mrope rotates every channel":
-        ("glm4v_moe", "glm4v_moe_text", "glm_image", "glm_image_text"),
     "HunYuan-VL: its sections split the doubled [θ | θ] vector (2·section each, XD-RoPE's rows), so a pair's two "
     "channels can turn with different rows; checked against posexport's mrope: differs":
         ("hunyuan_vl", "hunyuan_vl_text"),
@@ -117,19 +110,11 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "nemotron_h_omni", "fun_asr_nano", "blip-2", "instructblip", "instructblipvideo", "slanext"),
     "Q-Former or resampler: learned query tokens (and a BERT-like table on its text side), attending to "
     "image features; not read yet": ("blip_2_qformer", "instructblip_qformer", "instructblipvideo_qformer"),
-    "Qwen-Omni / Qwen3-ASR audio encoder: Whisper's encoder sinusoid (SinusoidsPositionEmbedding), but added to "
-    "each audio chunk after chunked convolutions, positions restarting at 0 in every chunk (n_window); the "
-    "chunking not read yet": ("qwen2_5_omni_audio_encoder", "qwen3_omni_moe_audio_encoder", "qwen3_asr_encoder"),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
     "max_pos_emb within context_size blocks) inside attention; not modelled":
         ("granite_speech_encoder", "granite_speech_plus_encoder"),
     "Phi-4-multimodal's audio Conformer: a learned relative attention bias (Phi4MultimodalAudioRelativeAttentionBias) "
     "added with the mask; not modelled": ("phi4_multimodal_audio",),
-    "Dots3-Note's audio tower: its own rotary (Dots3NoteAudioRotaryEmbedding) in the tower's attention, not "
-    "Whisper's table; not checked against posexport's rope yet": ("dots3_note_audio_encoder",),
-    "audio towers that are not Whisper-style (no max_source_positions table): Inkling's codebook-token "
-    "embeddings, MuSE-Spark's causal convolution stack, Gemma-4-Unified's audio tower; their position code "
-    "not checked yet": ("gemma4_unified_audio", "inkling_audio", "muse_spark_audio"),
     "BERT-like table plus 2-D layout tables (x/y/h/w bbox embeddings) or visual-box embeddings added with it; "
     "not read yet":
         ("layoutlm", "layoutlmv2", "layoutlmv3", "layoutxlm", "lilt", "bros", "udop", "lxmert", "visual_bert",
@@ -151,8 +136,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "a learned spatial table plus a temporal table (video), or space-time tables of their own layout; "
     "not modelled": ("timesformer", "vivit", "hiera", "pvt", "yolos", "sapiens2_head", "videoprism_vision_model"),
     # --- fixed sinusoids ------------------------------------------------------------------------------------
-    "MusicGen: fairseq's sinusoid laid out [cos | sin] (cosines first); posexport's sinusoidal puts sines first "
-    "in both layouts: differs": ("musicgen", "musicgen_decoder", "musicgen_melody", "musicgen_melody_decoder"),
     "Kosmos-2.5 and SeamlessM4T-v2 composites: a fairseq sinusoid in their text parts (kosmos_2_5_text_model is "
     "read as its own type) beside towers of other forms (Kosmos-2.5's Pix2Struct-style patch rows and columns, "
     "SeamlessM4T-v2's Conformer speech encoder with relative_key positions); the composite folders not read yet":
@@ -165,10 +148,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "rt_detr_resnet", "d_fine", "deimv2", "pp_doclayout_v2", "pp_doclayout_v3", "pp_doclayout_v4",
          "omdet-turbo", "maskformer", "mask2former", "oneformer", "grounding-dino", "mm-grounding-dino",
          "lightglue", "superglue", "slanet"),
-    "fixed 2-D sincos or 1-D sinusoid tables over patches or time steps in their own layouts (MAE's with a "
-    "class token, VideoMAE's, time-series encoders); not checked against sincos-2d yet":
-        ("vit_mae", "videomae", "patchtst", "patchtsmixer", "timesfm", "autoformer", "informer",
-         "time_series_transformer"),
     # --- relative biases and other forms ---------------------------------------------------------------------
     "LongT5: T5 buckets inside local or transient-global attention blocks; not modelled": ("longt5",),
     "Pix2Struct: T5-style buckets in its text decoder and 2-D row/column patch tables in its encoder; not read yet":

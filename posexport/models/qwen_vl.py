@@ -1,5 +1,6 @@
 """Qwen2-VL / Qwen2.5-VL / Qwen3-VL (and its MoE), and the text models whose rotary is theirs (PaddleOCR-VL's:
-Qwen2-VL's chunks; Cosmos-3-Edge's: Qwen3-VL's interleaving): the language model's M-RoPE (`mrope_section`, position_ids [3, batch, seq] for
+Qwen2-VL's chunks; Cosmos-3-Edge's: Qwen3-VL's interleaving; GLM-4V's: Qwen2-VL's chunks on a partial rotary,
+see below): the language model's M-RoPE (`mrope_section`, position_ids [3, batch, seq] for
 temporal, height and width), read from `text_config` (transformers 5) or the top level (published
 configs), where `rope_scaling` says {"type": "mrope", "mrope_section": [...]}. Qwen2-VL's sections are
 chunks of consecutive frequencies; Qwen3-VL's rotary interleaves them (frequency j ≡ 1 mod 3 turns with
@@ -11,7 +12,14 @@ num_heads. Qwen3-VL's vision tower also adds a learned pos_embed, a num_grid_per
 √num_position_embeddings) that its forward resamples to each image's grid by bilinear interpolation with
 align_corners (get_vision_interpolation_indices_and_weights): a third role, `vision-pos-embed`
 (vit-learned, bilinear, corners aligned), read from the checkpoint (a config-only folder's notes say it
-was not built)."""
+was not built).
+
+GLM-4V's text rotary (GLM-4.1V, GLM-OCR, GLM-4.6V and GLM-GA, whose text model is glm4v_text; GLM-4.5V and
+GLM-Image) chunks Qwen2-VL's sections over the frequencies of int(head_dim · partial_rotary_factor) channels
+(θ_i = base^(−2i/rotary_dim), sections summing to rotary_dim/2, default [8, 12, 12]) and rotates only those
+channels: GLM-4V's and GLM-OCR's in interleaved pairs (cos/sin repeat_interleave'd, rotate_half_llm),
+GLM-4.5V's and GLM-Image's half-split. partial_rotary_factor is read from the rope block, else the top level,
+else the config class's default (GLM-4.5V's 0.5, the others' 1.0). Their vision towers are not read."""
 
 from __future__ import annotations
 
@@ -37,9 +45,15 @@ class Line:
     theta: float = 1000000.0
     max_positions: int = 32768
     vision: bool = True  # its vision_config is a Qwen-VL tower (mrope-vision, Qwen3-VL's pos_embed)
+    # GLM-4V's: the rotary's partial_rotary_factor default (None: the rotary reads none, the key is an error),
+    # and the pairs its apply function rotates.
+    partial: float | None = None
+    pair_layout: str = "half"
 
 
 QWEN3 = {"interleaved": True, "section": (24, 20, 20), "max_positions": 128000}
+GLM4V = {"section": (8, 12, 12), "theta": 10000.0, "vision": False, "partial": 1.0, "pair_layout": "interleaved"}
+GLM4V_MOE = {**GLM4V, "max_positions": 65536, "partial": 0.5, "pair_layout": "half"}
 # model_type -> its line. PaddleOCR-VL's and Cosmos-3-Edge's text rotary are Qwen2-VL's and Qwen3-VL's M-RoPE
 # (checked against theirs); their composites are read as wrappers, their vision towers being of their own.
 # Qwen2.5-Omni's and Qwen3-Omni's text models (thinker, talker) rotate as Qwen2.5-VL and Qwen3-VL: their audio
@@ -54,7 +68,13 @@ FAMILIES = {"qwen2_vl": Line("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": Line("qwen2_5
             "qwen2_5_omni_text": Line("qwen2_5_omni", "Qwen2_5Omni", vision=False),
             "qwen3_omni_moe_text": Line("qwen3_omni_moe", "Qwen3OmniMoeThinkerText", True, (24, 20, 20), vision=False),
             "qwen3_omni_moe_talker_text": Line("qwen3_omni_moe", "Qwen3OmniMoeTalker", True, (24, 20, 20), 10000.0,
-                                               vision=False)}
+                                               vision=False),
+            **dict.fromkeys(("glm4v", "glm4v_text", "glm46v", "glmga"), Line("glm4v", "Glm4vText", **GLM4V)),
+            **dict.fromkeys(("glm_ocr", "glm_ocr_text"), Line("glm_ocr", "GlmOcrText", **{**GLM4V, "max_positions": 131072})),
+            **dict.fromkeys(("glm4v_moe", "glm4v_moe_text"), Line("glm4v_moe", "Glm4vMoeText", **GLM4V_MOE)),
+            **dict.fromkeys(("glm_image", "glm_image_text"),
+                            Line("glm_image", "GlmImageText", **{**GLM4V_MOE, "max_positions": 131072, "partial": 1.0}))}
+TOWER_NOT_BUILT = "the vision tower's positions (vision_config) are not read: not built"
 NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
          "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
 
@@ -76,10 +96,17 @@ def read(cfg: ModelConfig) -> list[Role]:
                   f"{'always' if interleaved else 'never'} interleaves its sections")
     section = block.pop("mrope_section", list(line.section))
     theta = block.pop("rope_theta", text.number("rope_theta", line.theta))
+    rotary_dim = head_dim
+    if line.partial is not None:  # transformers moves a top-level factor into the block unless it has one
+        partial = block.pop("partial_rotary_factor", text.number("partial_rotary_factor", line.partial))
+        if isinstance(partial, bool) or not isinstance(partial, (int, float)) or not 0 < partial <= 1:
+            text.fail("partial_rotary_factor", partial, "expected a number in (0, 1]")
+        rotary_dim = int(head_dim * partial)
     if block:
         key = next(iter(block))
         text.fail(f"{present[0]}.{key}", block[key], "not a key of Qwen2-VL's M-RoPE")
-    values = {"head_dim": head_dim, "heads": heads, "base": float(theta), "mrope_section": tuple(section),
+    values = {"head_dim": head_dim, "heads": heads, "rotary_dim": rotary_dim, "base": float(theta),
+              "mrope_section": tuple(section), "pair_layout": line.pair_layout,
               "max_positions": text.number("max_position_embeddings", line.max_positions, integer=True),
               "interleaved": interleaved}
     module, prefix = line.module, line.prefix
@@ -88,7 +115,8 @@ def read(cfg: ModelConfig) -> list[Role]:
     text.ignore("use_sliding_window", "sliding_window", "max_window_layers")
     if text is not cfg:
         text.check_all_read()
-    roles = [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads)), hf)]
+    tower = (TOWER_NOT_BUILT,) if not line.vision and cfg.has("vision_config") else ()
+    roles = [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads), *tower), hf)]
     if line.vision and cfg.has("vision_config"):
         roles.append(vision_role(cfg, module, prefix.removesuffix("Text")))
         if cfg.get("vision_config").get("num_position_embeddings") is not None:

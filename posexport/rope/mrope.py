@@ -2,12 +2,14 @@
 each turned by its own row of position_ids — temporal, height, width (docs/models.md).
 
     position_ids: [3, batch, seq]   row 0 temporal, row 1 height, row 2 width (text tokens: three equal rows)
-    mrope_section = (t, h, w), t + h + w = head_dim/2: frequencies θ_0 … θ_(t−1) turn with row 0, the next h
-    with row 1, the last w with row 2;  θ_i = base^(−2i/head_dim), half-split pairs on the whole head
+    mrope_section = (t, h, w), t + h + w = rotary_dim/2: frequencies θ_0 … θ_(t−1) turn with row 0, the next h
+    with row 1, the last w with row 2;  θ_i = base^(−2i/rotary_dim)
 
-    cos_i = cos(position_ids[s(i)] · θ_i), s(i) the section of frequency i;  y as rope's half layout
+    cos_i = cos(position_ids[s(i)] · θ_i), s(i) the section of frequency i;  y as rope's: the leading
+    rotary_dim channels rotated in the pair layout (half-split as Qwen2-VL, or interleaved (2i, 2i + 1) as
+    GLM-4V's rotate_half_llm), the rest passed through (rotary_dim = head_dim unless partial, as GLM-4V's)
 
-A rotation (posexport.encodings.kinds.rotation) with rope's two-level float64 tables over all head_dim/2
+A rotation (posexport.encodings.kinds.rotation) with rope's two-level float64 tables over all rotary_dim/2
 frequencies: each section looks up its own row in its own columns of the tables, so every position below
 the limit is exact and any other raises; the sections' cos/sin are concatenated along the frequencies and
 handed to the rope backends' rotation (portable, onnx23, ort). With three equal rows M-RoPE is plain rope.
@@ -28,7 +30,7 @@ from onnxscript import script
 from .. import tables
 from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
 from ..dtypes import COMPUTE, DType
-from ..encodings.kinds.rotation import LAYOUTS, Rotation
+from ..encodings.kinds.rotation import LAYOUTS, PAIR_LAYOUTS, Rotation
 from ..encodings.two_level import TwoLevelCosSin, cos_sin_function
 from ..params import check, check_choices, param
 from ..script import POSEXPORT
@@ -43,29 +45,35 @@ GRID_SPREAD = 24
 class MRopeParams:
     head_dim: int = param(128, "channels per attention head (even)")
     heads: int = param(28, "attention heads")
+    rotary_dim: int | None = param(None, "leading channels that rotate, even, ≤ head_dim (partial rotary, GLM-4V's partial_rotary_factor); default head_dim")
     base: float = param(1000000.0, "rope_theta, the frequency base (> 1)")
-    mrope_section: tuple[int, ...] = param((16, 24, 24), "frequencies turned by the temporal, height and width rows; sum = head_dim/2")
+    mrope_section: tuple[int, ...] = param((16, 24, 24), "frequencies turned by the temporal, height and width rows; sum = rotary_dim/2")
+    pair_layout: str = param("half", "which channels pair up: half-split (Qwen-VL) or interleaved (2i, 2i + 1) (GLM-4V's rotate_half_llm)", PAIR_LAYOUTS)
     layout: str = param("bshd", "axis order of x: [batch, seq, heads, dim], [batch, heads, seq, dim] or packed [batch, seq, heads·dim]", LAYOUTS)
     max_positions: int = param(32768, "positions the model was trained for (max_position_embeddings)")
     position_limit: int | None = param(None, "positions the graph covers exactly; beyond it the runtime raises; default max(131072, 2·max_positions)")
     interleaved: bool = param(False, "Qwen3-VL's interleaved sections: frequency j turns with the height row when j ≡ 1 (mod 3) and j < 3·h, the width row when j ≡ 2 (mod 3) and j < 3·w, else the temporal row")
-    axial: bool = param(False, "Qwen2-VL's vision tower: two rows (height, width), --mrope-section h,w = head_dim/4 each, each section's frequencies base^(−2i/(head_dim/2))")
+    axial: bool = param(False, "Qwen2-VL's vision tower: two rows (height, width), --mrope-section h,w = rotary_dim/4 each, each section's frequencies base^(−2i/(rotary_dim/2))")
 
     def __post_init__(self) -> None:
         check_choices(self)
         check(isinstance(self.head_dim, int) and self.head_dim >= 2 and self.head_dim % 2 == 0,
               "head_dim", self.head_dim, "M-RoPE needs an even dimension ≥ 2")
         check(self.heads >= 1, "heads", self.heads, "needs at least 1 head")
+        if self.rotary_dim is None:
+            object.__setattr__(self, "rotary_dim", self.head_dim)
+        check(isinstance(self.rotary_dim, int) and 0 < self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0,
+              "rotary_dim", self.rotary_dim, f"must be even and in [2, head_dim={self.head_dim}]")
         check(math.isfinite(self.base) and self.base > 1, "base", self.base, "must be a finite number > 1")
         sections = self.mrope_section
         if self.axial:
             check(not self.interleaved, "axial", self.axial, "the axial form has no interleaved sections")
-            check(self.head_dim % 4 == 0 and tuple(sections) == (self.head_dim // 4,) * 2, "mrope_section",
-                  ",".join(map(str, sections)), f"the axial form takes two sections of head_dim/4 = {self.head_dim // 4}")
+            check(self.rotary_dim % 4 == 0 and tuple(sections) == (self.rotary_dim // 4,) * 2, "mrope_section",
+                  ",".join(map(str, sections)), f"the axial form takes two sections of rotary_dim/4 = {self.rotary_dim // 4}")
         else:
             check(len(sections) == 3 and all(isinstance(s, int) and s >= 1 for s in sections)
-                  and sum(sections) == self.head_dim // 2, "mrope_section", ",".join(map(str, sections)),
-                  f"needs three positive counts summing to head_dim/2 = {self.head_dim // 2}")
+                  and sum(sections) == self.rotary_dim // 2, "mrope_section", ",".join(map(str, sections)),
+                  f"needs three positive counts summing to rotary_dim/2 = {self.rotary_dim // 2}")
         pin_position_limit(self)
 
     @property
@@ -73,27 +81,18 @@ class MRopeParams:
         """Rows of position_ids: temporal, height, width (the axial form: height, width)."""
         return 2 if self.axial else 3
 
-    # What the rotation reads: the whole head rotates, half-split pairs.
-    @property
-    def rotary_dim(self) -> int:
-        return self.head_dim
-
-    @property
-    def pair_layout(self) -> str:
-        return "half"
-
 
 def inv_freq(p: MRopeParams) -> np.ndarray:
-    """θ_j float64: base^(−2j/head_dim), or (axial) the same head_dim/4 frequencies of width head_dim/2 twice."""
+    """θ_j float64: base^(−2j/rotary_dim), or (axial) the same rotary_dim/4 frequencies of width rotary_dim/2 twice."""
     if p.axial:
-        return np.tile(tables.plain_inv_freq(p.head_dim // 2, p.base), 2)
-    return tables.plain_inv_freq(p.head_dim, p.base)
+        return np.tile(tables.plain_inv_freq(p.rotary_dim // 2, p.base), 2)
+    return tables.plain_inv_freq(p.rotary_dim, p.base)
 
 
 def frequency_rows(p: MRopeParams) -> np.ndarray:
     """The position row (0 temporal, 1 height, 2 width; axial: 0 height, 1 width) turning each of the
-    head_dim/2 frequencies."""
-    n = p.head_dim // 2
+    rotary_dim/2 frequencies."""
+    n = p.rotary_dim // 2
     if not p.interleaved:
         return np.repeat(np.arange(p.rows), p.mrope_section)
     j = np.arange(n)
@@ -103,7 +102,7 @@ def frequency_rows(p: MRopeParams) -> np.ndarray:
 
 def frequency_columns(p: MRopeParams) -> np.ndarray:
     """Column row·n + j of the three rows' cos (or sin) concatenated: frequency j of its own row."""
-    n = p.head_dim // 2
+    n = p.rotary_dim // 2
     return (frequency_rows(p) * n + np.arange(n)).astype(np.int64)
 
 

@@ -57,9 +57,10 @@ CALLABLES = {
     "table": re.compile(r"position_embeddings?(\.weight)?"),
     "resize": re.compile(r"_resize_pos_embed"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
-    "create": re.compile(r"create_sinusoidal_positions"),
+    "create": re.compile(r"create_sinusoidal_positions|get_sinusoid_encoding_table|[A-Za-z0-9_]+SinusoidalPositionalEmbedding"),
     "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
+    "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
 }
 
 
@@ -400,19 +401,38 @@ class BeitSession(Session):
 
 class SinusoidTableSession(Session):
     """x + the model's own fixed sinusoid table at position_ids: whisper's `sinusoids(length, d_model)` (what
-    fills its encoder's position table), or the recipe's create_sinusoidal_positions (VideoPrism's text tower)."""
+    fills its encoder's position table), or the recipe's create_sinusoidal_positions (VideoPrism's text tower),
+    get_sinusoid_encoding_table (VideoMAE's, [1, rows, channels]) or <X>SinusoidalPositionalEmbedding.get_embedding
+    (MusicGen's decoder)."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         self.channels = artifact.params.d_model
         recipe = entry["hf"]
-        self.create = import_attr(recipe["module"], recipe["create"]) if "create" in recipe else None
+        create = import_attr(recipe["module"], recipe["create"]) if "create" in recipe else None
+        self.create = getattr(create, "get_embedding", create)  # an embedding class builds its table with get_embedding
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         from transformers.models.whisper.modeling_whisper import sinusoids
 
         positions = np.asarray(feeds["position_ids"])
-        table = (self.create or sinusoids)(int(positions.max()) + 1, self.channels).numpy()
+        table = (self.create or sinusoids)(int(positions.max()) + 1, self.channels).numpy().reshape(-1, self.channels)
         return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
+
+
+class SinusoidModuleSession(Session):
+    """x + the model's own sinusoid module, built from the folder's config, called on position_ids (TimesFM's
+    TimesFmPositionalEmbedding: its rows at any [batch, seq] positions)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.module = import_attr(recipe["module"], recipe["positional"])(auto_config(entry)).eval()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        positions = torch.from_numpy(np.asarray(feeds["position_ids"], dtype=np.float32))
+        with torch.no_grad():
+            return np.asarray(feeds["x"], dtype=np.float32) + self.module(position=positions).numpy()
 
 
 class QueryScaleSession(Session):
@@ -568,6 +588,7 @@ SESSIONS = {
     "whisper-sinusoid": SinusoidTableSession,
     "roformer": RoformerSession,
     "sinusoid-table": SinusoidTableSession,
+    "sinusoid-module": SinusoidModuleSession,
     "query-scale": QueryScaleSession,
     "llama4-temperature": Llama4TemperatureSession,
     "gptj": GptjSession,

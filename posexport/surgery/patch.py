@@ -136,6 +136,10 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     external, config = set(graph.stored), read_config(src.parent)
     check_outputs(planned_outputs(src, out, external, config), source_files(src), src, out)
     done = rewritten(graph, values, position_limit, extension)
+    # A patched model patched again names only its own source: one mark, never a growing list.
+    kept = [entry for entry in done.model.metadata_props if entry.key != PATCHED_KEY]
+    del done.model.metadata_props[:]
+    done.model.metadata_props.extend(kept)
     done.model.metadata_props.add(key=PATCHED_KEY, value=src.name)
     files: dict[Path, Content] = serialise(done.model, out, external, src)
     if config is not None:

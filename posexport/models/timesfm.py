@@ -1,0 +1,38 @@
+"""TimesFM (`timesfm`) with use_positional_embedding: TimesFmPositionalEmbedding's sinusoid,
+ω_i = min_timescale · (max_timescale / min_timescale)^(−i/(d/2 − 1)), i < d/2, laid out [sin | cos], is added to
+the input layer's output per patch. With min_timescale = 1 that is fairseq's rule (Whisper's encoder, whisper.py):
+posexport's sinusoidal encoding, `--pair-layout concat`, base max_timescale^((d/2)/(d/2 − 1)). The model rolls
+each series' rows so that its first patch that is not all padding sits at row 0: position_ids[b, j] =
+(j − k_b) mod patches, k_b that patch's index (−1 when every patch is padding), the leading padded patches taking
+the last rows. The frequency embedding (freq_emb) added after is an input's, not a position's. Without
+use_positional_embedding (transformers' default) the model adds no position code: nothing to build."""
+
+from __future__ import annotations
+
+from .config import ModelConfig
+from .plan import Role
+
+
+def read(cfg: ModelConfig) -> list[Role]:
+    if cfg.get("use_positional_embedding", False) is not True:
+        cfg.fail("use_positional_embedding", cfg.get("use_positional_embedding", False),
+                 "TimesFM then adds no position code (its causal attention alone orders the patches); nothing to build")
+    d = cfg.count("hidden_size", 1280)
+    half = d // 2
+    if d % 2 or half < 2:
+        cfg.fail("hidden_size", d, "the model zero-pads an odd width's last channel; posexport's sinusoid needs an even "
+                                   "hidden_size ≥ 4")
+    if cfg.number("min_timescale", 1) != 1:
+        cfg.fail("min_timescale", cfg.get("min_timescale"), "scales every frequency (ω_0 = min_timescale); posexport's "
+                                                             "sinusoid has ω_0 = 1, so only 1 is read")
+    largest = cfg.number("max_timescale", 10000)
+    if largest <= 1:
+        cfg.fail("max_timescale", largest, "expected a number > 1 (min_timescale)")
+    notes = ("x is the input layer's output on each [normalised patch | its padding] [batch, patches, hidden]; "
+             "position_ids[b, j] = (j − k_b) mod patches, k_b the first patch of series b that is not all padding "
+             "(−1 when all are)",
+             f"base = max_timescale^((d/2)/(d/2 − 1)) = {largest}^({half}/{half - 1}) is its timescale rule in posexport's "
+             "terms; the frequency embedding added after is an input, not a position")
+    return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": float(largest) ** (half / (half - 1)), "pair_layout": "concat"},
+                 (), notes, {"kind": "sinusoid-module", "module": "transformers.models.timesfm.modeling_timesfm",
+                             "positional": "TimesFmPositionalEmbedding"})]
