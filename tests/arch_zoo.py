@@ -61,6 +61,22 @@ EXTRA: dict[str, dict[str, Any]] = {
     "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
     "glm_image_vision": {"image_size": 256},  # a 16 × 16 grid (its default 128 × 128 takes seconds to resample)
 }
+# Layer plans: pad ids inside the tiny vocabulary (for a forward), JetMoE's kv_channels unlike hidden // heads.
+EXTRA.update(dict.fromkeys(("mllama", "mllama_text_model", "olmo_hybrid"), {"pad_token_id": 0}), jetmoe={"kv_channels": 8})
+# Per-layer rope bases: Granite-SWA two bases and a NoPE layer; MuSE-Glimmer a non-zero entry unlike its rope_theta
+# (its model rotates that layer at rope_theta all the same).
+EXTRA.update(granite_swa={"layer_rope_theta": [10000.0, 0, 500000.0, 10000.0]},
+             muse_glimmer_text={"layer_rope_theta": [10000.0, 0, 20000.0, 10000.0]})
+# Zamba2: rope on (use_mem_rope), two hybrid layers among Mamba layers, Mamba's torch path.
+EXTRA.update(zamba2={"use_mem_rope": True, "use_mamba_kernels": False,
+                     "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]})
+# Dory: one input and one output layer around two recurrent layers (looped n_recurrent_loops times).
+EXTRA.update(dory={"n_input_layers": 1, "n_output_layers": 1})
+# Molmo2: yarn on layers 0 and 2 only, the unscaled rotary on 1 and 3.
+EXTRA.update(dict.fromkeys(("molmo2", "molmo2_text"), {"rope_scaling_layers": [0, 2], "rope_parameters": {
+    "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096, "rope_theta": 10000.0}}))
+EXTRA.update(dict.fromkeys(("muse_spark", "muse_spark_text"), {"num_local_experts": 4, "num_experts_per_tok": 2,
+                                                               "moe_intermediate_size": 32, "moe_hidden_size": 64}))
 # Multi-head latent attention: rope on qk_rope_head_dim channels (head_dim is that again in transformers 5).
 MLA = {"num_key_value_heads": 4, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16, "kv_lora_rank": 16, "q_lora_rank": 16}
 EXTRA.update(dict.fromkeys(("deepseek_v2", "deepseek_v3", "sarvam_mla", "glm4_moe_lite", "youtu", "axk1", "longcat_flash",
@@ -71,6 +87,11 @@ QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 
 EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"), QWEN2_VL))
 EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_omni_moe_text",
                             "qwen3_omni_moe_talker_text"), QWEN3_VL), qwen2_5_omni_text=QWEN2_VL)
+# MLA beside other layers: Bailing-Hybrid's full_attention every 2nd layer, HY-V4's DSA indexer heads wider than the rope.
+EXTRA.update(bailing_hybrid={**MLA, "layer_group_size": 2, "num_experts": 4, "num_expert_group": 1, "topk_group": 1,
+                             "num_experts_per_token": 2, "moe_intermediate_size": 32, "pad_token_id": 0},
+             hy_v4={**MLA, "index_head_dim": 32, "index_n_heads": 2, "index_topk": 4, "pad_token_id": 0},
+             mistral4={**MLA, "head_dim": 32, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "pad_token_id": 0})
 EXTRA.update(dict.fromkeys(("kimi_k25",), MLA), cosmos3_omni=QWEN3_VL, apertus1p5={"vocab_size": 300000})
 # PaddleOCR-VL's and Cosmos-3-Edge's rotary read the sections but not mrope_interleaved.
 EXTRA.update(dict.fromkeys(("paddleocr_vl", "paddleocr_vl_text"), {"rope_parameters": {
@@ -93,6 +114,8 @@ BESIDE_TEXT: dict[str, dict[str, Any]] = {
     "fun_asr_nano": {"adaptor_config": {"hidden_size": 64}},
     "granite_docling": {"vision_config": {"out_hidden_size": 64}},
 }
+# MuSE-Spark scatters its audio encoder's output onto the text embeddings: the same width.
+BESIDE_TEXT.update(muse_spark={"audio_config": {"out_hidden_size": 64}})
 POS_EMBED_KEY = "model.visual.pos_embed.weight"
 # What a config class needs to be made at all.
 CONSTRUCT = {"gemma4_assistant": {"text_config": {"model_type": "gemma4_text", **NO_PER_LAYER_INPUTS}}}

@@ -8,6 +8,7 @@ through `parity --from-model`; docs/models.md's generated section current."""
 from __future__ import annotations
 
 import importlib.metadata
+import dataclasses
 import re
 from pathlib import Path
 
@@ -31,7 +32,8 @@ from safetensors.numpy import save_file  # noqa: E402
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
-CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer")
+CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer", "zamba2",
+                  "recurrent_gemma")
 # Wrappers whose text model reads trained tables (tested on their own, below).
 TABLE_WRAPPERS = ("florence2",)
 ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS and t not in TABLE_WRAPPERS)
@@ -119,8 +121,6 @@ SPELLED = {"global": "full_attention", "local": "sliding_attention"}
 
 def test_decoder_defaults_are_the_config_classes_own():
     """Each line's defaults (used when a published config leaves a key out) are transformers'."""
-    import dataclasses
-
     def declared(cls, name):
         for klass in cls.__mro__:
             if name in vars(klass) and not isinstance(vars(klass)[name], (property, dataclasses.Field)):
@@ -188,9 +188,10 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
             assert error < model_bound(DTYPES["float32"].bound(largest), largest), (role.role, error)
 
 
-def rope_flags_of_transformers(folder: Path) -> list[bool]:
-    """Per decoder layer, whether transformers' own model calls its apply function there: a forward on 5
-    tokens with the module's apply function wrapped to note the layer it runs in."""
+def rotations_in_transformers(folder: Path) -> list[tuple[tuple[int, ...], object] | None]:
+    """Per decoder layer, the shape of the q transformers' own model hands its apply function there and the
+    third argument (cos, or Llama-4's complex frequencies) for positions 0-4 (None: never called): a forward
+    on 5 tokens with the module's apply function wrapped to note the layer it runs in."""
     import importlib
 
     import torch
@@ -198,14 +199,18 @@ def rope_flags_of_transformers(folder: Path) -> list[bool]:
 
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(folder)
-    model = AutoModel.from_config(config).eval()
     recipe = read_model(folder).roles[0].hf
     module = importlib.import_module(recipe["module"])
-    layers, current, rotating = model.layers, [None], set()
+    try:
+        model = AutoModel.from_config(config).eval()
+    except ValueError:  # a text model no auto class maps (Mllama's): the module's <Prefix>TextModel
+        model = getattr(module, recipe["rotary"].replace("RotaryEmbedding", "TextModel"))(config).eval()
+    # A multimodal model's decoder layers are its language model's (Mllama).
+    layers, current, rotating = getattr(model, "layers", None) or model.language_model.layers, [None], {}
     apply = getattr(module, recipe["apply"])
 
     def noted(*args, **kwargs):
-        rotating.add(current[0])
+        rotating[current[0]] = tuple(args[0].shape), args[2]
         return apply(*args, **kwargs)
 
     hooks = [layer.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i)) for i, layer in enumerate(layers)]
@@ -217,7 +222,12 @@ def rope_flags_of_transformers(folder: Path) -> list[bool]:
         setattr(module, recipe["apply"], apply)
         for hook in hooks:
             hook.remove()
-    return [i in rotating for i in range(len(layers))]
+    return [rotating.get(i) for i in range(len(layers))]
+
+
+def rope_flags_of_transformers(folder: Path) -> list[bool]:
+    """Per decoder layer, whether transformers' own model calls its apply function there."""
+    return [rotated is not None for rotated in rotations_in_transformers(folder)]
 
 
 def plan_mismatches(folder: Path, model: Path) -> list[int]:
@@ -226,7 +236,12 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("model_type, nope", [("smollm3", [3]), ("cohere2", [3]), ("exaone4", [3]), ("llama4_text", [3]),
-                                             ("cohere2_moe", [3]), ("flint", [0, 1, 3]), ("beam", [3])])
+                                             ("cohere2_moe", [3]), ("flint", [0, 1, 3]), ("beam", [3]),
+                                             ("mllama_text_model", [3]), ("mllama", [3]), ("olmo_hybrid", [0, 1, 2]),
+                                             ("qwen3_next", [0, 1, 2]), ("granite_swa", [1]), ("muse_spark_text", [3]),
+                                             ("muse_spark", [3]), ("muse_glimmer_text", [1]), ("muse_glimmer", [3]),
+                                             ("zamba2", [0, 2]), ("recurrent_gemma", [0, 1, 3]),
+                                             ("bailing_hybrid", [0, 2]), ("hy_v4", []), ("mistral4", [])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)
@@ -238,7 +253,50 @@ def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, mod
         assert plan_mismatches(backwards, folder) == [0, 3]
 
 
-@pytest.mark.parametrize("model_type", ["olmo3", "modernbert"])
+def cos_of(role, positions: np.ndarray) -> np.ndarray:
+    """float64 cos of a half-split rope role's angles at these positions, [positions, head_dim]: the frequencies
+    repeated over both halves, as transformers' rotary modules hand them to apply_rotary_pos_emb."""
+    inv_freq, factor = scaling.frequencies(get_encoding("rope").params(**role.values))
+    angles = positions[:, None] * inv_freq[None, :]
+    return np.cos(np.concatenate([angles, angles], axis=-1)) * factor
+
+
+@pytest.mark.parametrize("model_type", ["granite_swa", "muse_glimmer_text", "muse_spark", "molmo2_text", "molmo2", "dory"])
+def test_per_layer_ropes_are_the_cos_each_layer_rotates_with(tiny_models, model_type):
+    """Per layer, the cos transformers' forward hands apply_rotary_pos_emb is the float64 cos of that layer's
+    role (Granite-SWA: its own base per layer; MuSE: rope_theta on every rope layer, whatever the entry;
+    Molmo2: yarn on rope_scaling_layers, the unscaled rope on the others; Dory: per layer type, its (attention,
+    mlp) block pairs read as layers, its recurrent layers looped)."""
+    plan = read_model(tiny_models[model_type])
+    rotated = rotations_in_transformers(tiny_models[model_type])
+    positions = np.arange(5, dtype=np.float64)
+    for layer, seen in enumerate(rotated):
+        assert (seen is None) == (plan.layer_rope(layer) is None), layer
+        if seen is not None:
+            theirs = seen[1].double().numpy()[0]
+            assert np.max(np.abs(cos_of(plan.layer_rope(layer), positions) - theirs)) < 1e-6, layer
+    if model_type == "muse_glimmer_text":  # read per base (as Granite-SWA), layer 2's 20000 would miss the model
+        misread = dataclasses.replace(plan.layer_rope(2), values={**plan.layer_rope(2).values, "base": 20000.0})
+        assert np.max(np.abs(cos_of(misread, positions) - rotated[2][1].double().numpy()[0])) > 1e-3
+    if model_type == "molmo2_text":  # read scaled on every layer, layer 1 would miss the model
+        assert np.max(np.abs(cos_of(plan.role("rope-scaled"), positions) - rotated[1][1].double().numpy()[0])) > 1e-3
+
+
+@pytest.mark.parametrize("model_type", ["jetmoe", "zamba2"])
+def test_heads_not_sized_by_hidden_size_are_the_q_the_attention_rotates(tiny_models, model_type):
+    """JetMoE's q is num_key_value_heads × num_experts_per_tok heads of kv_channels (8 in the fixture), Zamba2's
+    heads are 2·hidden_size / num_attention_heads (32), neither hidden_size // num_attention_heads (16): the
+    plan's sizes are those its attention hands the apply function."""
+    from transformers import AutoConfig
+
+    rope = read_model(tiny_models[model_type]).role("rope").values
+    shapes = {rotated[0] for rotated in rotations_in_transformers(tiny_models[model_type]) if rotated is not None}
+    assert shapes == {(1, rope["heads"], 5, rope["head_dim"])}
+    config = AutoConfig.from_pretrained(tiny_models[model_type])
+    assert rope["head_dim"] != config.hidden_size // config.num_attention_heads  # the misread the reader avoids
+
+
+@pytest.mark.parametrize("model_type", ["olmo3", "modernbert", "dory"])
 def test_per_layer_type_plans_match_transformers_layer_types(tiny_models, model_type):
     from transformers import AutoConfig
 
@@ -247,11 +305,12 @@ def test_per_layer_type_plans_match_transformers_layer_types(tiny_models, model_
     assert [plan.layer_rope(i).hf["layer_type"] for i in range(plan.layer_count)] == types
 
 
-def test_query_scale_plan_is_every_layer_of_ministral3(tiny_models):
-    plan = read_model(tiny_models["ministral3"])
+@pytest.mark.parametrize("model_type, floor", [("ministral3", 16384), ("mistral4", 8192)])
+def test_query_scale_plan_is_every_layer(tiny_models, model_type, floor):
+    plan = read_model(tiny_models[model_type])
     assert [lp.describe() for lp in plan.layer_plan()] == ["rope + query-scale"] * 4
     scale = plan.role("query-scale").values
-    assert (scale["beta"], scale["floor_scale"], scale["offset"]) == (0.1, 16384, 0)
+    assert (scale["beta"], scale["floor_scale"], scale["offset"]) == (0.1, floor, 0)
 
 
 # Every config-read type (every rope form among them: interleaved pairs, NoPE layers, per-layer-type ropes, query
@@ -275,6 +334,22 @@ def test_a_misread_form_fails_against_the_model(tiny_models, tmp_path):
     wrong = export.build("rope", {**plan.roles[0].values, "pair_layout": "half"}, backend="portable")
     onnx_path, _ = export.save(wrong, tmp_path, "cohere-half")
     report = run_model_parity(tiny_models["cohere"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
+    assert [r.status for r in report.results if r.runtime == "hf"] and all(
+        r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+def test_a_graph_at_another_layer_base_fails_against_the_model(tiny_models, tmp_path):
+    """Granite-SWA's layer 2 rotates at its own base (500000): the graph of the 10000 layers, claimed for it,
+    fails every hf comparison (the session runs the rotary module built at that layer's base)."""
+    from posexport import export
+
+    plan = read_model(tiny_models["granite_swa"])
+    wrong = export.build("rope", plan.role("rope-theta10000").values, backend="portable")
+    entry = plan.manifest_entry(plan.role("rope-theta500000"))
+    assert recipe_problem(entry) == "" and "rope_theta" in recipe_problem({**entry, "hf": {**entry["hf"], "rope_theta": "1e4"}})
+    wrong.manifest["model"] = entry
+    onnx_path, _ = export.save(wrong, tmp_path, "granite-swa-wrong-base")
+    report = run_model_parity(tiny_models["granite_swa"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
     assert [r.status for r in report.results if r.runtime == "hf"] and all(
         r.status == "fail" for r in report.results if r.runtime == "hf")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, clvp, decoders, pending, qwen_vl
+from . import READERS, clvp, decoders, deepseek, pending, qwen_vl
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -31,10 +31,12 @@ READER_ENCODINGS = {
     "roformer": "rope (interleaved pairs)",
     "esm": "rope (position_embedding_type rotary) or learned table (absolute, from padding_idx + 1)",
     "decision_transformer": "learned table (episode timesteps), learned table (its GPT-2's row 0)",
-    "clvp": "rope (partial, on values too) in its encoders; learned tables in its decoder and conditioning encoder", "audio_encoders": "learned table (max_source_positions frames)",
+    "clvp": "rope (partial, on values too) in its encoders; learned tables in its decoder and conditioning encoder",
+    "audio_encoders": "learned table (max_source_positions frames)",
+    "bark": "learned table (one per sub-model)", "zamba2": "rope on the hybrid layers' shared attention (use_mem_rope)",
+    "recurrent_gemma": "rope (partial) on the local-attention blocks", "patch_table": "learned table (the trained token grid, not resampled)",
     "chunked_audio": "sinusoidal ([sin | cos]), restarting every audio chunk",
     "dots3_audio": "rope (partial), restarting every audio chunk",
-    "bark": "learned table (one per sub-model)", "patch_table": "learned table (the trained token grid, not resampled)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -76,6 +78,10 @@ _NO_POSITIONS_GROUPS = {
 }
 NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
 
+# Decoder layers without rope, named by what they are where they are not plain NoPE attention.
+NOPE_KINDS = {decoders.CROSS_ATTENTION: "cross-attention layers without rope",
+              decoders.LINEAR_HYBRID: "linear-attention layers without rope"}
+
 # Types not read yet, each with why (pending.py).
 NOT_YET_TYPES = pending.NOT_YET
 
@@ -101,12 +107,19 @@ def encodings_of(model_type: str) -> str:
                           *([tower_encodings(qwen_vl.TOWERS[f"{line.module}_vision"])] if vision else [])])
     if reader == "clvp":
         return clvp.ENCODINGS[model_type]
+    if reader == "deepseek" and model_type in deepseek.MLA and deepseek.MLA[model_type].query_scale:
+        return f"{READER_ENCODINGS[reader]}, query-scale"
     if reader != "decoders":
         return READER_ENCODINGS[reader]
     spec = decoders.DECODERS[model_type]
     kinds = ["rope" + (" per layer type" if isinstance(spec.theta, dict) else ""),
              *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
-             *(["NoPE layers"] if spec.nope else [])]
+             *([NOPE_KINDS.get(spec.nope, "NoPE layers")] if spec.nope else []),
+             *(["heads of kv_channels"] if spec.kv_channels else []),
+             *(["scaled on rope_scaling_layers, unscaled on the others"] if spec.scaling_layers else []),
+             *(["layer_types as (attention, mlp) block pairs, recurrent layers looped"] if spec.paired_blocks else []),
+             *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == decoders.PER_THETA
+                else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
     return ", ".join(kinds)
 
 

@@ -11,27 +11,10 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("deepseek_v32", "glm_moe_dsa", "axk2", "mistral_large4", "mistral_large4_text"),
     "DeepSeek-V4: compressor and indexer ropes with their own theta (compress_rope_theta) and learned "
     "position_bias tables": ("deepseek_v4",),
-    "multi-head latent attention whose rope block also carries Llama-4 query scaling and a partial rotary "
-    "factor; not read by the MLA reader yet": ("mistral4",),
-    "multi-head latent attention in a hybrid stack whose linear-attention layers take no rope; layer plan "
-    "not read yet": ("bailing_hybrid", "hy_v4"),
-    "Mllama: cross-attention layers (no rope) among its rope layers (cross_attention_layers); plan not read yet":
-        ("mllama", "mllama_text_model"),
-    "Zamba2: shared attention blocks switched by use_mem_rope between Mamba layers; not read yet": ("zamba2",),
-    "JetMoE: its rotary sizes heads by kv_channels, not head_dim; not read yet": ("jetmoe",),
-    "Dory: looped recurrent layers (n_recurrent_layers run n_loops times, layer_types with mlp entries "
-    "halved); layer plan not read yet": ("dory",),
-    "OLMo-Hybrid: gated-delta linear_attention layers carry no rope, only full_attention layers rotate; the "
-    "layer plan does not tell linear_attention from attention yet": ("olmo_hybrid",),
-    "per-layer rope_theta lists (layer_rope_theta, 0 for NoPE layers) and a rotary module per layer group; "
-    "not read yet": ("granite_swa", "granitemoe_swa", "muse_spark", "muse_spark_text", "muse_glimmer",
-                     "muse_glimmer_text"),
     "its rotary class forms inv_freq its own way (not transformers' default rope init): checked to differ, "
     "not modelled": ("embedding_gemma2", "embedding_gemma2_text", "diffusion_gemma", "diffusion_gemma_text",
                      "gemma4_unified", "gemma4_unified_text", "gemma4_unified_assistant"),
     "NanoChat: its rotate_half flips the signs (x2, −x1), a rotation by −θ; not modelled": ("nanochat",),
-    "Griffin: local-attention blocks with partial rope between recurrent blocks, no max_position_embeddings; "
-    "not read yet": ("recurrent_gemma",),
     "rotary on audio or time frames (apply_rotary_time_emb, streaming encoders, TTS flow heads) whose "
     "positions are frame times, not token indices; not read yet":
         ("musicflamingo", "gradium_phonon_tts", "pocket_tts", "timesfm2_5", "lasr_ctc", "lasr_encoder",
@@ -47,8 +30,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "sections per layer type); the Qwen-VL reader reads one M-RoPE block": ("cohere_compass", "cohere_compass_text"),
     "HY-V4-VL: Qwen3-VL's interleaved M-RoPE inside HY-V4's hybrid stack (multi-head latent attention beside "
     "linear-attention layers without rope); layer plan not read yet": ("hy_v4_vl", "hy_v4_vl_text"),
-    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D rope whose layers take a scaled or an unscaled "
-    "rotary (rope_scaling_layers); not read yet": ("molmo2", "molmo2_text"),
     "not M-RoPE (its rotary takes [batch, seq] positions): 1-D partial rope beside a lightning indexer "
     "(index_head_dim) that rotates its own index heads, a second rope site; not read yet":
         ("minimax_m3_vl", "minimax_m3_vl_text"),

@@ -17,6 +17,7 @@ the model); a graph without a model reports it unavailable, saying why.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.metadata
 import importlib.util
@@ -76,6 +77,9 @@ def recipe_problem(entry: Mapping[str, Any]) -> str:
     for field, allowed in CALLABLES.items():
         if field in recipe and not allowed.fullmatch(str(recipe[field])):
             return f"recipe {field} {recipe[field]!r} is not transformers position code"
+    theta = recipe.get("rope_theta", 1.0)
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+        return f"recipe rope_theta {theta!r} is not a positive number"
     return ""
 
 
@@ -106,7 +110,13 @@ class RopeSession(Session):
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=auto_config(entry)).eval()
+        cfg = auto_config(entry)
+        if "rope_theta" in recipe:  # one of the model's rotary modules per base (Granite-SWA's layer_rope_theta)
+            cfg = copy.deepcopy(cfg)
+            cfg.rope_parameters = {**cfg.rope_parameters, "rope_theta": recipe["rope_theta"]}
+        # Molmo2's layers outside rope_scaling_layers: its rotary built unscaled, as the model builds it.
+        unscaled = {"scaled": False} if recipe.get("unscaled") else {}
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=cfg, **unscaled).eval()
         self.apply = import_attr(recipe["module"], recipe["apply"])
         self.extra = (recipe["layer_type"],) if recipe.get("layer_type") else ()
         self.bshd = artifact.params.layout == "bshd"
