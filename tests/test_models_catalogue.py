@@ -8,6 +8,7 @@ through `parity --from-model`; docs/models.md's generated section current."""
 from __future__ import annotations
 
 import importlib.metadata
+import dataclasses
 import re
 from pathlib import Path
 
@@ -19,7 +20,7 @@ pytest.importorskip("transformers")
 from posexport.contract import Case  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
-from posexport.models import READERS, audio_encoders, catalogue, decoders, learned, patch_table, read_model, sinusoids, swin, vit  # noqa: E402
+from posexport.models import READERS, audio_encoders, catalogue, decoders, learned, patch_table, qwen_vl, read_model, sinusoids, swin, vit  # noqa: E402
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -31,7 +32,8 @@ from safetensors.numpy import save_file  # noqa: E402
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
-CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer")
+CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer", "zamba2",
+                  "recurrent_gemma")
 # Wrappers whose text model reads trained tables (tested on their own, below).
 TABLE_WRAPPERS = ("florence2",)
 ROPE_TYPES = sorted(t for t, r in READERS.items() if r in CONFIG_READERS and t not in TABLE_WRAPPERS)
@@ -86,7 +88,7 @@ POSITION_CODE = re.compile(r"class \w*RotaryEmbedding|self\.(position_embeddings
 # Towers whose modeling module also holds their model's other parts (a text model's rotary): the source scanned is
 # their own classes' (by name prefix).
 TOWER_CLASSES = {"gemma4_unified_audio": "Gemma4UnifiedMultimodalEmbedder", "inkling_audio": "InklingAudioModel",
-                 "muse_spark_audio": "MuseSparkAudio"}
+                 "muse_spark_audio": "MuseSparkAudio", "blip_2_qformer": "Blip2QFormer"}
 
 
 def modeling_source(model_type: str) -> str:
@@ -119,8 +121,6 @@ SPELLED = {"global": "full_attention", "local": "sliding_attention"}
 
 def test_decoder_defaults_are_the_config_classes_own():
     """Each line's defaults (used when a published config leaves a key out) are transformers'."""
-    import dataclasses
-
     def declared(cls, name):
         for klass in cls.__mro__:
             if name in vars(klass) and not isinstance(vars(klass)[name], (property, dataclasses.Field)):
@@ -188,9 +188,10 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
             assert error < model_bound(DTYPES["float32"].bound(largest), largest), (role.role, error)
 
 
-def rope_flags_of_transformers(folder: Path) -> list[bool]:
-    """Per decoder layer, whether transformers' own model calls its apply function there: a forward on 5
-    tokens with the module's apply function wrapped to note the layer it runs in."""
+def rotations_in_transformers(folder: Path) -> list[tuple[tuple[int, ...], object] | None]:
+    """Per decoder layer, the shape of the q transformers' own model hands its apply function there and the
+    third argument (cos, or Llama-4's complex frequencies) for positions 0-4 (None: never called): a forward
+    on 5 tokens with the module's apply function wrapped to note the layer it runs in."""
     import importlib
 
     import torch
@@ -198,14 +199,18 @@ def rope_flags_of_transformers(folder: Path) -> list[bool]:
 
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(folder)
-    model = AutoModel.from_config(config).eval()
     recipe = read_model(folder).roles[0].hf
     module = importlib.import_module(recipe["module"])
-    layers, current, rotating = model.layers, [None], set()
+    try:
+        model = AutoModel.from_config(config).eval()
+    except ValueError:  # a text model no auto class maps (Mllama's): the module's <Prefix>TextModel
+        model = getattr(module, recipe["rotary"].replace("RotaryEmbedding", "TextModel"))(config).eval()
+    # A multimodal model's decoder layers are its language model's (Mllama).
+    layers, current, rotating = getattr(model, "layers", None) or model.language_model.layers, [None], {}
     apply = getattr(module, recipe["apply"])
 
     def noted(*args, **kwargs):
-        rotating.add(current[0])
+        rotating[current[0]] = tuple(args[0].shape), args[2]
         return apply(*args, **kwargs)
 
     hooks = [layer.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i)) for i, layer in enumerate(layers)]
@@ -217,7 +222,12 @@ def rope_flags_of_transformers(folder: Path) -> list[bool]:
         setattr(module, recipe["apply"], apply)
         for hook in hooks:
             hook.remove()
-    return [i in rotating for i in range(len(layers))]
+    return [rotating.get(i) for i in range(len(layers))]
+
+
+def rope_flags_of_transformers(folder: Path) -> list[bool]:
+    """Per decoder layer, whether transformers' own model calls its apply function there."""
+    return [rotated is not None for rotated in rotations_in_transformers(folder)]
 
 
 def plan_mismatches(folder: Path, model: Path) -> list[int]:
@@ -226,7 +236,12 @@ def plan_mismatches(folder: Path, model: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("model_type, nope", [("smollm3", [3]), ("cohere2", [3]), ("exaone4", [3]), ("llama4_text", [3]),
-                                             ("cohere2_moe", [3]), ("flint", [0, 1, 3]), ("beam", [3])])
+                                             ("cohere2_moe", [3]), ("flint", [0, 1, 3]), ("beam", [3]),
+                                             ("mllama_text_model", [3]), ("mllama", [3]), ("olmo_hybrid", [0, 1, 2]),
+                                             ("qwen3_next", [0, 1, 2]), ("granite_swa", [1]), ("muse_spark_text", [3]),
+                                             ("muse_spark", [3]), ("muse_glimmer_text", [1]), ("muse_glimmer", [3]),
+                                             ("zamba2", [0, 2]), ("recurrent_gemma", [0, 1, 3]),
+                                             ("bailing_hybrid", [0, 2]), ("hy_v4", []), ("mistral4", [])])
 def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, model_type, nope):
     folder = tiny_models[model_type]
     plan = read_model(folder)
@@ -238,7 +253,50 @@ def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, mod
         assert plan_mismatches(backwards, folder) == [0, 3]
 
 
-@pytest.mark.parametrize("model_type", ["olmo3", "modernbert"])
+def cos_of(role, positions: np.ndarray) -> np.ndarray:
+    """float64 cos of a half-split rope role's angles at these positions, [positions, head_dim]: the frequencies
+    repeated over both halves, as transformers' rotary modules hand them to apply_rotary_pos_emb."""
+    inv_freq, factor = scaling.frequencies(get_encoding("rope").params(**role.values))
+    angles = positions[:, None] * inv_freq[None, :]
+    return np.cos(np.concatenate([angles, angles], axis=-1)) * factor
+
+
+@pytest.mark.parametrize("model_type", ["granite_swa", "muse_glimmer_text", "muse_spark", "molmo2_text", "molmo2", "dory"])
+def test_per_layer_ropes_are_the_cos_each_layer_rotates_with(tiny_models, model_type):
+    """Per layer, the cos transformers' forward hands apply_rotary_pos_emb is the float64 cos of that layer's
+    role (Granite-SWA: its own base per layer; MuSE: rope_theta on every rope layer, whatever the entry;
+    Molmo2: yarn on rope_scaling_layers, the unscaled rope on the others; Dory: per layer type, its (attention,
+    mlp) block pairs read as layers, its recurrent layers looped)."""
+    plan = read_model(tiny_models[model_type])
+    rotated = rotations_in_transformers(tiny_models[model_type])
+    positions = np.arange(5, dtype=np.float64)
+    for layer, seen in enumerate(rotated):
+        assert (seen is None) == (plan.layer_rope(layer) is None), layer
+        if seen is not None:
+            theirs = seen[1].double().numpy()[0]
+            assert np.max(np.abs(cos_of(plan.layer_rope(layer), positions) - theirs)) < 1e-6, layer
+    if model_type == "muse_glimmer_text":  # read per base (as Granite-SWA), layer 2's 20000 would miss the model
+        misread = dataclasses.replace(plan.layer_rope(2), values={**plan.layer_rope(2).values, "base": 20000.0})
+        assert np.max(np.abs(cos_of(misread, positions) - rotated[2][1].double().numpy()[0])) > 1e-3
+    if model_type == "molmo2_text":  # read scaled on every layer, layer 1 would miss the model
+        assert np.max(np.abs(cos_of(plan.role("rope-scaled"), positions) - rotated[1][1].double().numpy()[0])) > 1e-3
+
+
+@pytest.mark.parametrize("model_type", ["jetmoe", "zamba2"])
+def test_heads_not_sized_by_hidden_size_are_the_q_the_attention_rotates(tiny_models, model_type):
+    """JetMoE's q is num_key_value_heads × num_experts_per_tok heads of kv_channels (8 in the fixture), Zamba2's
+    heads are 2·hidden_size / num_attention_heads (32), neither hidden_size // num_attention_heads (16): the
+    plan's sizes are those its attention hands the apply function."""
+    from transformers import AutoConfig
+
+    rope = read_model(tiny_models[model_type]).role("rope").values
+    shapes = {rotated[0] for rotated in rotations_in_transformers(tiny_models[model_type]) if rotated is not None}
+    assert shapes == {(1, rope["heads"], 5, rope["head_dim"])}
+    config = AutoConfig.from_pretrained(tiny_models[model_type])
+    assert rope["head_dim"] != config.hidden_size // config.num_attention_heads  # the misread the reader avoids
+
+
+@pytest.mark.parametrize("model_type", ["olmo3", "modernbert", "dory"])
 def test_per_layer_type_plans_match_transformers_layer_types(tiny_models, model_type):
     from transformers import AutoConfig
 
@@ -247,11 +305,12 @@ def test_per_layer_type_plans_match_transformers_layer_types(tiny_models, model_
     assert [plan.layer_rope(i).hf["layer_type"] for i in range(plan.layer_count)] == types
 
 
-def test_query_scale_plan_is_every_layer_of_ministral3(tiny_models):
-    plan = read_model(tiny_models["ministral3"])
+@pytest.mark.parametrize("model_type, floor", [("ministral3", 16384), ("mistral4", 8192)])
+def test_query_scale_plan_is_every_layer(tiny_models, model_type, floor):
+    plan = read_model(tiny_models[model_type])
     assert [lp.describe() for lp in plan.layer_plan()] == ["rope + query-scale"] * 4
     scale = plan.role("query-scale").values
-    assert (scale["beta"], scale["floor_scale"], scale["offset"]) == (0.1, 16384, 0)
+    assert (scale["beta"], scale["floor_scale"], scale["offset"]) == (0.1, floor, 0)
 
 
 # Every config-read type (every rope form among them: interleaved pairs, NoPE layers, per-layer-type ropes, query
@@ -275,6 +334,22 @@ def test_a_misread_form_fails_against_the_model(tiny_models, tmp_path):
     wrong = export.build("rope", {**plan.roles[0].values, "pair_layout": "half"}, backend="portable")
     onnx_path, _ = export.save(wrong, tmp_path, "cohere-half")
     report = run_model_parity(tiny_models["cohere"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
+    assert [r.status for r in report.results if r.runtime == "hf"] and all(
+        r.status == "fail" for r in report.results if r.runtime == "hf")
+
+
+def test_a_graph_at_another_layer_base_fails_against_the_model(tiny_models, tmp_path):
+    """Granite-SWA's layer 2 rotates at its own base (500000): the graph of the 10000 layers, claimed for it,
+    fails every hf comparison (the session runs the rotary module built at that layer's base)."""
+    from posexport import export
+
+    plan = read_model(tiny_models["granite_swa"])
+    wrong = export.build("rope", plan.role("rope-theta10000").values, backend="portable")
+    entry = plan.manifest_entry(plan.role("rope-theta500000"))
+    assert recipe_problem(entry) == "" and "rope_theta" in recipe_problem({**entry, "hf": {**entry["hf"], "rope_theta": "1e4"}})
+    wrong.manifest["model"] = entry
+    onnx_path, _ = export.save(wrong, tmp_path, "granite-swa-wrong-base")
+    report = run_model_parity(tiny_models["granite_swa"], onnx_path, ["ort-cpu"], seqs=(17,), batches=(1,), properties=False)
     assert [r.status for r in report.results if r.runtime == "hf"] and all(
         r.status == "fail" for r in report.results if r.runtime == "hf")
 
@@ -335,7 +410,7 @@ def test_qwen3_vl_without_weights_says_its_pos_embed_was_not_built(tmp_path):
 
 def own_model(config):
     """transformers' model of a config: AutoModel's, else (a tower with no AutoModel entry) the class of
-    its modeling module (a text or audio tower) made for this config class."""
+    its modeling module (a text or audio tower, a Q-Former) made for this config class."""
     import importlib
     import inspect
 
@@ -347,7 +422,7 @@ def own_model(config):
     except ValueError:
         name = model_type_to_module_name(config.model_type)
         module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
-        (cls,) = [c for n, c in vars(module).items() if inspect.isclass(c) and n.endswith(("TextModel", "AudioModel"))
+        (cls,) = [c for n, c in vars(module).items() if inspect.isclass(c) and n.endswith(("TextModel", "AudioModel", "QFormerModel"))
                   and getattr(c, "config_class", None) is type(config)]
         return cls(config)
 
@@ -372,7 +447,8 @@ def test_learned_tables_add_the_rows_transformers_adds(tmp_path, model_type):
     module = model.get_submodule(keys[0].removesuffix(".weight"))
     module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, keys[0], tuple(module.weight.shape)))
     added = []
-    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0, :9].double().numpy()))
+    # I-BERT's QuantEmbedding returns (rows, scaling factor)
+    module.register_forward_hook(lambda _m, _a, rows: added.append((rows[0] if isinstance(rows, tuple) else rows)[0, :9].double().numpy()))
     tokens = [i for i in range(2, 64) if i != getattr(config, "pad_token_id", None)][:9]
     with torch.no_grad():
         model(input_ids=torch.tensor([tokens]))
@@ -1373,3 +1449,406 @@ def test_vit_mae_tables_are_its_own(tmp_path, pretraining):
         x = rng.standard_normal((1, 17, 32))
         ours = learned_encoding.reference(learned_encoding.params(**role.values), {"x": x, "position_ids": np.arange(17)[None]})
         assert np.max(np.abs(ours - (x + decoder_rows.numpy()))) < 1e-5
+
+
+def test_qwen_vl_tower_lines_are_the_towers_own(tmp_path):
+    """Each vision tower line's defaults are its config class's, and it reads a learned grid (pos_embed, or GLM-4V's
+    grid) exactly where the tower's own models (built from its tiny config, on the meta device) hold one."""
+    import importlib
+    import inspect
+
+    import torch
+    from transformers import AutoConfig, PreTrainedModel
+
+    for model_type, tower in qwen_vl.TOWERS.items():
+        assert tuple(getattr(arch_zoo.config_class(model_type)(), key) for key in (tower.width, tower.heads, tower.depth)) \
+            == tower.defaults, model_type
+        config = AutoConfig.from_pretrained(arch_zoo.tiny(model_type, tmp_path / model_type))
+        module = importlib.import_module(f"transformers.models.{tower.module}.modeling_{tower.module}")
+        towers = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, PreTrainedModel)
+                  and getattr(c, "config_class", None) is type(config)]
+        assert towers, model_type
+        for cls in towers:
+            with torch.device("meta"):
+                names = list(cls(config).state_dict())
+            assert any("pos_embed" in n or "position_embedding" in n for n in names) == bool(tower.pos_embed or tower.grid), cls
+
+
+@pytest.mark.parametrize("model_type", sorted(qwen_vl.TOWERS))
+def test_a_qwen_vl_tower_alone_reads_its_own_rope_theta_and_a_misread_fails(tmp_path, model_type):
+    """A tower's own config saying rope_theta 100: read, the tower's rotary agrees; the default 10000 (a
+    misread) misses it at every case."""
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, rope_parameters={"rope_type": "axial", "rope_theta": 100.0})
+    plan = read_model(folder)
+    role = plan.role("mrope-vision")
+    assert (role.values["base"], role.layers, plan.layer_count) == (100.0, (0, 1), 2)
+    encoding, entry, rng = get_encoding("mrope"), plan.manifest_entry(role), np.random.default_rng(0)
+    errors = {}
+    for base in (100.0, 10000.0):
+        p = encoding.params(**{**role.values, "base": base})
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        errors[base] = [np.max(np.abs(session.run(f) - encoding.reference(p, f))) / max(1.0, np.max(np.abs(encoding.reference(p, f))))
+                        for f in feeds_for(encoding, p, rng)]
+    bound = model_bound(DTYPES["float32"].bound(5016), 5016)
+    assert max(errors[100.0]) < bound and min(errors[10000.0]) > 100 * bound, errors
+
+
+def test_a_qwen_vl_tower_without_a_table_refuses_a_table_size_in_one_line(tmp_path):
+    folder = arch_zoo.tiny("qwen2_5_vl_vision", tmp_path / "tower", num_position_embeddings=36)
+    with pytest.raises(PosexportError, match="'num_position_embeddings' = 36") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+def esm_model(folder):
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    torch.manual_seed(0)
+    return AutoModel.from_config(AutoConfig.from_pretrained(folder)).eval()
+
+
+def test_esm_rotary_is_its_own_and_a_misread_fails(tmp_path):
+    """ESM-2's rope: the frequencies of its EsmRotaryEmbedding, the rotation of its apply function at the
+    position_ids its forward gives the rotary (0 … seq − 1); half-split pairs read as interleaved fail."""
+    import torch
+
+    folder = arch_zoo.tiny("esm", tmp_path / "esm", position_embedding_type="rotary", rope_theta=500.0, pad_token_id=1)
+    model = esm_model(folder)
+    seen = []
+    model.rotary_embeddings.register_forward_hook(lambda _m, args, _out: seen.append(args[1].numpy()))
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None])
+    plan = read_model(folder)
+    (role,) = plan.roles
+    assert role.layers == (0, 1, 2, 3) and np.array_equal(seen[0], np.arange(9)[None])
+    encoding, entry, rng = get_encoding("rope"), plan.manifest_entry(role), np.random.default_rng(0)
+    ours, _ = scaling.frequencies(encoding.params(**role.values))
+    theirs = model.rotary_embeddings.inv_freq.double().numpy()
+    assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs)
+    for layout, agrees in (("half", True), ("interleaved", False)):
+        p = encoding.params(**{**role.values, "pair_layout": layout})
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        for feeds in feeds_for(encoding, p, rng):
+            exact = encoding.reference(p, feeds)
+            error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
+            bound = model_bound(DTYPES["float32"].bound(5016), 5016)
+            assert (error < bound) if agrees else (error > 100 * bound), (layout, error)
+    assert any(line.startswith("plan: layers 0-3: rope") for line in cli_build(folder, None, {}, tmp_path, None, backend="portable"))
+    report = run_model_parity(folder, tmp_path / "esm-rope.onnx", ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
+    assert all(r.status == "pass" for r in report.results) and any(r.runtime == "hf" for r in report.results)
+
+
+def test_esm_rotary_refuses_a_checkpoint_inv_freq_stored_rounded(tmp_path):
+    """The model rotates with the checkpoint's inv_freq buffer: float32 as transformers forms it is read,
+    float16-rounded (as the load_hook warns older checkpoints may be) is refused in one line."""
+    folder = arch_zoo.tiny("esm", tmp_path / "esm", position_embedding_type="rotary")
+    inv_freq = esm_model(folder).rotary_embeddings.inv_freq.numpy()
+    save_file({"esm.rotary_embeddings.inv_freq": inv_freq}, str(folder / "model.safetensors"))
+    assert read_model(folder).roles[0].values["base"] == 10000.0
+    save_file({"esm.encoder.layer.0.attention.self.rotary_embeddings.inv_freq": inv_freq.astype(np.float16)},
+              str(folder / "model.safetensors"))
+    with pytest.raises(PosexportError, match="rotary_embeddings.inv_freq .* differs from base 10000's") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+def test_esm_absolute_table_adds_the_rows_its_embeddings_add(tmp_path):
+    """ESM-1b's table, random in a checkpoint of it alone: the rows EsmEmbeddings adds on a forward of 9
+    tokens are the graph's at position_ids from padding_idx + 1; read from 0 (a misread) they are not."""
+    import torch
+
+    folder = arch_zoo.tiny("esm", tmp_path / "esm", pad_token_id=1)
+    model = esm_model(folder)
+    module = model.embeddings.position_embeddings
+    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight",
+                                                                    tuple(module.weight.shape)))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None])
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": np.arange(9)[None] + start}) - (x + added[0])))
+              for start in (2, 0)]
+    assert errors[0] < 1e-6 and errors[1] > 0.1
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({}, "needs key 'pad_token_id'"),  # the config class has no pad id; ESM-1b numbers positions from it
+    ({"pad_token_id": 1, "position_embedding_type": "relative_key"}, "ESM's forms are rotary and absolute"),
+    ({"pad_token_id": 1, "is_folding_model": True}, "ESMFold's folding trunk adds relative position bins"),
+])
+def test_esm_configs_it_cannot_read_exactly_are_refused_in_one_line(tmp_path, overrides, message):
+    folder = arch_zoo.tiny("esm", tmp_path / "esm", **overrides)
+    arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight", (1026, 64))
+    with pytest.raises(PosexportError, match=message) as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+CLVP_ENCODER = {"hidden_size": 128, "num_attention_heads": 2, "projection_dim": 128, "num_hidden_layers": 2,
+                "intermediate_size": 32, "vocab_size": 64}  # head_dim 64, rotary_dim max(128 // 4, 32) = 32
+CLVP_DECODER = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "max_position_embeddings": 40,
+                "max_text_tokens": 20, "num_mel_attn_blocks": 1, "vocab_size": 64, "feature_size": 16}
+
+
+def rope_roles_agree_with_hf(plan, roles, rng, misread=None):
+    """Each rope role's reference against its hf session (the model's own rotary and apply function); with
+    ``misread`` (values to change), every case misses instead."""
+    for role in roles:
+        encoding, entry = get_encoding(role.encoding), plan.manifest_entry(role)
+        p = encoding.params(**{**role.values, **(misread or {})})
+        assert recipe_problem(entry) == ""  # the hf runtime accepts the recipe
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        bound = model_bound(DTYPES["float32"].bound(5016), 5016)
+        for feeds in feeds_for(encoding, p, rng):
+            exact = encoding.reference(p, feeds)
+            error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
+            assert (error > 100 * bound) if misread else (error < bound), (role.role, error)
+
+
+def test_clvp_encoder_rotary_is_its_own_and_a_misread_fails(tmp_path):
+    """The encoder's partial rope (32 of 64 channels): ClvpRotaryPositionalEmbedding's frequencies, its apply
+    function at the position_ids its forward gives the attention (0 … seq − 1); read over the whole head it fails."""
+    import torch
+    from transformers.models.clvp.modeling_clvp import ClvpEncoder
+
+    folder = arch_zoo.tiny("clvp_encoder", tmp_path / "clvp-encoder", **CLVP_ENCODER)
+    torch.manual_seed(0)
+    model = ClvpEncoder(arch_zoo.config_class("clvp_encoder").from_pretrained(folder)).eval()
+    seen = []
+    model.layers[0].self_attn.register_forward_pre_hook(lambda _m, _a, kwargs: seen.append(kwargs["position_ids"].numpy()),
+                                                        with_kwargs=True)
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None])
+    plan = read_model(folder)
+    (role,) = plan.roles
+    assert (role.values["rotary_dim"], role.values["head_dim"], role.layers) == (32, 64, (0, 1))
+    assert np.array_equal(seen[0], np.arange(9)[None])
+    ours, _ = scaling.frequencies(get_encoding("rope").params(**role.values))
+    theirs = model.rotary_pos_emb.inv_freq.double().numpy()
+    assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs)
+    rng = np.random.default_rng(0)
+    rope_roles_agree_with_hf(plan, plan.roles, rng)
+    rope_roles_agree_with_hf(plan, plan.roles, rng, misread={"rotary_dim": 64})
+
+
+def test_clvp_decoder_table_adds_the_rows_its_decoder_adds(tmp_path):
+    import torch
+    from transformers.models.clvp.modeling_clvp import ClvpDecoder
+
+    folder = arch_zoo.tiny("clvp_decoder", tmp_path / "clvp-decoder", **CLVP_DECODER)
+    torch.manual_seed(0)
+    model = ClvpDecoder(arch_zoo.config_class("clvp_decoder").from_pretrained(folder)).eval()
+    module = model.position_embeds_layer
+    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "position_embeds_layer.weight", (40, 64)))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None])
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(0).standard_normal((1, 9, 64))
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None]})
+    assert role.values["max_positions"] == 40 and np.max(np.abs(ours - (x + added[0]))) < 1e-6
+
+
+def test_clvp_reads_each_part_as_its_own(tmp_path):
+    """The whole model: its text and speech encoders' ropes (of different widths) each against the rotary of
+    its own sub-config, the decoder's table, and the conditioning encoder's text table against the rows it adds
+    on a forward (from 0 over bos, text, eos); a checkpoint's float32 inv_freq buffers are read."""
+    import torch
+    from transformers import ClvpConfig
+    from transformers.models.clvp.modeling_clvp import ClvpModelForConditionalGeneration
+
+    speech = {**CLVP_ENCODER, "num_attention_heads": 4}  # head_dim 32, rotary_dim max(128 // 8, 32) = 32: the whole head
+    text = {**CLVP_ENCODER, "vocab_size": 256}  # its bos token, which the conditioning encoder adds, is 255
+    config = ClvpConfig(text_config=text, speech_config=speech, decoder_config=CLVP_DECODER)
+    folder = tmp_path / "clvp"
+    config.save_pretrained(folder)
+    torch.manual_seed(0)
+    model = ClvpModelForConditionalGeneration(config).eval()
+    model.conditioning_encoder.text_position_embedding.weight.data.normal_()
+    save_file({k: v.contiguous().numpy() for k, v in model.state_dict().items()
+               if "position_embed" in k or "inv_freq" in k}, str(folder / "model.safetensors"))
+    added = []
+    model.conditioning_encoder.text_position_embedding.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    with torch.no_grad():
+        model.conditioning_encoder(torch.randn(1, 16, 10), input_ids=torch.arange(4, 13)[None])
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["rope-text", "rope-speech", "learned-decoder", "learned-conditioning"]
+    assert [r.values["rotary_dim"] for r in plan.roles[:2]] == [32, 32] and plan.roles[1].values["head_dim"] == 32
+    rope_roles_agree_with_hf(plan, plan.roles[:2], np.random.default_rng(0))
+    role = plan.role("learned-conditioning")
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(1).standard_normal((1, 11, 64))
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(11)[None]})
+    assert role.values["max_positions"] == 20 and np.max(np.abs(ours - (x + added[0]))) < 1e-6
+
+
+def test_clvp_encoder_without_rope_as_rope_is_refused_in_one_line(tmp_path):
+    folder = arch_zoo.tiny("clvp_encoder", tmp_path / "clvp-encoder", **{**CLVP_ENCODER, "hidden_size": 32})
+    with pytest.raises(PosexportError, match="rotary width .* = 32 is wider than head_dim 16") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("model_type", ["instructblip_qformer", "instructblipvideo_qformer"])
+def test_instructblip_qformer_table_is_added_to_its_text_alone(tmp_path, model_type):
+    """With query embeddings before the instruction text, the rows the Q-Former's embeddings add are the
+    table's from 0 over the text; numbered after the queries (a misread) they are not."""
+    import torch
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, encoder_hidden_size=32)
+    model = own_model(arch_zoo.config_class(model_type).from_pretrained(folder)).eval()
+    module = model.embeddings.position_embeddings
+    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight",
+                                                                    tuple(module.weight.shape)))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None], query_embeds=torch.randn(1, 4, 64), encoder_hidden_states=torch.randn(1, 5, 32))
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": np.arange(9)[None] + start}) - (x + added[0])))
+              for start in (0, 4)]
+    assert errors[0] < 1e-6 and errors[1] > 0.1
+
+
+def test_gemma4_assistant_rotates_its_queries_alone_with_each_layer_types_rope(tmp_path):
+    """A draft step of the assistant, the target model's keys given: transformers rotates one tensor per layer, the
+    queries (4 heads, not the 2 key heads), with the cos of the read role of that layer's type at the position given."""
+    import torch
+    import transformers.models.gemma4.modeling_gemma4 as gemma4
+    from transformers import AutoConfig
+    from transformers.models.gemma4_assistant.modeling_gemma4_assistant import Gemma4AssistantForCausalLM
+
+    folder = arch_zoo.tiny("gemma4_assistant", tmp_path / "assistant")
+    config = AutoConfig.from_pretrained(folder)
+    torch.manual_seed(0)
+    model = Gemma4AssistantForCausalLM(config).eval()
+    rotated, apply = [], gemma4.apply_rotary_pos_emb
+
+    def noted(x, cos, sin, **kwargs):
+        rotated.append((x.shape, cos[0, 0].double().numpy()))
+        return apply(x, cos, sin, **kwargs)
+
+    shared = {kind: (torch.randn(1, 2, 7, dim), torch.randn(1, 2, 7, dim)) for kind, dim in
+              (("full_attention", 32), ("sliding_attention", 16))}
+    gemma4.apply_rotary_pos_emb = noted
+    try:
+        with torch.no_grad():
+            model(inputs_embeds=torch.randn(1, 1, 2 * config.backbone_hidden_size), position_ids=torch.tensor([[7]]),
+                  shared_kv_states=shared)
+    finally:
+        gemma4.apply_rotary_pos_emb = apply
+    plan = read_model(folder)
+    assert len(rotated) == plan.layer_count == 4
+    for layer, (shape, cos) in enumerate(rotated):
+        role = plan.layer_rope(layer)
+        angles = 7 * scaling.frequencies(get_encoding("rope").params(**role.values))[0]
+        assert tuple(shape) == (1, 1, 4, role.values["head_dim"]) and any("queries alone" in n for n in role.notes)
+        assert np.max(np.abs(np.cos(np.concatenate([angles, angles])) - cos)) < 1e-5, role.role
+
+
+def test_ibert_quantised_embeddings_are_refused_in_one_line(tmp_path):
+    folder = arch_zoo.tiny("ibert", tmp_path / "ibert", quant_mode=True)
+    arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight", (512, 64))
+    with pytest.raises(PosexportError, match="'quant_mode' = true: I-BERT's quantised embeddings") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("model_type", ["glm4v_vision", "glm4v_moe_vision"])
+def test_glm4v_tower_grid_is_bicubic_as_its_grid_sample_and_a_misread_fails(tmp_path, model_type):
+    """GLM-4V's grid_sample (bicubic, border padding) at each patch's centre is vit-learned's bicubic at every grid;
+    read as bilinear it misses the tower's own embeddings at every grid but the trained one."""
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    plan = read_model(folder)
+    role = plan.role("vision-pos-embed")
+    encoding, entry, rng = get_encoding("vit-learned"), plan.manifest_entry(role), np.random.default_rng(1)
+    errors = {}
+    for interpolation in ("bicubic", "bilinear"):
+        p = encoding.params(**{**role.values, "interpolation": interpolation})
+        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        errors[interpolation] = [np.max(np.abs(session.run(f) - encoding.reference(p, f))) for f in feeds_for(encoding, p, rng)]
+    assert max(errors["bicubic"]) < 1e-5 and errors["bilinear"][0] < 1e-5 and min(errors["bilinear"][1:3]) > 0.1, errors
+
+
+def test_paddleocr_vl_tower_grid_has_half_pixel_centres_and_a_misread_fails(tmp_path):
+    """PaddleOCR-VL's embeddings resample bilinearly with align_corners=False; the same table with corners aligned
+    (Qwen3-VL's) misses them at every grid but the trained one."""
+    plan = read_model(arch_zoo.tiny("paddleocr_vl_vision", tmp_path / "paddleocr"))
+    role = plan.role("vision-pos-embed")
+    assert (role.values["align_corners"], role.values["trained_h"]) == (False, 6)
+    encoding, entry, rng = get_encoding("vit-learned"), plan.manifest_entry(role), np.random.default_rng(1)
+    wrong = encoding.params(**{**role.values, "align_corners": True})
+    session = SESSIONS["grid-interpolate"](Built(encoding, wrong, entry), entry)
+    errors = [np.max(np.abs(session.run(feeds) - encoding.reference(wrong, feeds))) for feeds in feeds_for(encoding, wrong, rng)]
+    assert errors[0] < 1e-6 and min(errors[1:3]) > 0.1
+
+
+def test_decision_transformer_tables_add_the_rows_its_forward_adds(tmp_path):
+    """Random tables in a checkpoint: on a forward of 5 steps the timestep table adds the rows at the given
+    timesteps and the GPT-2 table row 0 to all 15 tokens; the GPT-2 table read at token indices (a misread) misses."""
+    import torch
+    from transformers import DecisionTransformerConfig, DecisionTransformerModel
+
+    config = DecisionTransformerConfig(state_dim=3, act_dim=2, hidden_size=32, max_ep_len=50, n_positions=40, n_layer=1)
+    folder = tmp_path / "dt"
+    config.save_pretrained(folder)
+    torch.manual_seed(0)
+    model = DecisionTransformerModel(config).eval()
+    tables = {"embed_timestep.weight": model.embed_timestep, "encoder.wpe.weight": model.encoder.wpe}
+    for module in tables.values():
+        module.weight.data.normal_()
+    save_file({k: m.weight.detach().numpy() for k, m in tables.items()}, str(folder / "model.safetensors"))
+    added = {}
+    for key, module in tables.items():
+        module.register_forward_hook(lambda _m, _a, rows, key=key: added.__setitem__(key, rows[0].double().numpy()))
+    timesteps = torch.tensor([[7, 8, 9, 30, 31]])
+    with torch.no_grad():
+        model(states=torch.randn(1, 5, 3), actions=torch.randn(1, 5, 2), rewards=torch.randn(1, 5, 1),
+              returns_to_go=torch.randn(1, 5, 1), timesteps=timesteps)
+    plan = read_model(folder)
+    assert [r.role for r in plan.roles] == ["learned-timestep", "learned-gpt2"]
+    encoding, rng = get_encoding("learned"), np.random.default_rng(0)
+
+    def error(role, positions):
+        p, x = encoding.params(**role.values), rng.standard_normal((1, positions.shape[1], 32))
+        rows = added[role.hf["key"]]
+        return np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + rows)))
+
+    assert error(plan.roles[0], timesteps.numpy()) < 1e-6
+    assert error(plan.roles[1], np.zeros((1, 15), dtype=np.int64)) < 1e-6 and error(plan.roles[1], np.arange(15)[None]) > 0.1
+
+
+def test_tapas_table_adds_its_rows_at_the_ids_restarting_per_cell(tmp_path):
+    """With a table of cells in token_type_ids, TapasEmbeddings restarts position_ids at each cell: the graph at those
+    ids (the note's rule) adds the rows the model adds; at token indices (a misread) it does not."""
+    import torch
+
+    folder = arch_zoo.tiny("tapas", tmp_path / "tapas")
+    model = own_model(arch_zoo.config_class("tapas").from_pretrained(folder)).eval()
+    module = model.embeddings.position_embeddings
+    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight",
+                                                                    tuple(module.weight.shape)))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    # 3 question tokens, then cells (column, row): (1, 1) × 2 tokens, (2, 1) × 3, (1, 2) × 1
+    columns, rows = [0, 0, 0, 1, 1, 2, 2, 2, 1], [0, 0, 0, 1, 1, 1, 1, 1, 2]
+    token_types = torch.zeros(1, 9, 7, dtype=torch.long)
+    token_types[0, :, 1], token_types[0, :, 2] = torch.tensor(columns), torch.tensor(rows)
+    with torch.no_grad():
+        model(input_ids=torch.arange(4, 13)[None], token_type_ids=token_types)
+    (role,) = read_model(folder).roles
+    assert any("restart at each table cell" in note for note in role.notes)
+    encoding = get_encoding(role.encoding)
+    p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
+    per_cell = np.array([[0, 1, 2, 0, 1, 0, 1, 2, 0]])
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": ids}) - (x + added[0])))
+              for ids in (per_cell, np.arange(9)[None])]
+    assert errors[0] < 1e-6 and errors[1] > 0.1

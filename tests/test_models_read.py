@@ -176,3 +176,50 @@ def test_bundled_presets_read_the_same_as_from_config(tmp_path):
 def test_mpt_nested_position_keys_are_checked_too(tmp_path):
     fails(raw(tmp_path / "m", {"model_type": "mpt", "n_heads": 4, "attn_config": {"alibi": True, "rope": True}}),
           "attn_config.rope", "mpt")
+
+
+@pytest.mark.parametrize("config, fragments", [
+    ({"model_type": "muse_spark_text", **SMALL, "rope_theta": 20000.0}, ("'rope_theta'", "muse_spark_text", "rope_parameters")),
+    ({"model_type": "granite_swa", **SMALL, "layer_rope_theta": [10000.0]}, ("'layer_rope_theta'", "2 rope bases")),
+    ({"model_type": "granite_swa", **SMALL, "layer_rope_theta": [10000.0, -1]}, ("'layer_rope_theta'", "-1")),
+    ({"model_type": "mllama_text_model", **SMALL, "cross_attention_layers": "3"}, ("'cross_attention_layers'",)),
+    ({"model_type": "jetmoe", **SMALL, "kv_channels": 8, "head_dim": 16}, ("'head_dim'", "kv_channels")),
+    ({"model_type": "zamba2", **SMALL}, ("'use_mem_rope'", "no positional encoding")),
+    ({"model_type": "recurrent_gemma", **SMALL, "rope_parameters": {"rope_type": "linear", "factor": 2.0}},
+     ("rope_type", "default rope type only")),
+    ({"model_type": "recurrent_gemma", **SMALL, "block_types": ["recurrent", "mlp"]}, ("'block_types'", "mlp")),
+    ({"model_type": "mistral4", **SMALL, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "rope_parameters": {
+        "rope_type": "yarn", "factor": 4.0, "partial_rotary_factor": 0.25, "llama_4_scaling_beta": 0.1}},
+     ("partial_rotary_factor", "qk_rope_head_dim = 16")),
+])
+def test_layer_plan_keys_transformers_would_ignore_or_cannot_take_are_errors(tmp_path, config, fragments):
+    fails(raw(tmp_path / "m", config), *fragments)
+
+
+@pytest.mark.parametrize("model_type, layers", [("olmo_hybrid", 6), ("olmo_hybrid", 2), ("muse_spark_text", 6),
+                                                ("muse_glimmer_text", 5), ("granite_swa", 3), ("mllama_text_model", 9)])
+def test_plans_without_their_layer_keys_take_the_config_classes_defaults(tmp_path, model_type, layers):
+    """A hand-written config without layer_types, layer_rope_theta, cross_attention_layers or rope_parameters:
+    the plan is the one transformers' config class fills in."""
+    from transformers import AutoConfig
+
+    folder = raw(tmp_path / "m", {"model_type": model_type, **SMALL, "num_hidden_layers": layers})
+    plan, config = read_model(folder), AutoConfig.from_pretrained(folder)
+    cross = set(getattr(config, "cross_attention_layers", []))
+    thetas = getattr(config, "layer_rope_theta", None) or [config.rope_parameters["rope_theta"]] * layers
+    types = getattr(config, "layer_types", None) or ["full_attention"] * layers
+    theirs = [None if i in cross or not thetas[i] or types[i] == "linear_attention" else float(thetas[i])
+              for i in range(layers)]
+    assert [None if (r := plan.layer_rope(i)) is None else r.values["base"] for i in range(layers)] == theirs
+
+
+@pytest.mark.parametrize("model_type", ["dory"])
+def test_ropes_per_layer_type_without_rope_parameters_take_the_config_classes_bases(tmp_path, model_type):
+    """No rope_parameters: each layer rotates at its type's base from the config class's own per-type default."""
+    from transformers import AutoConfig
+
+    folder = raw(tmp_path / "m", {"model_type": model_type, **SMALL, "num_hidden_layers": 8, "n_input_layers": 1,
+                                  "n_output_layers": 1})
+    plan, config = read_model(folder), AutoConfig.from_pretrained(folder)
+    theirs = [config.rope_parameters[t]["rope_theta"] for t in config.layer_types]
+    assert [plan.layer_rope(i).values["base"] for i in range(8)] == theirs

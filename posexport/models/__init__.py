@@ -15,9 +15,9 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, patch_series,
-               patch_table, sinusoids, swin, t5, time_series, vit)
-from .plan import ModelPlan, Role
+from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, patch_series, patch_table, qwen_vl,
+               sinusoids, swin, t5, time_series, vit)
+from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
 # text_config's own model_type (wrapper.py).
@@ -54,6 +54,7 @@ READERS: dict[str, str] = {
     "moonshine": "moonshine",
     "gemma4": "gemma4",
     "gemma4_text": "gemma4",
+    "gemma4_assistant": "gemma4",
     "llama4_text": "llama4",
     "gpt_neox": "neox",
     "stablelm": "neox",
@@ -76,6 +77,7 @@ READERS: dict[str, str] = {
     "qwen2_5_omni_text": "qwen_vl",
     "qwen3_omni_moe_text": "qwen_vl",
     "qwen3_omni_moe_talker_text": "qwen_vl",
+    **dict.fromkeys(qwen_vl.TOWERS, "qwen_vl"),
     **dict.fromkeys(("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga", "glm4v_moe", "glm4v_moe_text",
                      "glm_image", "glm_image_text"), "qwen_vl"),
     **dict.fromkeys(swin.FAMILIES, "swin"),
@@ -83,8 +85,13 @@ READERS: dict[str, str] = {
     "data2vec-vision": "beit",
     "whisper": "whisper",
     "roformer": "roformer",
+    "esm": "esm",
+    "decision_transformer": "decision_transformer",
+    **dict.fromkeys(("clvp", "clvp_encoder", "clvp_decoder"), "clvp"),
     "bark": "bark",
     "videoprism_text_model": "videoprism",
+    "zamba2": "zamba2",
+    "recurrent_gemma": "recurrent_gemma",
     "videomae": "videomae",
     "timesfm": "timesfm",
     "vit_mae": "vit_mae",
@@ -127,8 +134,8 @@ def read_model(folder: str | Path) -> ModelPlan:
     cfg.check_all_read()
     for role in roles:
         judged(role, source)
-    count, without = layer_info(data)
-    return ModelPlan(architecture, folder, tuple(roles), count, without)
+    count, without, linear = layer_info(data)
+    return ModelPlan(architecture, folder, tuple(roles), count, without, linear)
 
 
 def judged(role: Role, source: str) -> None:
@@ -140,13 +147,26 @@ def judged(role: Role, source: str) -> None:
         raise PosexportError(f"{source}: {role.role}: {e}") from None
 
 
-def layer_info(data: dict) -> tuple[int, tuple[int, ...]]:
-    """num_hidden_layers (GPT-J: n_layer) of the config or of its text_config (0 when neither says), and the layers its
-    layer_types names as something other than attention (LFM2's conv layers, Mamba layers)."""
+def griffin_types(config: dict, count: int) -> list[str] | None:
+    """RecurrentGemma's layer types as its config class names them: block_types cycled over the layers, its
+    recurrent blocks linear_attention and its attention blocks sliding_attention."""
+    kinds = config.get("block_types")
+    if not isinstance(kinds, list) or not kinds:
+        return None
+    return ["linear_attention" if kinds[i % len(kinds)] == "recurrent" else "sliding_attention" for i in range(count)]
+
+
+def layer_info(data: dict) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """num_hidden_layers (GPT-J: n_layer; a Qwen-VL vision tower's own config: depth) of the config or of its text_config (0 when neither says), the layers its
+    layer_types names as something other than attention (LFM2's conv layers, Mamba layers), and its
+    linear-attention layers."""
     for part in (data, data.get("text_config")):
-        count = (part.get("num_hidden_layers") or part.get("n_layer")) if isinstance(part, dict) else None
+        count = (part.get("num_hidden_layers") or part.get("n_layer") or part.get("depth")) if isinstance(part, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-            types = part.get("layer_types")
-            types = types if isinstance(types, list) and len(types) == count else []
-            return count, tuple(i for i, t in enumerate(types) if isinstance(t, str) and "attention" not in t)
-    return 0, ()
+            types = part.get("layer_types") or part.get("layers_block_type") or griffin_types(part, count)
+            if isinstance(types, list) and "mlp" in types:  # Dory's (attention, mlp) block pairs
+                types, count = types[::2], count // 2
+            types = [t if isinstance(t, str) else "" for t in types] if isinstance(types, list) and len(types) == count else []
+            return (count, tuple(i for i, t in enumerate(types) if not has_attention(t)),
+                    tuple(i for i, t in enumerate(types) if t == LINEAR_ATTENTION))
+    return 0, (), ()

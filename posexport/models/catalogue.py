@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, composite, decoders, pending, qwen_vl
+from . import READERS, clvp, composite, decoders, deepseek, pending, qwen_vl
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -20,7 +20,7 @@ READER_ENCODINGS = {
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)", "composite": "each part's, read as the part's own type",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
-    "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional)", "moonshine": "rope (partial, interleaved pairs)",
+    "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional; the assistant's: on its queries alone)", "moonshine": "rope (partial, interleaved pairs)",
     "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
     "musicgen": "sinusoidal ([cos | sin], the decoder's)",
     "time_series": "sinusoidal ([sin | cos], encoder and decoder)",
@@ -28,10 +28,15 @@ READER_ENCODINGS = {
     "timesfm": "sinusoidal ([sin | cos], use_positional_embedding only; rows rolled past leading padding)",
     "patch_series": "learned table (the checkpoint's, per channel over the patches)",
     "vit_mae": "vit-learned with class token (its sincos-2d-initialised table); pretraining: and the decoder's learned table",
-    "roformer": "rope (interleaved pairs)", "audio_encoders": "learned table (max_source_positions frames)",
+    "roformer": "rope (interleaved pairs)",
+    "esm": "rope (position_embedding_type rotary) or learned table (absolute, from padding_idx + 1)",
+    "decision_transformer": "learned table (episode timesteps), learned table (its GPT-2's row 0)",
+    "clvp": "rope (partial, on values too) in its encoders; learned tables in its decoder and conditioning encoder",
+    "audio_encoders": "learned table (max_source_positions frames)",
+    "bark": "learned table (one per sub-model)", "zamba2": "rope on the hybrid layers' shared attention (use_mem_rope)",
+    "recurrent_gemma": "rope (partial) on the local-attention blocks", "patch_table": "learned table (the trained token grid, not resampled)",
     "chunked_audio": "sinusoidal ([sin | cos]), restarting every audio chunk",
     "dots3_audio": "rope (partial), restarting every audio chunk",
-    "bark": "learned table (one per sub-model)", "patch_table": "learned table (the trained token grid, not resampled)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -47,6 +52,9 @@ _FRAMEWISE_AUDIO = ("an audio embedder with no attention and no convolution acro
 _CAUSAL_CONV_AUDIO = ("Muse-Spark's audio encoder: a causal convolutional pyramid (patch projections and depthwise "
                       "causal convolutions), no attention: positions are implicit in the convolutions, no position "
                       "encoding")
+_QFORMER = ("BLIP-2's Q-Former (Blip2QFormerModel): learned query tokens (held by the model around it, not positions) "
+            "through self-attention and cross-attention to image features; no token embeddings and no position code "
+            "(the BERT-like table BLIP-2 adds to text is its text model's, Blip2TextEmbeddings, in the blip-2 composite)")
 _NO_POSITIONS_GROUPS = {
     _SSM: ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"),
     _HYBRID: ("jamba", "nemotron_h", "zamba"),
@@ -65,8 +73,13 @@ _NO_POSITIONS_GROUPS = {
     _NOPE_LINEAR: ("kimi_linear",),
     _FRAMEWISE_AUDIO: ("gemma4_unified_audio", "inkling_audio"),
     _CAUSAL_CONV_AUDIO: ("muse_spark_audio",),
+    _QFORMER: ("blip_2_qformer",),
 }
 NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
+
+# Decoder layers without rope, named by what they are where they are not plain NoPE attention.
+NOPE_KINDS = {decoders.CROSS_ATTENTION: "cross-attention layers without rope",
+              decoders.LINEAR_HYBRID: "linear-attention layers without rope"}
 
 # Types not read yet, each with why (pending.py).
 NOT_YET_TYPES = pending.NOT_YET
@@ -82,14 +95,19 @@ class Entry:
 def encodings_of(model_type: str) -> str:
     """What posexport builds for a model type it reads."""
     reader = READERS[model_type]
+    if model_type in qwen_vl.TOWERS:
+        return tower_encodings(qwen_vl.TOWERS[model_type])
     if reader == "qwen_vl":
         line = qwen_vl.FAMILIES[model_type]
         vision = line.vision and not model_type.endswith("_text")
         forms = [*(["interleaved sections"] if line.interleaved else []), *(["partial"] if line.partial is not None else []),
                  *(["interleaved pairs"] if line.pair_layout == "interleaved" else [])]
         return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
-                          *(["mrope-vision (axial)"] if vision else []),
-                          *(["vit-learned pos_embed (bilinear)"] if vision and line.interleaved else [])])
+                          *([tower_encodings(qwen_vl.TOWERS[f"{line.module}_vision"])] if vision else [])])
+    if reader == "clvp":
+        return clvp.ENCODINGS[model_type]
+    if reader == "deepseek" and model_type in deepseek.MLA and deepseek.MLA[model_type].query_scale:
+        return f"{READER_ENCODINGS[reader]}, query-scale"
     if reader == "composite":
         line = composite.COMPOSITES[model_type]
         return "; ".join([*(f"{p.role}: " + (encodings_of(p.model_type) if p.model_type else f"its {p.key} type's")
@@ -99,8 +117,18 @@ def encodings_of(model_type: str) -> str:
     spec = decoders.DECODERS[model_type]
     kinds = ["rope" + (" per layer type" if isinstance(spec.theta, dict) else ""),
              *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
-             *(["NoPE layers"] if spec.nope else [])]
+             *([NOPE_KINDS.get(spec.nope, "NoPE layers")] if spec.nope else []),
+             *(["heads of kv_channels"] if spec.kv_channels else []),
+             *(["scaled on rope_scaling_layers, unscaled on the others"] if spec.scaling_layers else []),
+             *(["layer_types as (attention, mlp) block pairs, recurrent layers looped"] if spec.paired_blocks else []),
+             *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == decoders.PER_THETA
+                else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
     return ", ".join(kinds)
+
+
+def tower_encodings(tower: qwen_vl.Tower) -> str:
+    return ", ".join(["mrope-vision (axial)", *(["vit-learned pos_embed (bilinear)"] if tower.pos_embed else []),
+                      *(["vit-learned grid (bicubic, by grid_sample)"] if tower.grid else [])])
 
 
 def entry(model_type: str, unknown: str = "no reader yet") -> Entry:

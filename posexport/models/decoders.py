@@ -11,7 +11,30 @@ config's `text_config`, and which layers skip rope:
 - NO_ROPE_LAYERS (SmolLM3): `no_rope_layers[i]` is 1 where layer i rotates, 0 for a NoPE layer (default:
   every `no_rope_layer_interval`-th layer, 4, is NoPE);
 - SLIDING_ONLY (Cohere2): only sliding-window layers rotate, and only when `sliding_window` is set;
-- GLOBAL_NOPE (EXAONE-4): with `sliding_window` set, full-attention layers are NoPE.
+- GLOBAL_NOPE (EXAONE-4): with `sliding_window` set, full-attention layers are NoPE;
+- CROSS_ATTENTION (Mllama's text model): the `cross_attention_layers` (default 3, 8, 13, … 38) attend to
+  the vision states without rope, the others self-attend with it;
+- LINEAR_HYBRID (OLMo-Hybrid): only full_attention layers rotate; without `layer_types` every 4th layer is
+  full attention and the rest linear_attention (the last layer full when none is).
+
+Per-layer rope bases, `layer_rope_theta` (0: a NoPE layer):
+
+- PER_THETA (Granite-SWA): one rotary module per distinct non-zero base, each layer rotating with its own
+  (one role per base, `rope-theta<base>`; default: rope_theta on every layer);
+- ZERO_NOPE (MuSE-Spark, MuSE-Glimmer): the entries only mark NoPE layers; every other layer rotates with
+  the one rotary module at rope_theta, whatever its entry says (default: NoPE on every 4th layer counted
+  back from the last).
+
+Molmo2's `rope_scaling_layers` (default every layer) take the block's scaled rope (`rope-scaled`); its
+other layers an unscaled rotary at the same rope_theta (`rope-unscaled`, transformers' scaled=False).
+
+Dory's released config.json lists each layer as an (attention, mlp) pair of blocks in `layer_types`, with
+num_hidden_layers counting blocks: read halved, as its config class does; its recurrent layers run
+n_recurrent_loops times on the same positions (the same rope per layer).
+
+`linear_attention` layers (gated delta nets: OLMo-Hybrid, Qwen3-Next) never rotate. JetMoE's heads are
+`kv_channels` wide, num_key_value_heads × num_experts_per_tok of them (its config computes
+num_attention_heads so).
 
 `rope_parameters` keyed by layer type (OLMo-3, ModernBERT, …) gives one role per type, named as Gemma-3's
 (`rope-local` for sliding_attention, `rope-global` for full_attention, `rope-<type>` otherwise).
@@ -25,11 +48,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import ModelConfig
-from .plan import Role
+from .plan import LINEAR_ATTENTION, Role, softmax_attention
 from .rope_family import LAYER_ROLES, heads_and_dim, hf_rope, rope_role, text_part
 from .rope_reading import rope_values
 
 NO_ROPE_LAYERS, SLIDING_ONLY, GLOBAL_NOPE = "no_rope_layers", "sliding_only", "global_nope"
+CROSS_ATTENTION, LINEAR_HYBRID = "cross_attention", "linear_hybrid"
+PER_THETA, ZERO_NOPE = "per_theta", "zero_nope"
 SLIDING = "sliding_attention"
 # Keys of attention masking and layer kinds: they choose keys, never positions.
 MASKING = ("use_sliding_window", "sliding_window", "max_window_layers", "sliding_window_pattern",
@@ -50,6 +75,11 @@ class D:
     nope: str = ""
     single_apply: bool = False  # its apply_rotary_pos_emb rotates one tensor (Gemma-3n)
     split: bool = False  # its attention hands apply only the leading rotary channels (Phi, Persimmon)
+    kv_channels: bool = False  # heads sized by kv_channels (JetMoE)
+    layer_theta: str = ""  # PER_THETA or ZERO_NOPE: how layer_rope_theta is read
+    theta_without_block: float | None = None  # rope_theta its config class sets when rope_parameters is absent
+    scaling_layers: bool = False  # rope_scaling_layers choose the scaled rope, the others an unscaled one (Molmo2)
+    paired_blocks: bool = False  # layer_types may list (attention, mlp) block pairs (Dory)
 
 
 DECODERS: dict[str, D] = {
@@ -78,6 +108,7 @@ DECODERS: dict[str, D] = {
     "dia_decoder": D("dia", "Dia", 3072, 10000.0, 128, None, "half"),
     "dia_encoder": D("dia", "Dia", 1024, 10000.0, 128, None, "half"),
     "diffllama": D("diffllama", "DiffLlama", 2048, 10000.0, None, None, "half"),
+    "dory": D("dory", "Dory", 8192, {"full_attention": 10000000.0, SLIDING: 10000.0}, 256, paired_blocks=True),
     "doge": D("doge", "Doge", 2048, 10000.0, None, None, "half"),
     "dots1": D("dots1", "Dots1", 2048, 10000.0, None, None, "half"),
     "emu3": D("emu3", "Emu3", 9216, 1000000.0, None, None, "half", text=True),
@@ -100,6 +131,8 @@ DECODERS: dict[str, D] = {
     "granite4_vision": D("granite4_vision", "Granite4VisionText", 2048, 10000.0, None, None, "half", text=True),
     "granite4_vision_text": D("granite4_vision", "Granite4VisionText", 2048, 10000.0, None, None, "half"),
     "granite_docling_text": D("granite_docling", "GraniteDoclingText", 32768, 10000.0, None, None, "half"),
+    "granite_swa": D("granite_swa", "GraniteSWA", 8192, 10000.0, layer_theta=PER_THETA),
+    "granitemoe_swa": D("granitemoe_swa", "GraniteMoeSWA", 2048, 10000.0, layer_theta=PER_THETA),
     "granitemoe": D("granitemoe", "GraniteMoe", 2048, 10000.0, None, None, "half"),
     "granitemoehybrid": D("granitemoehybrid", "GraniteMoeHybrid", 2048, 10000.0, None, None, "half"),
     "granitemoeshared": D("granitemoeshared", "GraniteMoeShared", 2048, 10000.0, None, None, "half"),
@@ -112,6 +145,7 @@ DECODERS: dict[str, D] = {
     "hy_v3": D("hy_v3", "HYV3", 131072, 11158840.0, 128, None, "half"),
     "hyperclovax": D("hyperclovax", "HyperCLOVAX", 2048, 10000.0, None, None, "half"),
     "idefics": D("idefics", "Idefics", 2048, 10000.0, None, None, "half"),
+    "jetmoe": D("jetmoe", "JetMoe", 4096, 10000.0, kv_channels=True),
     "jais2": D("jais2", "Jais2", 8192, 10000.0, None, None, "half"),
     "jina_embeddings_v3": D("jina_embeddings_v3", "JinaEmbeddingsV3", 8194, 20000.0, None, None, "half"),
     "kolibri1": D("kolibri1", "Kolibri1", 262144, 10000.0, 128, None, "half", nope=GLOBAL_NOPE),
@@ -121,11 +155,21 @@ DECODERS: dict[str, D] = {
     "mimi": D("mimi", "Mimi", 8000, 10000.0, None, None, "half"),
     "mimi_decoder": D("mimi", "Mimi", 8000, 10000.0, None, None, "half"),
     "mimi_encoder": D("mimi", "Mimi", 8000, 10000.0, None, None, "half"),
+    "mllama": D("mllama", "Mllama", 131072, 500000.0, text=True, nope=CROSS_ATTENTION),
+    "mllama_text_model": D("mllama", "Mllama", 131072, 500000.0, nope=CROSS_ATTENTION),
     "minimax": D("minimax", "MiniMax", 131072, 1000000.0, None, None, "half"),
     "minimax_m2": D("minimax_m2", "MiniMaxM2", 196608, 5000000.0, 128, None, "half"),
     "ministral": D("ministral", "Ministral", 131072, 10000.0, None, None, "half"),
     "moonshine_streaming": D("moonshine_streaming", "MoonshineStreaming", 4096, 10000.0, None, None, "interleaved"),
     "muse_glimmer_assistant": D("muse_glimmer_assistant", "MuseGlimmerAssistant", 131072, 500000.0, 128, None, "half"),
+    "molmo2": D("molmo2", "Molmo2", 36864, 10000.0, 128, text=True, scaling_layers=True),
+    "molmo2_text": D("molmo2", "Molmo2", 36864, 10000.0, 128, scaling_layers=True),
+    "muse_glimmer": D("muse_glimmer", "MuseGlimmerText", 131072, 10000.0, 128, text=True, layer_theta=ZERO_NOPE),
+    "muse_glimmer_text": D("muse_glimmer", "MuseGlimmerText", 131072, 10000.0, 128, layer_theta=ZERO_NOPE),
+    "muse_spark": D("muse_spark", "MuseSparkText", 1048576, 10000.0, 64, text=True, layer_theta=ZERO_NOPE,
+                    theta_without_block=500000.0),
+    "muse_spark_text": D("muse_spark", "MuseSparkText", 1048576, 10000.0, 64, layer_theta=ZERO_NOPE,
+                         theta_without_block=500000.0),
     "nemotron": D("nemotron", "Nemotron", 4096, 10000.0, None, None, "half"),
     "nemotron3_5_transcribe_asr_audio": D("nemotron3_5_transcribe", "Nemotron3_5Transcribe", 5000, 10000.0, None, None, "half"),
     "nemotron3_diarization_audio": D("nemotron3_diarization", "Nemotron3Diarization", 5000, 10000.0, None, None, "half"),
@@ -133,6 +177,7 @@ DECODERS: dict[str, D] = {
     "nomic_bert": D("nomic_bert", "NomicBert", 2048, 1000.0, None, None, "half"),
     "olmo": D("olmo", "Olmo", 2048, 10000.0, None, None, "half"),
     "olmo2": D("olmo2", "Olmo2", 2048, 10000.0, None, None, "half"),
+    "olmo_hybrid": D("olmo_hybrid", "OlmoHybrid", 65536, 10000.0, nope=LINEAR_HYBRID),
     "olmoe": D("olmoe", "Olmoe", 4096, 10000.0, None, None, "half"),
     "openai_privacy_filter": D("openai_privacy_filter", "OpenAIPrivacyFilter", 131072, 150000.0, 64, None, "interleaved"),
     "pe_audio_encoder": D("pe_audio", "PeAudioEncoder", 10000, 20000.0, 128, None, "interleaved"),
@@ -193,52 +238,138 @@ DECODERS: dict[str, D] = {
 def read(cfg: ModelConfig) -> list[Role]:
     spec = DECODERS[cfg.architecture]
     text = text_part(cfg) if spec.text else cfg
-    heads, head_dim = heads_and_dim(text, spec.head_dim)
+    if spec.paired_blocks:
+        text = unpaired(text)
+    heads, head_dim = kv_channel_heads(text) if spec.kv_channels else heads_and_dim(text, spec.head_dim)
     text.ignore(*MASKING)
     max_positions = text.number("max_position_embeddings", spec.max_positions, integer=True)
     count = text.number("num_hidden_layers", 0, integer=True)
     rotating = rope_layers(text, spec, count)
     roles = []
-    for layer_type, block, block_name in blocks(text):
+    for layer_type, block, block_name in blocks(text, spec):
         block, beta = split_query_scale(block)
         theta = spec.theta.get(layer_type, 10000.0) if isinstance(spec.theta, dict) else spec.theta
+        if spec.theta_without_block is not None and block is None:
+            if text.has("rope_theta"):
+                text.fail("rope_theta", text.get("rope_theta"), f"transformers' {cfg.architecture} config ignores it without "
+                          f"rope_parameters (it sets rope_theta {spec.theta_without_block}); put it in rope_parameters")
+            theta = spec.theta_without_block
         values = rope_values(text, block, head_dim=head_dim, heads=heads, block_name=block_name,
                              max_positions=max_positions, theta=text.number("rope_theta", theta),
                              partial=text.get("partial_rotary_factor", spec.partial), pair_layout=spec.pair_layout)
         extra = {**({"layer_type": layer_type} if layer_type else {}), **({"single_apply": True} if spec.single_apply else {}),
                  **({"split": True} if spec.split else {})}
-        hf = hf_rope(f"{spec.module}.modeling_{spec.module}", f"{spec.prefix}RotaryEmbedding", text_config=spec.text, **extra)
         ids = tuple(i for i in of_type(text, layer_type, count) if i in rotating) if count else ()
         name = LAYER_ROLES.get(layer_type, f"rope-{layer_type}") if layer_type else "rope"
-        roles.append(rope_role(values, text, hf, name, ids))
+        if spec.scaling_layers:
+            roles += scaled_and_unscaled(text, spec, values, ids, count, extra)
+            continue
+        groups, notes = theta_groups(text, spec, values["base"], ids, count)
+        for base, group in groups:
+            at_base = {} if base is None else {"rope_theta": base}
+            hf = hf_rope(f"{spec.module}.modeling_{spec.module}", f"{spec.prefix}RotaryEmbedding", text_config=spec.text,
+                         **extra, **at_base)
+            role_name = name if len(groups) == 1 else f"{name}-theta{base:.0f}" if base == int(base) else f"{name}-theta{base}"
+            roles.append(rope_role({**values, "base": values["base"] if base is None else base}, text, hf, role_name,
+                                   group, notes))
         if beta is not None:
-            roles.append(query_scale_role(text, spec, heads, head_dim, beta, values, count))
+            roles.append(query_scale_role(text, spec.module, heads, head_dim, beta, values, count))
     if text is not cfg:
         text.check_all_read()
     return roles
 
 
-def blocks(cfg: ModelConfig) -> list[tuple[str, dict[str, Any] | None, str]]:
-    """(layer type or '', rope block, its name): one block for every layer, or one per layer type."""
+def scaled_and_unscaled(cfg: ModelConfig, spec: D, values: dict[str, Any], ids: tuple[int, ...], count: int,
+                        extra: dict[str, Any]) -> list[Role]:
+    """Molmo2's roles: the block's rope on rope_scaling_layers, transformers' unscaled rotary (the default rope
+    at the same rope_theta, on every head channel) on the other layers; one role when either is empty or the
+    block is not scaled."""
+    scaled = cfg.get("rope_scaling_layers", None)
+    if scaled is None:
+        scaled = list(range(count))
+    if not isinstance(scaled, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in scaled):
+        cfg.fail("rope_scaling_layers", scaled, "expected a list of layer numbers")
+    module, rotary = f"{spec.module}.modeling_{spec.module}", f"{spec.prefix}RotaryEmbedding"
+    unscaled = tuple(i for i in ids if i not in scaled)
+    if values["scaling"] == "default" or not unscaled:
+        return [rope_role(values, cfg, hf_rope(module, rotary, text_config=spec.text, **extra), "rope", ids)]
+    plain = {k: values[k] for k in ("head_dim", "heads", "base", "max_positions", "pair_layout")}
+    return [rope_role(values, cfg, hf_rope(module, rotary, text_config=spec.text, **extra), "rope-scaled",
+                      tuple(i for i in ids if i in scaled)),
+            rope_role({**plain, "scaling": "default"}, cfg, hf_rope(module, rotary, text_config=spec.text, unscaled=True,
+                                                                  **extra), "rope-unscaled", unscaled,
+                      ("rope_scaling_layers leaves these layers the unscaled rotary at the same rope_theta",))]
+
+
+def theta_groups(cfg: ModelConfig, spec: D, base: float, ids: tuple[int, ...],
+                 count: int) -> tuple[list[tuple[float | None, tuple[int, ...]]], tuple[str, ...]]:
+    """The rope layers split by their layer_rope_theta base ((None, ids): all at the rope block's base), and
+    the notes that say how the list was read."""
+    if not spec.layer_theta:
+        return [(None, ids)], ()
+    thetas = cfg.get("layer_rope_theta", None)
+    if thetas is None:
+        zero = spec.layer_theta == ZERO_NOPE
+        thetas = [0 if zero and (count - 1 - i) % 4 == 0 else base for i in range(count)]
+    if not isinstance(thetas, list) or len(thetas) != count or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in thetas):
+        cfg.fail("layer_rope_theta", thetas, f"expected {count} rope bases, 0 for a NoPE layer")
+    if spec.layer_theta == ZERO_NOPE:
+        ignored = sorted({float(t) for t in thetas if t and t != base})
+        notes = (f"layer_rope_theta's non-zero entries {ignored} only mark rope layers: transformers' {cfg.architecture} "
+                 f"rotates them with rope_theta = {base}",) if ignored else ()
+        return [(None, tuple(i for i in ids if thetas[i]))], notes
+    return [(float(t), tuple(i for i in ids if thetas[i] == t)) for t in sorted({t for t in thetas if t})], ()
+
+
+def blocks(cfg: ModelConfig, spec: D) -> list[tuple[str, dict[str, Any] | None, str]]:
+    """(layer type or '', rope block, its name): one block for every layer, or one per layer type (a line
+    with a base per layer type and no block: its config class's default rope at each type's base)."""
     present = [n for n in ("rope_parameters", "rope_scaling") if cfg.has(n)]
     if len(present) == 2:
         cfg.fail("rope_scaling", cfg.get("rope_scaling"), "the config also has rope_parameters; keep one of them")
     name = present[0] if present else "rope_parameters"
     block = cfg.get(name, None)
+    if block is None and isinstance(spec.theta, dict):
+        block = {t: {"rope_type": "default", "rope_theta": theta} for t, theta in spec.theta.items()}
     if isinstance(block, dict) and block and all(isinstance(v, (dict, type(None))) for v in block.values()):
         types = set(layer_types(cfg, cfg.number("num_hidden_layers", 0, integer=True)))
         return [(t, b, f"{name}.{t}") for t, b in block.items() if b is not None and (not types or t in types)]
     return [("", block, name)]
 
 
-def layer_types(cfg: ModelConfig, count: int) -> list[str]:
+def unpaired(cfg: ModelConfig) -> ModelConfig:
+    """Dory's config as its config class reads it: layer_types naming (attention, mlp) block pairs keep every
+    other entry, and num_hidden_layers counts layers, not blocks (the same keys, marked read together)."""
+    types = cfg.get("layer_types", None)
+    if not isinstance(types, list) or "mlp" not in types:
+        return cfg
+    count = cfg.number("num_hidden_layers", integer=True)
+    layers = ModelConfig({**cfg.data, "layer_types": types[::2], "num_hidden_layers": count // 2}, cfg.architecture,
+                         cfg.source, cfg.folder)
+    layers.read = cfg.read
+    return layers
+
+
+def kv_channel_heads(cfg: ModelConfig) -> tuple[int, int]:
+    """JetMoE's (heads, head_dim): its attention views q as heads of kv_channels (default 128) channels,
+    num_key_value_heads (16) × num_experts_per_tok (2) of them, whatever num_attention_heads says."""
+    if cfg.has("head_dim") and cfg.get("head_dim") != cfg.get("kv_channels", 128):
+        cfg.fail("head_dim", cfg.get("head_dim"), "JetMoE's config maps head_dim to kv_channels; they disagree")
+    return cfg.count("num_key_value_heads", 16) * cfg.count("num_experts_per_tok", 2), cfg.count("kv_channels", 128)
+
+
+def layer_types(cfg: ModelConfig, count: int, spec: D | None = None) -> list[str]:
     """layer_types as written, else transformers' rule: every sliding_window_pattern-th layer (default 4)
-    is full attention, the rest slide."""
+    is full attention, the rest slide (OLMo-Hybrid: the rest are linear_attention)."""
     types = cfg.get("layer_types", None)
     if types is not None:
         if not isinstance(types, list) or (count and len(types) != count) or not all(isinstance(t, str) for t in types):
             cfg.fail("layer_types", types, f"expected {count} layer type names")
         return types
+    if spec is not None and spec.nope == LINEAR_HYBRID:
+        types = [LINEAR_ATTENTION if i % 4 != 3 else "full_attention" for i in range(count)]
+        return types if "full_attention" in types or not count else [*types[:-1], "full_attention"]
     pattern = cfg.get("sliding_window_pattern", 4)
     if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern < 1:
         return ["full_attention"] * count
@@ -256,8 +387,9 @@ def rope_layers(cfg: ModelConfig, spec: D, count: int) -> set[int]:
     conv layers, have no attention) less the architecture's NoPE layers."""
     if not count:
         return set()
-    types = layer_types(cfg, count) if cfg.has("layer_types") or spec.nope in (SLIDING_ONLY, GLOBAL_NOPE) else ["full_attention"] * count
-    attention = {i for i, t in enumerate(types) if "attention" in t}
+    ruled = cfg.has("layer_types") or spec.nope in (SLIDING_ONLY, GLOBAL_NOPE, LINEAR_HYBRID)
+    types = layer_types(cfg, count, spec) if ruled else ["full_attention"] * count
+    attention = {i for i, t in enumerate(types) if softmax_attention(t)}
     windowed = cfg.get("sliding_window", None) is not None
     if spec.nope == NO_ROPE_LAYERS:
         interval = cfg.number("no_rope_layer_interval", 4, integer=True)
@@ -269,6 +401,13 @@ def rope_layers(cfg: ModelConfig, spec: D, count: int) -> set[int]:
         return {i for i in attention if windowed and types[i] == SLIDING}
     if spec.nope == GLOBAL_NOPE:
         return {i for i in attention if not windowed or types[i] == SLIDING}
+    if spec.nope == CROSS_ATTENTION:
+        cross = cfg.get("cross_attention_layers", [3, 8, 13, 18, 23, 28, 33, 38])
+        if not isinstance(cross, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in cross):
+            cfg.fail("cross_attention_layers", cross, "expected a list of layer numbers")
+        return attention - set(cross)
+    if spec.nope == LINEAR_HYBRID:
+        return {i for i in attention if types[i] == "full_attention"}
     return attention
 
 
@@ -281,13 +420,14 @@ def split_query_scale(block: dict[str, Any] | None) -> tuple[dict[str, Any] | No
     return rest, block[QUERY_SCALE]
 
 
-def query_scale_role(cfg: ModelConfig, spec: D, heads: int, head_dim: int, beta: Any, rope: dict[str, Any], count: int) -> Role:
+def query_scale_role(cfg: ModelConfig, module: str, heads: int, head_dim: int, beta: Any, rope: dict[str, Any],
+                     count: int) -> Role:
     floor = rope.get("original_max_positions") or rope["max_positions"]
     if isinstance(beta, bool) or not isinstance(beta, (int, float)):
         cfg.fail(f"rope_parameters.{QUERY_SCALE}", beta, "expected a number")
     values = {"heads": heads, "head_dim": head_dim, "beta": float(beta), "floor_scale": int(floor), "offset": 0,
               "max_positions": rope["max_positions"]}
-    hf = {"kind": "query-scale", "module": f"transformers.models.{spec.module}.modeling_{spec.module}",
+    hf = {"kind": "query-scale", "module": f"transformers.models.{module}.modeling_{module}",
           "scale": "get_llama_4_attn_scale"}
     notes = ("x is the rotated q, [batch, seq, heads, head_dim]; position_ids are the model's own",
              f"q · (1 + β·ln(1 + ⌊p / {floor}⌋)), β = llama_4_scaling_beta = {beta}: every layer, after rope")

@@ -2,7 +2,11 @@
 layer type (defaults: sliding_attention plain with base 1e4; full_attention `proportional` with
 partial_rotary_factor 0.25 and base 1e6), each with its own head size: `per_layer_config` overrides
 head_dim per layer (full-attention layers default to `global_head_dim`, 512). transformers forces the
-last layer to full_attention; the reader does the same. Its apply function rotates one tensor half-split."""
+last layer to full_attention; the reader does the same. Its apply function rotates one tensor half-split.
+
+Gemma-4's assistant (drafter, `gemma4_assistant`) is a Gemma-4 text model (its text_config) between projections
+whose every layer reuses the target model's keys and values (its config class sets num_kv_shared_layers to
+num_hidden_layers): the same ropes, turning its queries alone."""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from .rope_family import LAYER_ROLES, hf_rope, rope_role, text_part
 from .rope_reading import rope_values
 
 FULL, SLIDING = "full_attention", "sliding_attention"
+ASSISTANT = ("Gemma-4's assistant rotates its queries alone: every layer's keys are the target model's shared keys, "
+             "rotated there (num_kv_shared_layers = num_hidden_layers)",)
 DEFAULT_BLOCKS = {SLIDING: {"rope_type": "default", "rope_theta": 10000.0},
                   FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}}
 
@@ -41,7 +47,8 @@ def read(cfg: ModelConfig) -> list[Role]:
                              theta=DEFAULT_BLOCKS[kind]["rope_theta"])
         hf = hf_rope("gemma4.modeling_gemma4", "Gemma4TextRotaryEmbedding", layer_type=kind, text_config=text is not cfg,
                      single_apply=True)
-        roles.append(rope_role(values, text, hf, LAYER_ROLES[kind], ids, (f"{kind.replace('_', ' ')} layers, head_dim {sizes[kind]}",)))
+        notes = (f"{kind.replace('_', ' ')} layers, head_dim {sizes[kind]}", *(ASSISTANT if cfg.architecture == "gemma4_assistant" else ()))
+        roles.append(rope_role(values, text, hf, LAYER_ROLES[kind], ids, notes))
     if text is not cfg:
         text.check_all_read()
     return roles

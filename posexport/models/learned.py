@@ -4,8 +4,9 @@ GPT-BigCode, ImageGPT, GPT-Neo alike), OPT
 given, so the graph leaves those 2 rows out and takes the model's 0-based position_ids), and the BERT
 family's `position_embeddings` (absolute position_embedding_type only), whose position_ids are a buffer
 the model slices or builds from input_ids:
-- from 0 (BERT, ALBERT, ELECTRA, DistilBERT, XLM, the text towers of CLIP, SigLIP, OWL-ViT, …);
-- from padding_idx + 1 (RoBERTa, XLM-R, CamemBERT, Data2Vec-Text, Longformer, MarkupLM, …:
+- from 0 (BERT, ALBERT, ELECTRA, DistilBERT, XLM, CANINE, the text towers of CLIP, SigLIP, OWL-ViT, …,
+  InstructBLIP's Q-Former on its instruction text);
+- from padding_idx + 1 (RoBERTa, XLM-R, X-MOD, I-BERT unquantised, CamemBERT, Data2Vec-Text, Longformer, MarkupLM, …:
   create_position_ids_from_input_ids; rows 0 … padding_idx are never used);
 - from 2 (MRA, Nyströmformer, YOSO: arange + 2 over max_position_embeddings + 2 rows).
 The table is read from the checkpoint; the graph adds table[position_ids] to x, the model's own ids.
@@ -58,6 +59,12 @@ TABLES = {
     "longformer": bert_like("longformer", 512, FROM_PADDING),
     "markuplm": bert_like("markuplm", 512, FROM_PADDING),
     "roberta-prelayernorm": bert_like("roberta_prelayernorm", 512, FROM_PADDING),
+    "xmod": bert_like("roberta", 512, FROM_PADDING),  # RoBERTa's embeddings; its language adapters sit in the layers
+    "ibert": bert_like("ibert", 512, FROM_PADDING),
+    # CANINE's table from 0 has num_hash_buckets rows; its character hashing makes the token embeddings only.
+    "canine": (("char_embeddings.char_position_embeddings.weight", "canine.char_embeddings.char_position_embeddings.weight"),
+               "num_hash_buckets", 16384, FROM_ZERO),
+    "tapas": bert_like("tapas", 1024),  # its position_ids restart at each table cell (TAPAS_CELLS)
     "xlm-roberta-xl": bert_like("roberta", 514, FROM_PADDING),
     "mra": bert_like("mra", 512, FROM_TWO),
     "nystromformer": bert_like("nystromformer", 510, FROM_TWO),
@@ -80,8 +87,22 @@ TABLES = {
     "altclip_text_model": bert_like("text_model", 514, FROM_PADDING, table="roberta.embeddings.position_embeddings"),
     "bridgetower_text_model": bert_like("text_model", 514, FROM_PADDING),
     "clap_text_model": bert_like("text_model", 514, FROM_PADDING),
+    # InstructBLIP's Q-Former: the table is added to its instruction text's tokens (its learned query tokens are not positions).
+    "instructblip_qformer": bert_like("qformer"),
+    "instructblipvideo_qformer": bert_like("qformer"),
 }
+# Notes beyond the BERT family's (what else the embeddings module does around the table).
+EMBEDDING_NOTES = dict.fromkeys(("instructblip_qformer", "instructblipvideo_qformer"), (
+    "x is the instruction text's token embeddings alone: the Q-Former's query embeddings (learned query tokens, not "
+    "positions) are concatenated before them after the rows are added, then LayerNorm, outside this graph",
+    "position_ids are 0-based (past length + token index)"))
 OPT_OFFSET = 2
+TAPAS_CELLS = ("position_ids restart at each table cell (reset_position_index_per_cell): TapasEmbeddings makes them "
+               "min(max_position_embeddings − 1, token index − the index of its cell's first token), cells from "
+               "token_type_ids' column and row ids; pass those")
+# Settings under which the embeddings add something other than the table's rows: refused by name.
+REFUSED = {"ibert": ("quant_mode", "I-BERT's quantised embeddings round the table's rows and their sums (QuantEmbedding, "
+                                   "QuantAct); posexport reads its float form (quant_mode false)")}
 # Encoder-decoder (and BioGPT, TrOCR, PP-FormulaNet's text model: decoder-only) tables `embed_positions` under these parts, each its
 # own role: model_type -> (parts, rows key per part, rows default per part, rows before position 0).
 # <X>LearnedPositionalEmbedding adds that offset to the 0-based positions itself (BART's 2; none for
@@ -111,6 +132,12 @@ def read(cfg: ModelConfig) -> list[Role]:
     if cfg.architecture in BART_LIKE:
         return bart_like(cfg)
     keys, rows_key, rows_default, start = TABLES[cfg.architecture]
+    if cfg.architecture in REFUSED and cfg.get(REFUSED[cfg.architecture][0], False):
+        cfg.fail(REFUSED[cfg.architecture][0], True, REFUSED[cfg.architecture][1])
+    if cfg.architecture == "canine":
+        cfg.ignore("max_position_embeddings")  # sizes its position_ids buffer only; the table has num_hash_buckets rows
+    cells = cfg.architecture == "tapas" and cfg.get("reset_position_index_per_cell", True)
+    cfg.ignore("positive_label_weight")  # TAPAS's cell-selection loss weight ("posit" by chance)
     rows = cfg.number(rows_key, rows_default, integer=True) + (2 if start == FROM_TWO else 0)
     offset = OPT_OFFSET if cfg.architecture == "opt" else 0
     if cfg.architecture in TABLE_ONLY:
@@ -123,13 +150,14 @@ def read(cfg: ModelConfig) -> list[Role]:
         kind = cfg.get("position_embedding_type", "absolute")
         if kind != "absolute":
             cfg.fail("position_embedding_type", kind, "only absolute position tables are in posexport's catalogue")
-        notes = (CONTRACT, "token_type embeddings and LayerNorm come after, outside this graph")
+        notes = EMBEDDING_NOTES.get(cfg.architecture, (CONTRACT, "token_type embeddings and LayerNorm come after, outside this graph"))
     if start == FROM_PADDING:
         pad = cfg.number("pad_token_id", 1, integer=True)
         notes += (f"position_ids start at padding_idx + 1 = {pad + 1} (create_position_ids_from_input_ids); "
                   f"rows 0 … {pad} belong to padding",)
     elif start == FROM_TWO:
         notes += ("position_ids start at 2 (the model's position_ids buffer is arange + 2); rows 0 and 1 are never used",)
+    notes += (TAPAS_CELLS,) if cells else ()
     path, key = cfg.locate(keys)
     values = {"weights": str(path), "key": key, "max_positions": rows, "row_offset": offset}
     # Used once, on the input embeddings (no attention layer): the role has no layers.

@@ -11,27 +11,10 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("deepseek_v32", "glm_moe_dsa", "axk2", "mistral_large4", "mistral_large4_text"),
     "DeepSeek-V4: compressor and indexer ropes with their own theta (compress_rope_theta) and learned "
     "position_bias tables": ("deepseek_v4",),
-    "multi-head latent attention whose rope block also carries Llama-4 query scaling and a partial rotary "
-    "factor; not read by the MLA reader yet": ("mistral4",),
-    "multi-head latent attention in a hybrid stack whose linear-attention layers take no rope; layer plan "
-    "not read yet": ("bailing_hybrid", "hy_v4"),
-    "Mllama: cross-attention layers (no rope) among its rope layers (cross_attention_layers); plan not read yet":
-        ("mllama", "mllama_text_model"),
-    "Zamba2: shared attention blocks switched by use_mem_rope between Mamba layers; not read yet": ("zamba2",),
-    "JetMoE: its rotary sizes heads by kv_channels, not head_dim; not read yet": ("jetmoe",),
-    "Dory: looped recurrent layers (n_recurrent_layers run n_loops times, layer_types with mlp entries "
-    "halved); layer plan not read yet": ("dory",),
-    "OLMo-Hybrid: gated-delta linear_attention layers carry no rope, only full_attention layers rotate; the "
-    "layer plan does not tell linear_attention from attention yet": ("olmo_hybrid",),
-    "per-layer rope_theta lists (layer_rope_theta, 0 for NoPE layers) and a rotary module per layer group; "
-    "not read yet": ("granite_swa", "granitemoe_swa", "muse_spark", "muse_spark_text", "muse_glimmer",
-                     "muse_glimmer_text"),
     "its rotary class forms inv_freq its own way (not transformers' default rope init): checked to differ, "
     "not modelled": ("embedding_gemma2", "embedding_gemma2_text", "diffusion_gemma", "diffusion_gemma_text",
                      "gemma4_unified", "gemma4_unified_text", "gemma4_unified_assistant"),
     "NanoChat: its rotate_half flips the signs (x2, −x1), a rotation by −θ; not modelled": ("nanochat",),
-    "Griffin: local-attention blocks with partial rope between recurrent blocks, no max_position_embeddings; "
-    "not read yet": ("recurrent_gemma",),
     "rotary on audio or time frames (apply_rotary_time_emb, streaming encoders, TTS flow heads) whose "
     "positions are frame times, not token indices; not read yet":
         ("musicflamingo", "gradium_phonon_tts", "pocket_tts", "timesfm2_5", "lasr_ctc", "lasr_encoder",
@@ -47,8 +30,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "sections per layer type); the Qwen-VL reader reads one M-RoPE block": ("cohere_compass", "cohere_compass_text"),
     "HY-V4-VL: Qwen3-VL's interleaved M-RoPE inside HY-V4's hybrid stack (multi-head latent attention beside "
     "linear-attention layers without rope); layer plan not read yet": ("hy_v4_vl", "hy_v4_vl_text"),
-    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D rope whose layers take a scaled or an unscaled "
-    "rotary (rope_scaling_layers); not read yet": ("molmo2", "molmo2_text"),
     "not M-RoPE (its rotary takes [batch, seq] positions): 1-D partial rope beside a lightning indexer "
     "(index_head_dim) that rotates its own index heads, a second rope site; not read yet":
         ("minimax_m3_vl", "minimax_m3_vl_text"),
@@ -67,19 +48,14 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "Qwen-Omni talker parts: an M-RoPE decoder of its own config type (qwen2_5_omni_talker) and Qwen3-Omni's "
     "code predictor (qwen3_omni_moe_talker_code_predictor); no reader line yet":
         ("qwen2_5_omni_talker", "qwen3_omni_moe_talker_code_predictor"),
-    "a vision tower alone: 2-D (axial) rope over each patch's row and column, read with the full model's "
-    "folder (mrope-vision) but not from a vision-only config":
-        ("qwen2_vl_vision", "qwen2_5_vl_vision", "qwen3_vl_vision", "qwen3_vl_moe_vision", "qwen3_5_vision",
-         "qwen3_5_moe_vision", "qwen4_exp_vision", "qwen2_5_omni_vision_encoder", "qwen3_omni_moe_vision_encoder"),
     "a vision tower with 2-D rope of its own layout (frequencies per axis, patch coordinates rescaled or "
     "windowed), sometimes with a learned grid table beside it; not modelled yet":
-        ("video_llama_3_vision", "exaone4_5_vision", "glm4v_vision", "glm4v_moe_vision", "glm_ocr_vision",
-         "glm5_next_vision", "lfm3_vl_vision", "ernie4_5_vl_moe_vision", "paddleocr_vl_vision", "mlcd",
+        ("lfm3_vl_vision", "mlcd",
          "mlcd_vision_model", "pixtral", "llama4_vision_model", "dinov3_vit", "eomt_dinov3", "sapiens2",
          "vjepa2", "gemma4_vision", "gemma4_unified_vision", "inkling2_vision", "kimi_k25_vision",
-         "muse_glimmer_vision", "muse_spark_vision", "step3p5_vision", "cohere_compass_vision",
+         "muse_glimmer_vision", "muse_spark_vision", "step3p5_vision",
          "hunyuan_vl_vision", "hy_v4_vl_vision", "minimax_m3_vl_vision", "molmo2_vision", "molmo2_adapter",
-         "cosmos3_edge_vision", "dots3_note_vision_encoder", "apertus1p5_vision_tokenizer", "efficientloftr"),
+         "cosmos3_edge_vision", "apertus1p5_vision_tokenizer", "efficientloftr"),
     "a convolutional vision tower (ALIGN's EfficientNet, Gemma-3n's MobileNet-V5 through timm): no position "
     "encoding of its own; its module's other towers hold the position code": ("align_vision_model", "gemma3n_vision"),
     "a timm model wrapped: its positions are timm's code (pos_embed of the wrapped architecture), not "
@@ -98,10 +74,11 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "edgetam_mask_decoder", "edgetam_prompt_encoder", "edgetam_video", "edgetam_video_mask_decoder",
          "edgetam_video_prompt_encoder", "seggpt", "vitdet", "unlimited_ocr_sam_vision_model",
          "deepseek_ocr2_sam_vision_model", "got_ocr2_vision"),
-    "ESM: rotary or absolute by position_embedding_type, with the token-dropout rescaling of embeddings; "
-    "not read yet": ("esm", "esmfold2"),
-    "CLVP: rotary in its encoders beside learned tables in its decoder; not read yet":
-        ("clvp", "clvp_encoder", "clvp_decoder"),
+    "ESMFold2: an ESM-C language model (esmc_config, read as its own type esmc) beside an atom encoder whose "
+    "rotary turns with each atom's x/y/z coordinates and space UID (EsmFold2RotaryEmbedding: spatial_rope_base_"
+    "frequency per axis, uid_rope_base_frequency), not token positions, and an input embedder adding one-hot "
+    "relative residue, token and chain offset bins to its pair representation (EsmFold2RelativePositionEncoding); "
+    "not modelled": ("esmfold2",),
     "PE video composites: their video encoder embeds each frame with a timm image model (video_config.vision_config, "
     "timm_wrapper), whose positions are timm's code, not read": ("pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------
@@ -153,8 +130,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "as their own types": ("blip-2", "instructblip", "instructblipvideo"),
     "SigLIP-2: its text tower (siglip2_text_model) is read, its NaFlex vision tower (siglip2_vision_model) is "
     "not": ("siglip2",),
-    "Q-Former or resampler: learned query tokens (and a BERT-like table on its text side), attending to "
-    "image features; not read yet": ("blip_2_qformer", "instructblip_qformer", "instructblipvideo_qformer"),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
     "max_pos_emb within context_size blocks) inside attention; not modelled":
         ("granite_speech_encoder", "granite_speech_plus_encoder"),
@@ -164,12 +139,9 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "not read yet":
         ("layoutlm", "layoutlmv2", "layoutlmv3", "layoutxlm", "lilt", "bros", "udop", "lxmert", "visual_bert",
          "tvp"),
-    "BERT-like table, but its embeddings module needs inputs a position graph cannot stand for (language "
-    "adapters, entity positions, quantised embeddings, character hashing); not read yet":
-        ("xmod", "luke", "ibert", "canine"),
-    "TAPAS: absolute positions reset per table cell (reset_position_index_per_cell); not modelled": ("tapas",),
-    "Decision Transformer: a learned table over episode timesteps, not token positions; not modelled":
-        ("decision_transformer",),
+    "LUKE: RoBERTa's table on its words beside an entity table (LukeEntityEmbeddings.position_embeddings) averaged "
+    "over each entity's span positions (entity_position_ids, −1 for padding); the averaged rows are not modelled":
+        ("luke",),
     "Reformer: axial position embeddings (a factored 2-D learned table); not modelled": ("reformer",),
     "Perceiver: learned or Fourier position encodings of the input array, per modality; not modelled":
         ("perceiver",),

@@ -31,6 +31,21 @@ class Role:
 # Encodings applied inside attention to q/k (a layer has at most one), and those that scale q.
 ROTATIONS = ("rope", "mrope")
 SCALES = ("query-scale",)
+# The layer_types name of gated-delta / linear-attention layers (OLMo-Hybrid, Qwen3-Next): no softmax
+# attention, no rope.
+LINEAR_ATTENTION = "linear_attention"
+
+
+def has_attention(layer_type: str) -> bool:
+    """Whether a layer_types entry names a layer with attention (Zamba2's `hybrid`: a shared attention block
+    before its Mamba layer)."""
+    return "attention" in layer_type or layer_type == "hybrid"
+
+
+def softmax_attention(layer_type: str) -> bool:
+    """Whether a layer_types entry names a softmax-attention layer (full, sliding, …): not a conv, Mamba or
+    linear-attention layer."""
+    return "attention" in layer_type and layer_type != LINEAR_ATTENTION
 
 
 @dataclass(frozen=True)
@@ -42,8 +57,11 @@ class LayerPlan:
     rope: str | None
     scales: tuple[str, ...] = ()
     attention: bool = True  # False: a layer without attention (a conv or Mamba layer)
+    linear: bool = False  # a linear-attention layer (its attention has no rope)
 
     def describe(self) -> str:
+        if self.linear:
+            return "linear attention (no rope)"
         if not self.attention:
             return "no attention"
         return " + ".join([self.rope or "NoPE", *self.scales])
@@ -57,6 +75,7 @@ class ModelPlan:
     # Attention layers of the model (0: the config does not say); a layer no rope role names is NoPE.
     layer_count: int = 0
     without_attention: tuple[int, ...] = ()
+    linear_attention: tuple[int, ...] = ()
 
     def layer_plan(self) -> list[LayerPlan]:
         """Per layer, which rope (or none) and which query scalings, for models whose roles are per layer
@@ -67,7 +86,8 @@ class ModelPlan:
         for i in range(self.layer_count):
             ropes = [r.role for r in self.roles if r.encoding in ROTATIONS and covers(r, i)]
             scales = tuple(r.role for r in self.roles if r.encoding in SCALES and covers(r, i))
-            out.append(LayerPlan(i, ropes[0] if ropes else None, scales, i not in self.without_attention))
+            out.append(LayerPlan(i, ropes[0] if ropes else None, scales, i not in self.without_attention,
+                                 i in self.linear_attention))
         return out
 
     def layer_rope(self, layer: int) -> Role | None:

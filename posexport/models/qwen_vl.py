@@ -14,12 +14,25 @@ align_corners (get_vision_interpolation_indices_and_weights): a third role, `vis
 (vit-learned, bilinear, corners aligned), read from the checkpoint (a config-only folder's notes say it
 was not built).
 
+A vision tower's own folder (model_type qwen2_vl_vision …, TOWERS) reads the same roles from its own config:
+Qwen2-VL's, Qwen2.5-VL's, Qwen3-VL's (and MoE's), Qwen3.5's (and MoE's), Qwen4-Exp's and the Omni models'
+towers share one VisionRotaryEmbedding (θ_i = base^(−4i/head_dim) for i < head_dim/4, cos/sin [h-angles |
+w-angles] twice, rotate_half over the whole head) and apply_rotary_pos_emb_vision (checked against each);
+head_dim = embed_dim (Qwen2-VL) or hidden_size // num_heads; Qwen3-VL's, Qwen3.5's, Qwen4-Exp's and
+Qwen3-Omni's towers add the pos_embed grid, the others none. Towers built as theirs are read the same way:
+EXAONE-4.5's (Qwen2.5-VL's, keys on fewer heads), Cohere-Compass's (Qwen3-VL's), and the rope alone of
+VideoLLaMA3's (each image merged by its own merge size), ERNIE-4.5-VL's, GLM-5-Next's, Dots3-Note's and GLM-OCR's;
+PaddleOCR-VL's (raster rows, no merge inside the tower) adds a learned grid resampled bilinearly with half-pixel
+centres; GLM-4V's and GLM-4.5V's towers add a learned grid sampled at each patch's centre by F.grid_sample (bicubic,
+border padding), read as vit-learned's bicubic (the same weights, checked), a `vision-pos-embed` role.
+
 GLM-4V's text rotary (GLM-4.1V, GLM-OCR, GLM-4.6V and GLM-GA, whose text model is glm4v_text; GLM-4.5V and
 GLM-Image) chunks Qwen2-VL's sections over the frequencies of int(head_dim · partial_rotary_factor) channels
 (θ_i = base^(−2i/rotary_dim), sections summing to rotary_dim/2, default [8, 12, 12]) and rotates only those
 channels: GLM-4V's and GLM-OCR's in interleaved pairs (cos/sin repeat_interleave'd, rotate_half_llm),
 GLM-4.5V's and GLM-Image's half-split. partial_rotary_factor is read from the rope block, else the top level,
-else the config class's default (GLM-4.5V's 0.5, the others' 1.0). Their vision towers are not read."""
+else the config class's default (GLM-4.5V's 0.5, the others' 1.0). Their vision towers are not read with the
+whole model; GLM-4V's, GLM-4.5V's and GLM-OCR's are read alone (below), GLM-Image's by vit.py."""
 
 from __future__ import annotations
 
@@ -31,6 +44,7 @@ from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
+from .vit import CLIP_TABLE, grid_role
 
 MROPE_KINDS = ("mrope", "default")
 
@@ -74,12 +88,67 @@ FAMILIES = {"qwen2_vl": Line("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": Line("qwen2_5
             **dict.fromkeys(("glm4v_moe", "glm4v_moe_text"), Line("glm4v_moe", "Glm4vMoeText", **GLM4V_MOE)),
             **dict.fromkeys(("glm_image", "glm_image_text"),
                             Line("glm_image", "GlmImageText", **{**GLM4V_MOE, "max_positions": 131072, "partial": 1.0}))}
+
+
+@dataclass(frozen=True)
+class Tower:
+    """A Qwen-VL vision tower (or a tower built as one): its module and class prefix, the keys of its width (Qwen2-VL's
+    hidden_size is its merger's output), head count and depth, the tower class that adds the learned pos_embed
+    (None: it has none), its config class's defaults, and how it orders the patches' position rows."""
+    module: str
+    prefix: str
+    width: str = "hidden_size"
+    pos_embed: str | None = None
+    defaults: tuple[int, int, int] = (1152, 16, 27)  # width, heads, depth
+    order: str = "merge-ordered"
+    heads: str = "num_heads"
+    depth: str = "depth"
+    grid: str | None = None  # GLM-4V's: the embeddings class adding a learned grid by F.grid_sample
+    # PaddleOCR-VL's pos_embed: resampled with half-pixel centres, (image_size // patch_size)² rows (the class's
+    # image_size and patch_size defaults), under these checkpoint names
+    corners: bool = True
+    image_grid: tuple[int, int] | None = None
+    table_keys: tuple[str, ...] = ("model.visual.pos_embed.weight", "visual.pos_embed.weight", "pos_embed.weight")
+
+
+BERT_KEYS = {"heads": "num_attention_heads", "depth": "num_hidden_layers"}
+PADDLE_TABLE = tuple(f"{prefix}vision_model.embeddings.position_embedding.weight" for prefix in ("", "model.visual.", "visual."))
+# Qwen2.5-VL's window attention reorders the patches (get_vision_window_index).
+QWEN2_5_TOWER = {"defaults": (3584, 16, 32), "order": "window- and merge-ordered"}
+# vision model_type -> its tower (a full model's vision_config is that of f"{module}_vision"). Built as Qwen's: EXAONE-4.5's
+# (Qwen2.5-VL's, keys on fewer heads), Cohere-Compass's (Qwen3-VL's); the rope alone: VideoLLaMA3's (each image's
+# own merge size), ERNIE-4.5-VL's, GLM-5-Next's, Dots3-Note's and GLM-OCR's (the last three normalise q and k
+# first); the rope beside a learned grid of their own: PaddleOCR-VL's, GLM-4V's and GLM-4.5V's.
+TOWERS = {"qwen2_vl_vision": Tower("qwen2_vl", "Qwen2VL", "embed_dim", defaults=(1280, 16, 32)),
+          "qwen2_5_vl_vision": Tower("qwen2_5_vl", "Qwen2_5_VL", **QWEN2_5_TOWER),
+          "qwen3_vl_vision": Tower("qwen3_vl", "Qwen3VL", pos_embed="Qwen3VLVisionModel"),
+          "qwen3_vl_moe_vision": Tower("qwen3_vl_moe", "Qwen3VLMoe", pos_embed="Qwen3VLMoeVisionModel"),
+          "qwen3_5_vision": Tower("qwen3_5", "Qwen3_5", pos_embed="Qwen3_5VisionModel"),
+          "qwen3_5_moe_vision": Tower("qwen3_5_moe", "Qwen3_5Moe", pos_embed="Qwen3_5MoeVisionModel"),
+          "qwen4_exp_vision": Tower("qwen4_exp", "Qwen4Exp", pos_embed="Qwen4ExpVisionModel"),
+          "qwen2_5_omni_vision_encoder": Tower("qwen2_5_omni", "Qwen2_5Omni", **QWEN2_5_TOWER),
+          "qwen3_omni_moe_vision_encoder": Tower("qwen3_omni_moe", "Qwen3OmniMoe", pos_embed="Qwen3OmniMoeVisionEncoder"),
+          "exaone4_5_vision": Tower("exaone4_5", "Exaone4_5_", **QWEN2_5_TOWER),
+          "cohere_compass_vision": Tower("cohere_compass", "CohereCompass", pos_embed="CohereCompassVisionModel"),
+          "video_llama_3_vision": Tower("video_llama_3", "VideoLlama3", defaults=(768, 12, 12),
+                                        order="merge-ordered by each image's merge_sizes", **BERT_KEYS),
+          "ernie4_5_vl_moe_vision": Tower("ernie4_5_vl_moe", "Ernie4_5_VLMoe", defaults=(1280, 16, 32)),
+          "glm5_next_vision": Tower("glm5_next", "Glm5Next", defaults=(1024, 16, 24)),
+          "dots3_note_vision_encoder": Tower("dots3_note", "Dots3Note", defaults=(1536, 24, 42), **BERT_KEYS),
+          "glm_ocr_vision": Tower("glm_ocr", "GlmOcr", defaults=(1024, 16, 24)),
+          "paddleocr_vl_vision": Tower("paddleocr_vl", "PaddleOCR", pos_embed="PaddleOCRVisionEmbeddings",
+                                       order="raster order: it merges after the tower", corners=False,
+                                       image_grid=(384, 14), table_keys=PADDLE_TABLE, **BERT_KEYS),
+          "glm4v_vision": Tower("glm4v", "Glm4v", defaults=(1536, 12, 24), grid="Glm4vVisionEmbeddings"),
+          "glm4v_moe_vision": Tower("glm4v_moe", "Glm4vMoe", defaults=(1536, 12, 24), grid="Glm4vMoeVisionEmbeddings")}
 TOWER_NOT_BUILT = "the vision tower's positions (vision_config) are not read: not built"
 NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal, height, width; text tokens "
          "carry three equal rows)", CONTRACT.replace("position_ids are the model's own", "position rows are 0-based"))
 
 
 def read(cfg: ModelConfig) -> list[Role]:
+    if cfg.architecture in TOWERS:
+        return tower_roles(cfg, TOWERS[cfg.architecture], {})
     text = cfg
     if cfg.has("text_config"):
         text = ModelConfig(cfg.get("text_config"), cfg.architecture, f"{cfg.source} text_config", cfg.folder)
@@ -118,59 +187,87 @@ def read(cfg: ModelConfig) -> list[Role]:
     tower = (TOWER_NOT_BUILT,) if not line.vision and cfg.has("vision_config") else ()
     roles = [Role("mrope", "mrope", values, layers(text), (*NOTES, *kv_note(text, heads), *tower), hf)]
     if line.vision and cfg.has("vision_config"):
-        roles.append(vision_role(cfg, module, prefix.removesuffix("Text")))
-        if cfg.get("vision_config").get("num_position_embeddings") is not None:
-            roles += pos_embed_role(cfg, module, prefix.removesuffix("Text"), roles.pop())
+        data = cfg.get("vision_config")
+        if not isinstance(data, dict):
+            cfg.fail("vision_config", data, "expected an object")
+        vision = ModelConfig(data, cfg.architecture, f"{cfg.source} vision_config", cfg.folder)
+        roles += tower_roles(vision, TOWERS[f"{module}_vision"], {"vision_config": True})
     return roles
 
 
-def vision_role(cfg: ModelConfig, module: str, prefix: str) -> Role:
-    data = cfg.get("vision_config")
-    if not isinstance(data, dict):
-        cfg.fail("vision_config", data, "expected an object")
-    vision = ModelConfig(data, cfg.architecture, f"{cfg.source} vision_config", cfg.folder)
-    heads = vision.number("num_heads", 16, integer=True)
-    width = vision.number("embed_dim", 1280, integer=True) if module == "qwen2_vl" else vision.number("hidden_size", 3584, integer=True)
-    head_dim = vision.number("head_dim", width // heads, integer=True) if vision.has("head_dim") else width // heads
+def tower_roles(vision: ModelConfig, tower: Tower, recipe: dict) -> list[Role]:
+    """The tower's axial rope and (Qwen3-VL's towers) its pos_embed, from its config: a full model's vision_config
+    (recipe: the hf runtime takes the config's vision_config) or a tower's own."""
+    width_default, heads_default, depth_default = tower.defaults
+    heads = vision.count(tower.heads, heads_default)
+    width = vision.count(tower.width, width_default)
+    head_dim = vision.count("head_dim") if vision.has("head_dim") else width // heads
     block = dict(vision.get("rope_parameters", None) or {"rope_type": "axial"})
     if block.pop("rope_type", "axial") != "axial" or set(block) - {"rope_theta"}:
         vision.fail("rope_parameters", vision.get("rope_parameters"), "Qwen-VL's vision rotary is axial with rope_theta only")
-    # num_position_embeddings: the learned pos_embed's rows (pos_embed_role); deepstack: which layers feed the merger.
-    vision.ignore("num_position_embeddings", "deepstack_visual_indexes")
+    # deepstack: which layers feed the merger; a tower without pos_embed has no num_position_embeddings to read.
+    vision.ignore("deepstack_visual_indexes")
+    rows = None
+    if tower.image_grid:
+        rows = (vision.count("image_size", tower.image_grid[0]) // vision.count("patch_size", tower.image_grid[1])) ** 2
+    elif tower.pos_embed:
+        rows = vision.count("num_position_embeddings", 2304)  # the class default
     vision.check_all_read()
     values = {"head_dim": head_dim, "heads": heads, "base": float(block.get("rope_theta", 10000.0)), "axial": True,
               "mrope_section": (head_dim // 4, head_dim // 4), "max_positions": 32768}
-    hf = {"kind": "vision-rope", "module": f"transformers.models.{module}.modeling_{module}",
-          "rotary": f"{prefix}VisionRotaryEmbedding", "apply": "apply_rotary_pos_emb_vision", "vision_config": True}
+    module = f"transformers.models.{tower.module}.modeling_{tower.module}"
+    hf = {"kind": "vision-rope", "module": module, "rotary": f"{tower.prefix}VisionRotaryEmbedding",
+          "apply": "apply_rotary_pos_emb_vision", **recipe}
     notes = ("x is one vision attention layer's q or k, [1, patches, heads, head_dim] (the tower's [patches, heads, "
              "head_dim] with a batch axis); position_ids are [2, 1, patches]: each patch's (height, width) row and "
-             "column, as rot_pos_emb lays them out (window- and merge-ordered for Qwen2.5-VL)")
-    return Role("mrope-vision", "mrope", values, tuple(range(vision.number("depth", 32, integer=True))), notes, hf)
+             f"column, as the tower lays them out ({tower.order}: get_vision_position_ids)", *kv_note(vision, heads))
+    rope = Role("mrope-vision", "mrope", values, tuple(range(vision.count(tower.depth, depth_default))), notes, hf)
+    if tower.grid:
+        return grid_sampled_role(vision, tower, width, rope, recipe)
+    return [rope] if rows is None else pos_embed_role(vision, tower, rows, rope, recipe)
 
 
-POS_EMBED_KEYS = ("model.visual.pos_embed.weight", "visual.pos_embed.weight")
+def grid_sampled_role(vision: ModelConfig, tower: Tower, width: int, rope: Role, recipe: dict) -> list[Role]:
+    """The vision rope role and GLM-4V's learned grid (image_size // patch_size a side), which its embeddings sample
+    at each patch's centre with F.grid_sample (bicubic, border padding): vit-learned's bicubic weights (a = −0.75,
+    no antialias; checked against the embeddings' own forward). A folder without weights gets the rope role only."""
+    if not checkpoint.has_weights(vision.folder):
+        return [dataclasses.replace(rope, notes=(*rope.notes, "the vision tower's learned grid is in the weights, which "
+                                                              "this folder lacks: not built"))]
+    notes = ("x is the patch embeddings of one image (after post_conv_layernorm) as a grid [batch, grid_h, grid_w, hidden], "
+             "row-major; the tower orders them in spatial_merge_size blocks: reorder before and after",
+             "every grid is resampled as the embeddings do (F.grid_sample at each patch's centre, bicubic, border "
+             "padding: F.interpolate's bicubic weights, a = −0.75; the trained grid unchanged)")
+    role = grid_role(vision, f"{tower.module}.modeling_{tower.module}", tower.grid, 0, GRID_KEYS, width, notes,
+                     "vision-pos-embed", (336, 14), kind="grid-sample", table=CLIP_TABLE, **recipe)
+    return [rope, role]
+
+
+# GLM-4V's grid in a tower's own checkpoint, or in a whole model's.
+GRID_KEYS = ("embeddings.position_embedding.weight", "model.visual.embeddings.position_embedding.weight")
 # The graph covers grids up to this many patches a side (--max-grid overrides): 2048 px at 16 px patches.
 POS_EMBED_GRID = 128
 
 
-def pos_embed_role(cfg: ModelConfig, module: str, prefix: str, rope: Role) -> list[Role]:
-    """The vision rope role and Qwen3-VL's learned vision pos_embed, resampled to the image's patch grid as
+def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, recipe: dict) -> list[Role]:
+    """The vision rope role and the tower's learned pos_embed, resampled to the image's patch grid as
     its tower does; a folder without weights gets the rope role only, its notes saying so (as Gemma-3's)."""
-    if not checkpoint.has_weights(cfg.folder):
+    if not checkpoint.has_weights(vision.folder):
         return [dataclasses.replace(rope, notes=(*rope.notes, "the vision tower's learned pos_embed is in the weights, "
                                                               "which this folder lacks: not built"))]
-    vision = ModelConfig(cfg.get("vision_config"), cfg.architecture, f"{cfg.source} vision_config", cfg.folder)
-    rows = vision.count("num_position_embeddings")
     side = math.isqrt(rows)
     if side * side != rows:
         vision.fail("num_position_embeddings", rows, "expected a square number: the table is a num_grid_per_side² grid")
-    path, key = checkpoint.locate(cfg.folder, POS_EMBED_KEYS)
-    values = {"dim": vision.number("hidden_size", 3584, integer=True), "trained_h": side, "trained_w": side,
-              "interpolation": "bilinear", "align_corners": True, "antialias": False,
+    path, key = checkpoint.locate(vision.folder, tower.table_keys)
+    values = {"dim": vision.count("hidden_size", tower.defaults[0]), "trained_h": side, "trained_w": side,
+              "interpolation": "bilinear", "align_corners": tower.corners, "antialias": False,
               "max_grid": max(POS_EMBED_GRID, side), "weights": str(path), "key": key}
-    hf = {"kind": "grid-interpolate", "module": f"transformers.models.{module}.modeling_{module}",
-          "tower": f"{prefix}VisionModel", "key": key, "vision_config": True}
-    notes = ("x is the patch embeddings of one image (patch_embed's output) as a grid [batch, grid_h, grid_w, hidden], "
-             "row-major; the tower orders them in spatial_merge_size blocks: reorder before and after",
-             f"pos_embed is a {side}×{side} grid resampled as the tower's forward does (bilinear, align_corners=True)")
+    hf = {"kind": "grid-interpolate", "module": f"transformers.models.{tower.module}.modeling_{tower.module}",
+          "tower": tower.pos_embed, "key": key, **recipe}
+    order = ("the tower's own order" if tower.image_grid else
+             "the tower orders them in spatial_merge_size blocks: reorder before and after")
+    notes = (f"x is the patch embeddings of one image (patch_embed's output) as a grid [batch, grid_h, grid_w, hidden], "
+             f"row-major; {order}",
+             f"pos_embed is a {side}×{side} grid resampled as the tower's forward does (bilinear, "
+             f"align_corners={tower.corners})")
     return [rope, Role("vision-pos-embed", "vit-learned", values, (), notes, hf)]

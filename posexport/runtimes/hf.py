@@ -17,6 +17,7 @@ the model); a graph without a model reports it unavailable, saying why.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.metadata
 import importlib.util
@@ -48,7 +49,7 @@ def model_bound(graph_bound: float, largest_position: int | None) -> float:
 # A recipe names transformers code; a manifest is user input, so only these names are ever imported.
 MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
 CALLABLES = {
-    "rotary": re.compile(r"[A-Za-z0-9_]+RotaryEmbedding"),
+    "rotary": re.compile(r"[A-Za-z0-9_]+Rotary(Positional)?Embedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"
                             r"|(DonutSwin|MaskFormerSwin|ClapAudio)SelfAttention"),
@@ -57,10 +58,10 @@ CALLABLES = {
     "resize": re.compile(r"_resize_pos_embed"),
     "scale": re.compile(r"get_llama_4_attn_scale"),
     "create": re.compile(r"create_sinusoidal_positions|get_sinusoid_encoding_table|[A-Za-z0-9_]+SinusoidalPositionalEmbedding"),
-    "tower": re.compile(r"[A-Za-z0-9_]+VisionModel"),
+    "tower": re.compile(r"[A-Za-z0-9_]+Vision(Model|Encoder|Embeddings)"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
     "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
-    "part": re.compile(r"([a-z_]+_config|encoder|decoder)(\.[a-z_]+_config)*"),  # a composite's sub-config
+    "part": re.compile(r"([a-z_]+_config|encoder|decoder)(\.[a-z_]+_config)*"),  # a composite's sub-config (CLVP's speech_config)
 }
 
 
@@ -76,6 +77,9 @@ def recipe_problem(entry: Mapping[str, Any]) -> str:
     for field, allowed in CALLABLES.items():
         if field in recipe and not allowed.fullmatch(str(recipe[field])):
             return f"recipe {field} {recipe[field]!r} is not transformers position code"
+    theta = recipe.get("rope_theta", 1.0)
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+        return f"recipe rope_theta {theta!r} is not a positive number"
     return ""
 
 
@@ -106,7 +110,13 @@ class RopeSession(Session):
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=auto_config(entry)).eval()
+        cfg = auto_config(entry)
+        if "rope_theta" in recipe:  # one of the model's rotary modules per base (Granite-SWA's layer_rope_theta)
+            cfg = copy.deepcopy(cfg)
+            cfg.rope_parameters = {**cfg.rope_parameters, "rope_theta": recipe["rope_theta"]}
+        # Molmo2's layers outside rope_scaling_layers: its rotary built unscaled, as the model builds it.
+        unscaled = {"scaled": False} if recipe.get("unscaled") else {}
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=cfg, **unscaled).eval()
         self.apply = import_attr(recipe["module"], recipe["apply"])
         self.extra = (recipe["layer_type"],) if recipe.get("layer_type") else ()
         self.bshd = artifact.params.layout == "bshd"
@@ -157,6 +167,30 @@ class VisionRopeSession(Session):
         with torch.no_grad():
             out = torch.stack([self.apply(bshd[b], bshd[b], *self.rotary(bshd[b], rows[:, b].T))[0] for b in range(bshd.shape[0])])
         return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
+
+
+class ClvpRopeSession(Session):
+    """CLVP's encoder rotary: ClvpRotaryPositionalEmbedding's angles for positions 0 … the largest, whose cos/sin
+    its apply_rotary_pos_emb indexes at position_ids, on the head's first rotary channels (its attention's split)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
+        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.bshd = artifact.params.layout == "bshd"
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        q = x.transpose(1, 2) if self.bshd else x  # transformers' [batch, heads, seq, dim]
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            angles = self.rotary(torch.zeros(1, int(positions.max()) + 1))
+            cos, sin = angles.cos().squeeze(0), angles.sin().squeeze(0)
+            rotated = q[..., : cos.shape[-1]]
+            out = torch.cat([self.apply(rotated, rotated, rotated, cos, sin, positions)[0], q[..., cos.shape[-1] :]], dim=-1)
+        return (out.transpose(1, 2) if self.bshd else out).numpy()
 
 
 def trained(entry: Mapping[str, Any]) -> Any:
@@ -279,9 +313,9 @@ class VitSession(Session):
 
 
 class GridSampleSession(VitSession):
-    """GLM-Image's vision embeddings forward on the model's trained table: each image's patches packed
+    """GLM-Image's (GLM-4V's) vision embeddings forward on the model's trained table: each image's patches packed
     [patches, hidden] with their row and column (raster order), the table sampled there (F.grid_sample,
-    bilinear, border padding) and added."""
+    bilinear (bicubic), border padding) and added."""
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -296,8 +330,8 @@ class GridSampleSession(VitSession):
 
 class GridInterpolateSession(Session):
     """A Qwen3-VL vision tower's pos_embed as its forward adds it: transformers' own
-    get_vision_interpolation_indices_and_weights with the tower's interpolation mode and align_corners (the
-    tower built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
+    get_vision_interpolation_indices_and_weights with the tower's (PaddleOCR-VL's: its embeddings') interpolation mode
+    and align_corners (built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
     and summed with their weights. Patches in raster order (spatial_merge_size 1): the graph's grid."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
@@ -587,6 +621,7 @@ SESSIONS = {
     "gptj": GptjSession,
     "vision-rope": VisionRopeSession,
     "grid-interpolate": GridInterpolateSession,
+    "clvp-rope": ClvpRopeSession,
     "grid-sample": GridSampleSession,
 }
 
