@@ -43,12 +43,16 @@ PART_SIZES = {
 # BLT's hash embeddings (500002 rows by default); Fun-ASR-Nano's adaptor sized to its text model
 TOP_SIZES = {"blt": {"encoder_hash_byte_group_vocab": 64},
              "fun_asr_nano": {"adaptor_config": {"hidden_size": 64, "intermediate_size": 16}}}
-TABLES = r"position_embedding|relative_position_bias_table|embed_positions|wpe"
+TABLES = r"position_embedding|relative_position_bias_table|relative_attention_bias|embed_positions|wpe"
 # Composites whose parts are any read types: the pair each is built with when a test names none (TrOCR's).
 DEFAULT_TYPES = {"encoder-decoder": {"encoder": "bert", "decoder": "gpt2"},
                  "vision-encoder-decoder": {"encoder": "vit", "decoder": "trocr"}}
 # transformers' class of a composite that AutoModel does not build
-MODEL_CLASSES = {"gemma4_assistant": "AutoModelForCausalLM", "encoder-decoder": "EncoderDecoderModel",
+MODEL_CLASSES = {"gemma4_assistant": "AutoModelForCausalLM",
+                 # the thinkers as generation checkpoints hold them (its parts under `model.`)
+                 "qwen2_5_omni_thinker": "Qwen2_5OmniThinkerForConditionalGeneration",
+                 "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration",
+                 "encoder-decoder": "EncoderDecoderModel",
                  "vision-encoder-decoder": "VisionEncoderDecoderModel"}
 
 
@@ -120,12 +124,14 @@ def rows_the_tower_adds(model, part, role, config) -> tuple[np.ndarray, np.ndarr
 
 def role_feeds(encoding, p, rng) -> list[dict[str, np.ndarray]]:
     """Random feeds: a grid encoding at its trained grid, smaller and larger; a table's first and last rows;
-    a rope's positions from 0 and from 5000; a window bias's scores."""
+    a rope's positions from 0 and from 5000; a window bias's scores; a T5 bias over keys past max_distance."""
     if encoding.name == "swin":  # scores of one window
         tokens = p.window_h * p.window_w
         return [{"scores": rng.standard_normal((2, p.heads, tokens, tokens)).astype(np.float32)}]
     if encoding.family == "vision":
         return feeds_for(encoding, p, rng, grids=((p.trained_h, p.trained_w), (3, 5), (11, 8)))
+    if encoding.name == "t5":  # scores of 17 queries over 300 keys (past max_distance)
+        return [encoding.feeds(p, Case("q17-k300", {"batch": 2, "q_len": 17, "k_len": 300}), DTYPES["float32"], rng)]
     if encoding.name == "learned":
         seq = min(17, p.rows)
         return [encoding.feeds(p, Case(f"at{s}", {"batch": 2, "seq": seq}, start=s), DTYPES["float32"], rng)
@@ -137,6 +143,7 @@ def role_feeds(encoding, p, rng) -> list[dict[str, np.ndarray]]:
     *((t, None) for t in sorted(composite.COMPOSITES)),
     # parts of other types than its defaults (BERT, ViT): a RoBERTa table from padding_idx + 1, a CLIP vision tower
     ("vision-text-dual-encoder", {"text_config": "roberta", "vision_config": "clip_vision_model"}),
+    ("blip-2", {"text_config": "t5"}),  # BLIP-2 on Flan-T5: T5's bias under its language model
 ])
 def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_type, types):
     """Every role a part's reader gives, renamed with the part's prefix, against the composite model's own module
@@ -235,12 +242,6 @@ def test_composite_roles_build_and_pass_parity_from_model(tmp_path, model_type):
         report = run_model_parity(folder, graph, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
         bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
         assert not bad and any(r.runtime == "hf" for r in report.results), bad
-
-
-def test_the_registry_names_every_composite_line():
-    from posexport.models import COMPOSITES, READERS
-
-    assert COMPOSITES == tuple(composite.COMPOSITES) and all(READERS[t] == "composite" for t in COMPOSITES)
 
 
 def test_a_composite_part_of_another_type_is_refused_in_one_line(tmp_path):

@@ -2,7 +2,7 @@
 tower's learned table and a vision tower's learned grid; VisionTextDualEncoder of any two), encoder-decoders
 whose encoder and decoder have configs of their own (Dia, T5Gemma; EncoderDecoder and VisionEncoderDecoder of
 any two), multi-part models (BLT), audio-text models (CLAP, PE-Audio, Fun-ASR-Nano), a drafter around a text
-model (the Gemma-4 assistant).
+model (the Gemma-4 assistant), Qwen-Omni's thinkers, BLIP-2 and InstructBLIP.
 
 Each part is its sub-config (text_config, vision_config, encoder_config …) read by its own type's reader exactly
 as a folder of that type (wrapper.py does the same for a wrapper's text_config), its roles renamed with the
@@ -51,7 +51,8 @@ class Composite:
     parts: tuple[Part, ...]
     # (sub-config, its model_type, why it holds no position encoding)
     without: tuple[tuple[str, str, str], ...] = ()
-    unused: tuple[str, ...] = ()  # top-level keys that speak of positions but reach no part's position code
+    # top-level keys that speak of positions but reach no part's position code (at most the position_ids passed in)
+    unused: tuple[str, ...] = ()
     tables: tuple[Table, ...] = ()
 
 
@@ -61,6 +62,8 @@ def dual(text: str, vision: str) -> Composite:
                       Part("vision_config", vision, "vision", "vision_model")))
 
 
+OMNI_TIMES = ("position_ids are the thinker's [3, batch, seq] (get_rope_index): audio and video tokens take temporal ids "
+              "of position_id_per_seconds a second (in chunks of seconds_per_chunk); pass those")
 COMPOSITES: dict[str, Composite] = {
     "clip": dual("clip_text_model", "clip_vision_model"),
     "siglip": dual("siglip_text_model", "siglip_vision_model"),
@@ -123,6 +126,21 @@ COMPOSITES: dict[str, Composite] = {
                                                       "(FunAsrNanoEncoderLayer with use_fsmn=False)"),)),
     "pe_audio": Composite((Part("text_config", None, "text", "text_model"),
                            Part("audio_config", "pe_audio_encoder", "audio", "audio_encoder"))),
+    # Qwen-Omni's thinker: its M-RoPE text model, its chunked audio encoder and its vision tower, each its own type
+    **{thinker: Composite((Part("text_config", f"{base}_text", "text", "model.language_model", note=OMNI_TIMES),
+                           Part("audio_config", f"{base}_audio_encoder", "audio", "model.audio_tower"),
+                           Part("vision_config", f"{base}_vision_encoder", "vision", "model.visual")),
+                          unused=("position_id_per_seconds", "seconds_per_chunk"))
+       for thinker, base in (("qwen2_5_omni_thinker", "qwen2_5_omni"), ("qwen3_omni_moe_thinker", "qwen3_omni_moe"))},
+    # BLIP-2 and InstructBLIP: a ViT, a Q-Former, and a language model of any read type (OPT by default)
+    "blip-2": Composite((Part("vision_config", "blip_2_vision_model", "vision", "vision_model"),
+                         Part("text_config", None, "text", "language_model")),
+                        (("qformer_config", "blip_2_qformer", "its learned query tokens attend to the image features; "
+                                                              "it embeds no tokens"),)),
+    **{kind: Composite((Part("vision_config", f"{kind}_vision_model", "vision", "vision_model"),
+                        Part("qformer_config", f"{kind}_qformer", "qformer", "qformer"),
+                        Part("text_config", None, "text", "language_model")))
+       for kind in ("instructblip", "instructblipvideo")},
 }
 NOTE = "the {role} part ({key}, model_type {inner}) read as a {inner} folder"
 

@@ -40,10 +40,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "(index_head_dim, indexed_attention layers); not read yet": ("dots3_note", "dots3_note_text"),
     "GLM-5-Next: multi-head latent attention rotating qk_rope_head_dim channels inline in its attention (no "
     "rotary class to run); not read yet": ("glm5_next", "glm5_next_text"),
-    "Qwen-Omni thinkers: the text model (text_config) and audio encoder (audio_config) are read as their own "
-    "types; the vision encoder (vision_config: qwen2_5_omni_vision_encoder, qwen3_omni_moe_vision_encoder) is "
-    "not read as its own type yet": ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"),
-    "Qwen-Omni whole models: the thinker (its vision encoder not read) beside the talker (qwen2_5_omni_talker; "
+    "Qwen-Omni whole models: the thinker (read as its own type) beside the talker (qwen2_5_omni_talker; "
     "Qwen3-Omni's talker_config holds the code predictor) and the vocoder parts": ("qwen2_5_omni", "qwen3_omni_moe"),
     "Qwen-Omni talker parts: an M-RoPE decoder of its own config type (qwen2_5_omni_talker) and Qwen3-Omni's "
     "code predictor (qwen3_omni_moe_talker_code_predictor); no reader line yet":
@@ -125,9 +122,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "its SigLIP grid is not built), beside a Gemma action expert (dit_config); not read as a composite yet": ("pi0",),
     "Nemotron-H-Omni: its vision tower (vision_config, radio: the grid resampled twice) is not read (its "
     "text model, nemotron_h, has no position encoding)": ("nemotron_h_omni",),
-    "BLIP-2 and InstructBLIP(-Video): their Q-Former (qformer_config: blip_2_qformer, instructblip_qformer, "
-    "instructblipvideo_qformer) is not read; the vision tower and the language model (text_config) are read "
-    "as their own types": ("blip-2", "instructblip", "instructblipvideo"),
     "SigLIP-2: its text tower (siglip2_text_model) is read, its NaFlex vision tower (siglip2_vision_model) is "
     "not": ("siglip2",),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "

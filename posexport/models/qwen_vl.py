@@ -258,7 +258,7 @@ def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, rec
     side = math.isqrt(rows)
     if side * side != rows:
         vision.fail("num_position_embeddings", rows, "expected a square number: the table is a num_grid_per_side² grid")
-    path, key = checkpoint.locate(vision.folder, tower.table_keys)
+    path, key = vision.locate(tower.table_keys)
     values = {"dim": vision.count("hidden_size", tower.defaults[0]), "trained_h": side, "trained_w": side,
               "interpolation": "bilinear", "align_corners": tower.corners, "antialias": False,
               "max_grid": max(POS_EMBED_GRID, side), "weights": str(path), "key": key}
