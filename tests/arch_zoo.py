@@ -86,7 +86,7 @@ QWEN3_VL = {"rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 
                                 "rope_theta": 500000.0}}
 EXTRA.update(dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"), QWEN2_VL))
 EXTRA.update(dict.fromkeys(("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_omni_moe_text",
-                            "qwen3_omni_moe_talker_text"), QWEN3_VL), qwen2_5_omni_text=QWEN2_VL)
+                            "qwen3_omni_moe_talker_text"), QWEN3_VL), qwen2_5_omni_text=QWEN2_VL, qwen2_5_omni_talker=QWEN2_VL)
 # MLA beside other layers: Bailing-Hybrid's full_attention every 2nd layer, HY-V4's DSA indexer heads wider than the rope.
 EXTRA.update(bailing_hybrid={**MLA, "layer_group_size": 2, "num_experts": 4, "num_expert_group": 1, "topk_group": 1,
                              "num_experts_per_token": 2, "moe_intermediate_size": 32, "pad_token_id": 0},

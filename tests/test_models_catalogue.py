@@ -32,7 +32,7 @@ from safetensors.numpy import save_file  # noqa: E402
 from . import arch_zoo  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
-CONFIG_READERS = ("decoders", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer", "zamba2",
+CONFIG_READERS = ("decoders", "llama", "falcon", "phi3", "neox", "glm", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer", "zamba2",
                   "recurrent_gemma")
 # Wrappers whose text model reads trained tables (tested on their own, below).
 TABLE_WRAPPERS = ("florence2",)

@@ -7,6 +7,7 @@ text table built from the vision tower's key) failing there."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -36,9 +37,6 @@ PART_SIZES = {
     "clap_audio_model": {"depths": [1, 1], "num_attention_heads": [2, 4], "window_size": 4, "spec_size": 64,
                          "hidden_size": 64, "patch_embeds_hidden_size": 16},
     "modernbert": {**arch_zoo.sized(arch_zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
-    # the Gemma-4 assistant's text model: no per-layer inputs (its config class refuses them)
-    "gemma4_text": {**arch_zoo.sized(arch_zoo.config_class("gemma4_text"), "gemma4_text"), "hidden_size_per_layer_input": 0,
-                    "vocab_size_per_layer_input": 0},
 }
 # BLT's hash embeddings (500002 rows by default); Fun-ASR-Nano's adaptor sized to its text model
 TOP_SIZES = {"blt": {"encoder_hash_byte_group_vocab": 64},
@@ -48,12 +46,27 @@ TABLES = r"position_embedding|relative_position_bias_table|relative_attention_bi
 DEFAULT_TYPES = {"encoder-decoder": {"encoder": "bert", "decoder": "gpt2"},
                  "vision-encoder-decoder": {"encoder": "vit", "decoder": "trocr"}}
 # transformers' class of a composite that AutoModel does not build
-MODEL_CLASSES = {"gemma4_assistant": "AutoModelForCausalLM",
+MODEL_CLASSES = {
                  # the thinkers as generation checkpoints hold them (its parts under `model.`)
                  "qwen2_5_omni_thinker": "Qwen2_5OmniThinkerForConditionalGeneration",
                  "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration",
+                 "qwen2_5_omni": "Qwen2_5OmniForConditionalGeneration", "qwen2_5_omni_token2wav": "Qwen2_5OmniToken2WavModel",
                  "encoder-decoder": "EncoderDecoderModel",
                  "vision-encoder-decoder": "VisionEncoderDecoderModel"}
+
+
+def tiny_parts(model_type: str, types: dict[str, str] | None = None) -> dict[str, dict]:
+    """Each part's config at the tiny sizes (``types``: the type of a part its config class leaves to AutoConfig,
+    else its default); a part that is a composite itself has its own parts tiny."""
+    cls = arch_zoo.config_class(model_type)
+    parts = {}
+    for part in composite.COMPOSITES[model_type].parts:
+        inner = part.model_type or (types or DEFAULT_TYPES.get(model_type, {})).get(part.key) \
+            or cls.sub_configs_defaults[part.key].model_type
+        sizes = (tiny_parts(inner) if inner in composite.COMPOSITES else
+                 PART_SIZES.get(inner, arch_zoo.sized(arch_zoo.config_class(inner), inner)))
+        parts[part.key] = {"model_type": inner, **sizes, **TOP_SIZES.get(inner, {})}
+    return parts
 
 
 def tiny_composite(model_type: str, folder: Path, types: dict[str, str] | None = None):
@@ -69,13 +82,7 @@ def tiny_composite(model_type: str, folder: Path, types: dict[str, str] | None =
     cls = arch_zoo.config_class(model_type)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        parts = {}
-        for part in composite.COMPOSITES[model_type].parts:
-            # a part the config class leaves to AutoConfig: its default type
-            inner = part.model_type or (types or DEFAULT_TYPES.get(model_type, {})).get(part.key) \
-                or cls.sub_configs_defaults[part.key].model_type
-            sizes = PART_SIZES.get(inner, arch_zoo.sized(arch_zoo.config_class(inner), inner))
-            parts[part.key] = {"model_type": inner, **sizes}
+        parts = tiny_parts(model_type, types)
         cls(**parts, **TOP_SIZES.get(model_type, {})).save_pretrained(folder)
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(folder)
@@ -90,8 +97,16 @@ def tiny_composite(model_type: str, folder: Path, types: dict[str, str] | None =
     return model
 
 
-def part_of(model_type: str, role) -> composite.Part:
-    return next(p for p in composite.COMPOSITES[model_type].parts if p.key == role.hf["part"])
+def part_of(model_type: str, role, config) -> tuple[composite.Part, object]:
+    """The part a role comes from (the innermost, where a part is a composite itself), its module the whole path
+    within the composite's model, and its sub-config."""
+    line, modules = composite.COMPOSITES[model_type], []
+    for key in role.hf["part"].split("."):
+        part = next(p for p in line.parts if p.key == key)
+        modules.append(part.module)
+        config = getattr(config, key)
+        line = composite.COMPOSITES.get(config.model_type, line)
+    return dataclasses.replace(part, module=".".join(modules)), config
 
 
 def hf_session(plan, role, p):
@@ -100,7 +115,7 @@ def hf_session(plan, role, p):
     return SESSIONS[role.hf["kind"]](Built(get_encoding(role.encoding), p, entry), entry)
 
 
-def rows_the_tower_adds(model, part, role, config) -> tuple[np.ndarray, np.ndarray]:
+def rows_the_tower_adds(model, part, role, sub) -> tuple[np.ndarray, np.ndarray]:
     """(position_ids, the rows) the composite's own part adds on a forward: 9 tokens of a text tower, or the
     patches of a vision tower at its input size (a hook on the table's module)."""
     import torch
@@ -108,7 +123,6 @@ def rows_the_tower_adds(model, part, role, config) -> tuple[np.ndarray, np.ndarr
     module = model.get_submodule(role.values["key"].removesuffix(".weight"))
     added = []
     module.register_forward_hook(lambda _m, _a, rows: added.append(rows.reshape(-1, rows.shape[-1])))
-    sub = getattr(config, part.key)
     if not hasattr(sub, "image_size"):  # a text tower, or a decoder (a BART-like table: 0-based, its offset its own)
         tokens = [i for i in range(2, 64) if i != getattr(sub, "pad_token_id", None)][:9]
         inputs = {"input_ids": torch.tensor([tokens])}
@@ -165,11 +179,11 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
             x = rng.standard_normal(table.shape)
             positions = np.arange(table.shape[1])[None]
             assert np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + table))) < 1e-6
-        part = part_of(model_type, role) if role.role not in tables else None
+        part, sub = part_of(model_type, role, config) if role.role not in tables else (None, None)
         if "key" in role.values:  # the composite's own table (of this part)
             assert role.values["key"] in names and role.values["key"].startswith(f"{part.module}." if part else ""), role
         if role.encoding == "learned" and part:
-            positions, rows = rows_the_tower_adds(model, part, role, config)
+            positions, rows = rows_the_tower_adds(model, part, role, sub)
             x = rng.standard_normal(rows.shape)
             assert np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + rows))) < 1e-6, role.role
         if role.encoding == "vit-learned":  # the composite's own embeddings module resamples its table
@@ -177,7 +191,7 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
             session.embeddings = model.get_submodule(role.values["key"].removesuffix(f".{table}"))
         if role.encoding == "sinusoidal" and part.role == "text":  # the composite's own fairseq table (its `weights`)
             table = next(m for m in model.get_submodule(part.module).modules() if hasattr(m, "weights")).weights
-            start = START[sinusoids.FAMILIES[part.model_type].start](getattr(config, part.key))
+            start = START[sinusoids.FAMILIES[part.model_type].start](sub)
             positions = np.arange(9)[None] + start
             x = rng.standard_normal((1, 9, table.shape[1]))
             ours = encoding.reference(p, {"x": x, "position_ids": positions})
@@ -242,6 +256,12 @@ def test_composite_roles_build_and_pass_parity_from_model(tmp_path, model_type):
         report = run_model_parity(folder, graph, ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
         bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
         assert not bad and any(r.runtime == "hf" for r in report.results), bad
+
+
+def test_the_registry_names_every_composite_line():
+    from posexport.models import COMPOSITES, READERS
+
+    assert COMPOSITES == tuple(composite.COMPOSITES) and all(READERS[t] == "composite" for t in COMPOSITES)
 
 
 def test_a_composite_part_of_another_type_is_refused_in_one_line(tmp_path):

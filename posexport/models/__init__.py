@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import (audio_encoders, chunked_audio, composite, config, decoders, deepseek, learned, musicgen, patch_series,
-               patch_table, qwen_vl, sinusoids, swin, t5, time_series, vit)
+from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, patch_series, patch_table, qwen_vl,
+               sinusoids, swin, t5, time_series, vit)
 from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -29,6 +29,13 @@ WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipll
             "modernvbert", "moss_transcribe_diarize", "omniasr", "ovis2", "pp_chart2table", "qianfan_ocr", "qwen2_audio",
             "qwen3_asr", "smolvlm", "ultravbert", "vibevoice", "vibevoice_asr", "video_llama_3", "voxtral", "florence2",
             "paddleocr_vl", "cosmos3_edge")
+# Composites whose parts are read as their own types, each by its line in composite.py (which reads them
+# through READERS, so this registry names them).
+COMPOSITES = ("clip", "siglip", "metaclip_2", "owlvit", "owlv2", "groupvit", "aimv2", "clipseg", "chinese_clip", "altclip",
+              "blip", "bridgetower", "xclip", "vision-text-dual-encoder", "encoder-decoder", "vision-encoder-decoder",
+              "kosmos-2", "flava", "align", "clap", "dia", "t5gemma", "blt", "fun_asr_nano", "pe_audio",
+              "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "qwen2_5_omni_token2wav", "qwen2_5_omni", "blip-2",
+              "instructblip", "instructblipvideo")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",
@@ -72,6 +79,8 @@ READERS: dict[str, str] = {
     "qwen2_5_omni_text": "qwen_vl",
     "qwen3_omni_moe_text": "qwen_vl",
     "qwen3_omni_moe_talker_text": "qwen_vl",
+    "qwen2_5_omni_talker": "qwen_vl",
+    "qwen3_omni_moe_talker_code_predictor": "llama",
     **dict.fromkeys(qwen_vl.TOWERS, "qwen_vl"),
     **dict.fromkeys(("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga", "glm4v_moe", "glm4v_moe_text",
                      "glm_image", "glm_image_text"), "qwen_vl"),
@@ -105,7 +114,7 @@ READERS: dict[str, str] = {
     **dict.fromkeys(time_series.FAMILIES, "time_series"),
     **dict.fromkeys(patch_series.FAMILIES, "patch_series"),
     **dict.fromkeys(WRAPPERS, "wrapper"),
-    **dict.fromkeys(composite.COMPOSITES, "composite"),  # composites: their parts read as their own types
+    **dict.fromkeys(COMPOSITES, "composite"),
 }
 
 

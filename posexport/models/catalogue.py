@@ -66,7 +66,7 @@ _NO_POSITIONS_GROUPS = {
             "florence_vision"),
     _CODEC: ("dac", "encodec", "xcodec", "univnet", "wavtokenizer", "wavtokenizer_encoder",
              "vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_decoder",
-             "vibevoice_acoustic_tokenizer_encoder"),
+             "vibevoice_acoustic_tokenizer_encoder", "qwen2_5_omni_bigvgan"),
     _WRAPPER: ("speech-encoder-decoder", "rag", "timm_backbone",
                "upernet", "vitmatte", "vitpose", "depth_anything", "prompt_depth_anything", "zoedepth", "dpr", "colpali",
                "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt", "depth_pro", "chmv2", "nougat"),

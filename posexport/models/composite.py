@@ -1,8 +1,8 @@
 """Composite model folders whose parts posexport reads as their own types: dual encoders (CLIP and its kin: a text
 tower's learned table and a vision tower's learned grid; VisionTextDualEncoder of any two), encoder-decoders
 whose encoder and decoder have configs of their own (Dia, T5Gemma; EncoderDecoder and VisionEncoderDecoder of
-any two), multi-part models (BLT), audio-text models (CLAP, PE-Audio, Fun-ASR-Nano), a drafter around a text
-model (the Gemma-4 assistant), Qwen-Omni's thinkers, BLIP-2 and InstructBLIP.
+any two), multi-part models (BLT), audio-text models (CLAP, PE-Audio, Fun-ASR-Nano), Qwen-Omni's thinkers and
+the whole Qwen2.5-Omni, BLIP-2 and InstructBLIP. A part may be a composite itself.
 
 Each part is its sub-config (text_config, vision_config, encoder_config …) read by its own type's reader exactly
 as a folder of that type (wrapper.py does the same for a wrapper's text_config), its roles renamed with the
@@ -62,7 +62,7 @@ def dual(text: str, vision: str) -> Composite:
                       Part("vision_config", vision, "vision", "vision_model")))
 
 
-OMNI_TIMES = ("position_ids are the thinker's [3, batch, seq] (get_rope_index): audio and video tokens take temporal ids "
+OMNI_TIMES = ("position_ids are [3, batch, seq] as get_rope_index makes them: audio and video tokens take temporal ids "
               "of position_id_per_seconds a second (in chunks of seconds_per_chunk); pass those")
 COMPOSITES: dict[str, Composite] = {
     "clip": dual("clip_text_model", "clip_vision_model"),
@@ -116,10 +116,6 @@ COMPOSITES: dict[str, Composite] = {
                       Part("decoder_config", "blt_local_decoder", "decoder", "local_decoder")),
                      # BltModel builds each part's rotary from the part's own config: the top level's reach none
                      unused=("rope_parameters", "max_position_embeddings")),
-    "gemma4_assistant": Composite((Part("text_config", None, "text", "model",
-                                        note="every layer takes the main model's keys and values (num_kv_shared_layers "
-                                             "= num_hidden_layers): this rope turns the drafter's queries at the "
-                                             "positions the main model's cache holds"),)),
     "fun_asr_nano": Composite((Part("text_config", None, "text", "language_model"),
                                Part("audio_config", None, "audio", "audio_tower")),
                               (("adaptor_config", "", "the projector's adaptor layers attend without positions "
@@ -132,6 +128,13 @@ COMPOSITES: dict[str, Composite] = {
                            Part("vision_config", f"{base}_vision_encoder", "vision", "model.visual")),
                           unused=("position_id_per_seconds", "seconds_per_chunk"))
        for thinker, base in (("qwen2_5_omni_thinker", "qwen2_5_omni"), ("qwen3_omni_moe_thinker", "qwen3_omni_moe"))},
+    # Qwen2.5-Omni's speech output: its talker (an M-RoPE decoder), its token2wav (a DiT with its own rope beside a
+    # BigVGAN vocoder), and the whole model of thinker, talker and token2wav
+    "qwen2_5_omni_token2wav": Composite((Part("dit_config", "qwen2_5_omni_dit", "dit", "code2wav_dit_model"),),
+                                        (("bigvgan_config", "qwen2_5_omni_bigvgan", "the BigVGAN vocoder is convolutional"),)),
+    "qwen2_5_omni": Composite((Part("thinker_config", "qwen2_5_omni_thinker", "thinker", "thinker"),
+                               Part("talker_config", "qwen2_5_omni_talker", "talker", "talker.model", note=OMNI_TIMES),
+                               Part("token2wav_config", "qwen2_5_omni_token2wav", "token2wav", "token2wav"))),
     # BLIP-2 and InstructBLIP: a ViT, a Q-Former, and a language model of any read type (OPT by default)
     "blip-2": Composite((Part("vision_config", "blip_2_vision_model", "vision", "vision_model"),
                          Part("text_config", None, "text", "language_model")),

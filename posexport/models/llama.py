@@ -21,6 +21,8 @@ ARCHITECTURES = {
     "qwen2_moe": ("qwen2_moe", "Qwen2Moe", 32768, 10000.0, None),
     "qwen3": ("qwen3", "Qwen3", 32768, 10000.0, 128),
     "qwen3_moe": ("qwen3_moe", "Qwen3Moe", 32768, 10000.0, None),
+    # Qwen3-Omni's code predictor (its talker's multi-codebook head): a Qwen3 decoder
+    "qwen3_omni_moe_talker_code_predictor": ("qwen3_omni_moe", "Qwen3OmniMoe", 32768, 10000.0, 128),
 }
 
 

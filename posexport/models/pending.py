@@ -40,11 +40,9 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "(index_head_dim, indexed_attention layers); not read yet": ("dots3_note", "dots3_note_text"),
     "GLM-5-Next: multi-head latent attention rotating qk_rope_head_dim channels inline in its attention (no "
     "rotary class to run); not read yet": ("glm5_next", "glm5_next_text"),
-    "Qwen-Omni whole models: the thinker (read as its own type) beside the talker (qwen2_5_omni_talker; "
-    "Qwen3-Omni's talker_config holds the code predictor) and the vocoder parts": ("qwen2_5_omni", "qwen3_omni_moe"),
-    "Qwen-Omni talker parts: an M-RoPE decoder of its own config type (qwen2_5_omni_talker) and Qwen3-Omni's "
-    "code predictor (qwen3_omni_moe_talker_code_predictor); no reader line yet":
-        ("qwen2_5_omni_talker", "qwen3_omni_moe_talker_code_predictor"),
+    "Qwen3-Omni whole model: its thinker and code predictor are read as their own types, but its talker_config "
+    "(Qwen3OmniMoeTalkerConfig, no model_type of its own in the registry) and its code2wav transformer's "
+    "rotary (Qwen3OmniMoeCode2Wav, sliding-window layers) are not read yet": ("qwen3_omni_moe",),
     "a vision tower with 2-D rope of its own layout (frequencies per axis, patch coordinates rescaled or "
     "windowed), sometimes with a learned grid table beside it; not modelled yet":
         ("lfm3_vl_vision", "mlcd",
@@ -192,7 +190,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "a VQ image tokenizer or vocoder: convolutions and attention over latents, positions carried by the "
     "convolutions; not surveyed as a model of its own":
         ("chameleon_vqgan", "emu3_vqgan", "janus_vqgan", "glm_image_vqmodel", "flava_image_codebook",
-         "fastspeech2_conformer_hifigan", "speecht5_hifigan", "qwen2_5_omni_bigvgan", "qwen2_5_omni_token2wav",
+         "fastspeech2_conformer_hifigan", "speecht5_hifigan",
          "vibevoice_diffusion"),
     "Moshi's depth decoder: no rope (use_rope=False), each codebook step has its own weights (flexible "
     "linear) instead of a position encoding": ("moshi_depth",),

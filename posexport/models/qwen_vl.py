@@ -79,7 +79,7 @@ FAMILIES = {"qwen2_vl": Line("qwen2_vl", "Qwen2VL"), "qwen2_5_vl": Line("qwen2_5
             "qwen3_vl_moe_text": Line("qwen3_vl_moe", "Qwen3VLMoeText", **QWEN3),
             "paddleocr_vl_text": Line("paddleocr_vl", "PaddleOCR", theta=500000.0, max_positions=131072, vision=False),
             "cosmos3_edge_text": Line("cosmos3_edge", "Cosmos3EdgeText", True, (24, 20, 20), 100000000.0, 131072, False),
-            "qwen2_5_omni_text": Line("qwen2_5_omni", "Qwen2_5Omni", vision=False),
+            **dict.fromkeys(("qwen2_5_omni_text", "qwen2_5_omni_talker"), Line("qwen2_5_omni", "Qwen2_5Omni", vision=False)),
             "qwen3_omni_moe_text": Line("qwen3_omni_moe", "Qwen3OmniMoeThinkerText", True, (24, 20, 20), vision=False),
             "qwen3_omni_moe_talker_text": Line("qwen3_omni_moe", "Qwen3OmniMoeTalker", True, (24, 20, 20), 10000.0,
                                                vision=False),
@@ -182,6 +182,8 @@ def read(cfg: ModelConfig) -> list[Role]:
     hf = {"kind": "rope", "module": f"transformers.models.{module}.modeling_{module}", "rotary": f"{prefix}RotaryEmbedding",
           "apply": "apply_rotary_pos_emb", "text_config": True}
     text.ignore("use_sliding_window", "sliding_window", "max_window_layers")
+    # Qwen2.5-Omni's talker: the audio time positions get_rope_index makes (the position_ids passed in)
+    text.ignore("position_id_per_seconds", "seconds_per_chunk")
     if text is not cfg:
         text.check_all_read()
     tower = (TOWER_NOT_BUILT,) if not line.vision and cfg.has("vision_config") else ()

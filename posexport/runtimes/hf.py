@@ -61,7 +61,7 @@ CALLABLES = {
     "tower": re.compile(r"[A-Za-z0-9_]+Vision(Model|Encoder|Embeddings)"),
     "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
     "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
-    "part": re.compile(r"([a-z_]+_config|encoder|decoder)(\.[a-z_]+_config)*"),  # a composite's sub-config (CLVP's speech_config)
+    "part": re.compile(r"([a-z0-9_]+_config|encoder|decoder)(\.[a-z0-9_]+_config)*"),  # a composite's sub-config (CLVP's speech_config)
 }
 
 
