@@ -88,7 +88,8 @@ POSITION_CODE = re.compile(r"class \w*RotaryEmbedding|self\.(position_embeddings
 # Towers whose modeling module also holds their model's other parts (a text model's rotary): the source scanned is
 # their own classes' (by name prefix).
 TOWER_CLASSES = {"gemma4_unified_audio": "Gemma4UnifiedMultimodalEmbedder", "inkling_audio": "InklingAudioModel",
-                 "muse_spark_audio": "MuseSparkAudio", "blip_2_qformer": "Blip2QFormer"}
+                 "muse_spark_audio": "MuseSparkAudio", "blip_2_qformer": "Blip2QFormer",
+                 "qwen2_5_omni_bigvgan": "Qwen2_5OmniToken2WavBigVGAN"}
 
 
 def modeling_source(model_type: str) -> str:
