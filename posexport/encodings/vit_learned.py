@@ -6,8 +6,8 @@ class-token row (timm's ``pos_embed`` [1, 1 + Gh·Gw, dim] layout):
     table: [cls? | (0,0) (0,1) … (0,Gw−1) | (1,0) … | … (Gh−1,Gw−1)]  ×  dim
 
 For a run-time grid (H, W) the grid part is resampled like PyTorch's
-``F.interpolate(mode="bicubic", align_corners=False, antialias=True)`` (or plain bicubic, or bilinear with
-either align_corners: Qwen3-VL's pos_embed), which is separable:
+``F.interpolate(mode="bicubic", align_corners=False, antialias=True)`` (or plain bicubic, bilinear with
+either align_corners: Qwen3-VL's pos_embed, or antialiased bilinear: SigLIP-2's NaFlex), which is separable:
 
     PE(H, W) = R_H · T · C_Wᵀ        R_H [H, Gh], C_W [W, Gw] antialiased bicubic weights, T [Gh, Gw, dim]
 
@@ -43,6 +43,8 @@ from .kinds.grid import GridEncoding
 
 MAX_GRID_CAP = 1024  # the packed weights grow as max_grid²·(Gh + Gw)
 INTERPOLATIONS = ("bicubic", "bilinear")
+# Half-widths of the antialiased kernels' support at scale 1 (PyTorch's interp_size / 2).
+AA_RADIUS = {"bicubic": 2.0, "bilinear": 1.0}
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,10 @@ class VitLearnedParams:
     cubic_coefficient: float = param(
         -0.5, "Keys cubic coefficient a; −0.5 is what torch's bicubic with antialias=True uses (PIL's), −0.75 OpenCV's"
     )
-    antialias: bool = param(True, "resample like F.interpolate(antialias=True) (timm); false: plain bicubic with clamped edges, "
-                                  "as transformers' ViT interpolate_pos_encoding (with --cubic-coefficient -0.75)")
-    interpolation: str = param("bicubic", "bicubic, or bilinear (2 taps per axis, no antialias: Qwen3-VL's pos_embed)")
+    antialias: bool = param(True, "resample like F.interpolate(antialias=True) (timm; bilinear: SigLIP-2's NaFlex); false: "
+                                  "plain bicubic with clamped edges, as transformers' ViT interpolate_pos_encoding (with "
+                                  "--cubic-coefficient -0.75), or plain bilinear (Qwen3-VL's pos_embed)")
+    interpolation: str = param("bicubic", "bicubic, or bilinear (2 taps per axis unless antialiased and shrinking)")
     align_corners: bool = param(False, "bilinear only: output i samples input i·(Gh − 1)/(H − 1), corners on corners "
                                        "(F.interpolate align_corners=True, as Qwen3-VL); false: half-pixel centres")
     weights: str | None = param(None, "trained table (.npy, .safetensors, torch state dict), [1+]Gh·Gw × dim, e.g. timm pos_embed")
@@ -84,10 +87,10 @@ class VitLearnedParams:
               "cubic_coefficient", self.cubic_coefficient, "must be in [−1, 0), e.g. −0.5 (torch antialias) or −0.75")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
         check(self.interpolation in INTERPOLATIONS, "interpolation", self.interpolation, f"must be one of {', '.join(INTERPOLATIONS)}")
-        check(self.interpolation == "bicubic" or not self.antialias, "antialias", self.antialias,
-              "bilinear resampling here is not antialiased: give --antialias false")
         check(self.interpolation == "bilinear" or not self.align_corners, "align_corners", self.align_corners,
               "only bilinear resampling takes align_corners")
+        check(not (self.antialias and self.align_corners), "align_corners", self.align_corners,
+              "antialiased bilinear has half-pixel centres: give --antialias false for corners aligned")
         check(self.class_token or not self.distillation_token, "distillation_token", self.distillation_token,
               "comes after a class token: give --class-token true too")
         limits.check_tokens([("dim", self.dim)], "x (one patch each)")
@@ -152,24 +155,40 @@ def keys_cubic(x: np.ndarray, a: float) -> np.ndarray:
     return np.where(x < 1, near, np.where(x < 2, far, 0.0))
 
 
+def triangle(x: np.ndarray) -> np.ndarray:
+    """The bilinear (tent) kernel 1 − |x| (support |x| < 1)."""
+    return np.maximum(1.0 - np.abs(x), 0.0)
+
+
 def aa_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
-    """[n_out, n_in] weights of antialiased bicubic resampling along one axis (align_corners false).
+    """[n_out, n_in] weights of antialiased bicubic resampling along one axis (align_corners false)."""
+    return antialiased_weights(n_in, n_out, lambda x: keys_cubic(x, a), AA_RADIUS["bicubic"])
+
+
+def aa_bilinear_weights(n_in: int, n_out: int) -> np.ndarray:
+    """[n_out, n_in] weights of antialiased bilinear resampling along one axis (align_corners false): PyTorch's
+    _upsample_bilinear2d_aa, the tent widened by the scale when shrinking."""
+    return antialiased_weights(n_in, n_out, triangle, AA_RADIUS["bilinear"])
+
+
+def antialiased_weights(n_in: int, n_out: int, kernel: Any, radius: float) -> np.ndarray:
+    """[n_out, n_in] weights of F.interpolate(antialias=True) along one axis with this kernel (support |x| < radius).
 
     Output sample i sits at input coordinate centre = (i + ½)·s, s = n_in/n_out. When downscaling (s > 1)
-    the kernel is stretched by s (it low-pass filters) and its support grows to 2s; upscaling uses the plain
-    kernel. Taps are the input samples j whose centre j + ½ lies within the support, clipped to the input;
-    weights are kernel((j + ½ − centre)/max(s, 1)) divided by their sum, so truncated edges renormalise.
+    the kernel is stretched by s (it low-pass filters) and its support grows to radius·s; upscaling uses the
+    plain kernel. Taps are the input samples j whose centre j + ½ lies within the support, clipped to the
+    input; weights are kernel((j + ½ − centre)/max(s, 1)) divided by their sum, so truncated edges renormalise.
     """
     scale = n_in / n_out
     stretch = max(scale, 1.0)
-    support = 2.0 * stretch
+    support = radius * stretch
     centre = scale * (np.arange(n_out) + 0.5)[:, None]  # [n_out, 1]
     taps = np.arange(n_in)[None, :]  # [1, n_in]
     # The first and one-past-last tap; astype truncates toward zero like PyTorch's cast, and negatives
     # are clipped to 0 anyway.
     lo = np.maximum((centre - support + 0.5).astype(np.int64), 0)
     hi = np.minimum((centre + support + 0.5).astype(np.int64), n_in)
-    weights = np.where((taps >= lo) & (taps < hi), keys_cubic((taps + 0.5 - centre) / stretch, a), 0.0)
+    weights = np.where((taps >= lo) & (taps < hi), kernel((taps + 0.5 - centre) / stretch), 0.0)
     return weights / weights.sum(axis=1, keepdims=True)
 
 
@@ -201,7 +220,7 @@ def bilinear_weights(n_in: int, n_out: int, align_corners: bool) -> np.ndarray:
 def axis_weights(n_in: int, n_out: int, a: float, antialias: bool = True, interpolation: str = "bicubic",
                  align_corners: bool = False) -> np.ndarray:
     if interpolation == "bilinear":
-        return bilinear_weights(n_in, n_out, align_corners)
+        return aa_bilinear_weights(n_in, n_out) if antialias else bilinear_weights(n_in, n_out, align_corners)
     return aa_bicubic_weights(n_in, n_out, a) if antialias else plain_bicubic_weights(n_in, n_out, a)
 
 
@@ -211,7 +230,7 @@ def packed_weights(n_in: int, max_out: int, **resampling: Any) -> np.ndarray:
 
 
 def resample_grid(grid: np.ndarray, h: int, w: int, a: float, antialias: bool = True, **mode: Any) -> np.ndarray:
-    """grid [Gh, Gw, dim] -> [h, w, dim], separable (bicubic, antialiased unless asked not to; or bilinear), float64."""
+    """grid [Gh, Gw, dim] -> [h, w, dim], separable (bicubic or bilinear, antialiased unless asked not to), float64."""
     rows = axis_weights(grid.shape[0], h, a, antialias, **mode)
     cols = axis_weights(grid.shape[1], w, a, antialias, **mode)
     return np.einsum("hi,wj,ijd->hwd", rows, cols, grid)
