@@ -1852,3 +1852,50 @@ def test_tapas_table_adds_its_rows_at_the_ids_restarting_per_cell(tmp_path):
     errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": ids}) - (x + added[0])))
               for ids in (per_cell, np.arange(9)[None])]
     assert errors[0] < 1e-6 and errors[1] > 0.1
+
+
+# Towers resampling their grid bilinearly with antialias=True: (embeddings module, class, the table in it), the table
+# saved under the name a checkpoint of the tower alone gives it.
+ANTIALIASED_BILINEAR_TOWERS = {
+    "siglip2_vision_model": ("siglip2.modeling_siglip2", "Siglip2VisionEmbeddings", "position_embedding.weight"),
+    "tipsv2_vision_model": ("tipsv2.modeling_tipsv2", "Tipsv2VisionEmbeddings", "position_embeddings"),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(ANTIALIASED_BILINEAR_TOWERS))
+def test_antialiased_bilinear_towers_pass_parity_from_model_and_plain_bilinear_fails(tmp_path, model_type):
+    """A tiny tower of its own config with a random table: its graph built as a user builds it passes `parity
+    --from-model` against the tower's own code (SigLIP-2's resize_positional_embeddings, TIPSv2's
+    interpolate_pos_encoding) on the sweep's grids; the same table built as plain bilinear fails it on exactly the
+    grids that shrink an axis."""
+    import importlib
+
+    from posexport import export
+
+    module, cls, table = ANTIALIASED_BILINEAR_TOWERS[model_type]
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    embeddings = getattr(importlib.import_module(f"transformers.models.{module}"), cls)(
+        arch_zoo.config_class(model_type).from_pretrained(folder))
+    arch_zoo.table_checkpoint(folder, f"embeddings.{table}", tuple(embeddings.get_parameter(table).shape))
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    (role,) = read_model(folder).roles
+    assert (role.values["interpolation"], role.values["antialias"]) == ("bilinear", True)
+    wrong, _ = export.save(export.build("vit-learned", {**role.values, "antialias": False}, backend="portable"),
+                           tmp_path, "plain-bilinear")
+    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    trained = (role.values["trained_h"], role.values["trained_w"])
+    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
+    shrinks = {r.case: any(r.axes[a] < t for a, t in zip(("grid_h", "grid_w"), trained))
+               for r in report.results if r.runtime == "hf"}
+    assert statuses and all((s == "fail") == shrinks[c] for c, s in statuses.items()), statuses
+
+
+def test_siglip2_tower_with_a_table_not_square_is_refused_in_one_line(tmp_path):
+    folder = arch_zoo.tiny("siglip2_vision_model", tmp_path / "siglip2", num_patches=200)
+    with pytest.raises(PosexportError, match="'num_patches' = 200: its table is reshaped to a square grid") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)

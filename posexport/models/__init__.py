@@ -31,8 +31,8 @@ WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipll
             "paddleocr_vl", "cosmos3_edge")
 # Composites whose parts are read as their own types, each by its line in composite.py (which reads them
 # through READERS, so this registry names them).
-COMPOSITES = ("clip", "siglip", "metaclip_2", "owlvit", "owlv2", "groupvit", "aimv2", "clipseg", "chinese_clip", "altclip",
-              "blip", "bridgetower", "xclip", "vision-text-dual-encoder", "encoder-decoder", "vision-encoder-decoder",
+COMPOSITES = ("clip", "siglip", "siglip2", "metaclip_2", "owlvit", "owlv2", "groupvit", "aimv2", "clipseg", "chinese_clip",
+              "altclip", "blip", "bridgetower", "tipsv2", "xclip", "vision-text-dual-encoder", "encoder-decoder", "vision-encoder-decoder",
               "kosmos-2", "flava", "align", "clap", "dia", "t5gemma", "blt", "gemma4_assistant", "fun_asr_nano", "pe_audio")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
@@ -95,6 +95,7 @@ READERS: dict[str, str] = {
     "videomae": "videomae",
     "timesfm": "timesfm",
     "vit_mae": "vit_mae",
+    "siglip2_vision_model": "siglip2",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),

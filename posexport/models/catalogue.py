@@ -37,6 +37,7 @@ READER_ENCODINGS = {
     "recurrent_gemma": "rope (partial) on the local-attention blocks", "patch_table": "learned table (the trained token grid, not resampled)",
     "chunked_audio": "sinusoidal ([sin | cos]), restarting every audio chunk",
     "dots3_audio": "rope (partial), restarting every audio chunk",
+    "siglip2": "vit-learned (antialiased bilinear at every grid)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"

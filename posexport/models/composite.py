@@ -64,6 +64,7 @@ def dual(text: str, vision: str) -> Composite:
 COMPOSITES: dict[str, Composite] = {
     "clip": dual("clip_text_model", "clip_vision_model"),
     "siglip": dual("siglip_text_model", "siglip_vision_model"),
+    "siglip2": dual("siglip2_text_model", "siglip2_vision_model"),
     "metaclip_2": dual("metaclip_2_text_model", "metaclip_2_vision_model"),
     "owlvit": dual("owlvit_text_model", "owlvit_vision_model"),
     "owlv2": dual("owlv2_text_model", "owlv2_vision_model"),
@@ -74,6 +75,7 @@ COMPOSITES: dict[str, Composite] = {
     "altclip": dual("altclip_text_model", "altclip_vision_model"),
     "blip": dual("blip_text_model", "blip_vision_model"),
     "bridgetower": dual("bridgetower_text_model", "bridgetower_vision_model"),
+    "tipsv2": dual("tipsv2_text_model", "tipsv2_vision_model"),
     # a dual encoder of any two read towers (AutoConfig parts; a CLIP vision tower is held as CLIPVisionModel)
     # X-CLIP: the vision tower runs on each frame; its multi-frame integration transformer adds a frame table
     "xclip": Composite(dual("xclip_text_model", "xclip_vision_model").parts, tables=(Table(

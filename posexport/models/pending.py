@@ -82,9 +82,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "PE video composites: their video encoder embeds each frame with a timm image model (video_config.vision_config, "
     "timm_wrapper), whose positions are timm's code, not read": ("pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------
-    "SigLIP-2 NaFlex: the learned grid resampled per image with antialiased bilinear weights (a triangle filter "
-    "widened by the scale when shrinking: resize_positional_embeddings); vit-learned's bilinear has no antialias":
-        ("siglip2_vision_model",),
     "ViTPose: the table's class row added to every patch (position_embeddings[:, 1:] + [:, :1]), no class "
     "token, never resampled; not vit-learned's form": ("vitpose_backbone",),
     "LW-DETR's ViT: a table with a class row the tower drops (it has no class token), the grid resampled "
@@ -108,9 +105,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "(git_vision_model) is read as its own type": ("git",),
     "VideoPrism: its text tower (videoprism_text_model) is read, its vision tower (videoprism_vision_model: "
     "spatial and temporal tables) is not": ("videoprism",),
-    "TIPSv2's vision tower: a class-token grid resampled bilinearly with antialias=True (register tokens "
-    "beside it); vit-learned's bilinear has no antialias; so its composite (text tower tipsv2_text_model read) "
-    "waits for it": ("tipsv2", "tipsv2_vision_model"),
     "ViLT: text and patch positions in one config and one embeddings module (a BERT-like table beside a patch "
     "grid resampled per image and sampled to max_image_length patches in visual_embed), no sub-configs; not "
     "read yet": ("vilt",),
@@ -128,8 +122,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "BLIP-2 and InstructBLIP(-Video): their Q-Former (qformer_config: blip_2_qformer, instructblip_qformer, "
     "instructblipvideo_qformer) is not read; the vision tower and the language model (text_config) are read "
     "as their own types": ("blip-2", "instructblip", "instructblipvideo"),
-    "SigLIP-2: its text tower (siglip2_text_model) is read, its NaFlex vision tower (siglip2_vision_model) is "
-    "not": ("siglip2",),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
     "max_pos_emb within context_size blocks) inside attention; not modelled":
         ("granite_speech_encoder", "granite_speech_plus_encoder"),

@@ -312,6 +312,29 @@ class VitSession(Session):
         return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
 
 
+class NaflexSession(Session):
+    """SigLIP-2's Siglip2VisionEmbeddings.resize_positional_embeddings on the model's trained table (reshaped to its
+    square grid, as its forward does), at each image's (grid_h, grid_w) with no padding, added to the patches."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.table = recipe["table"]
+        table = self.embeddings.get_parameter(self.table)
+        table.data = trained(entry).reshape(table.shape)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        side = self.embeddings.position_embedding_size
+        with torch.no_grad():
+            grid = self.embeddings.get_parameter(self.table).reshape(side, side, -1)
+            positions = self.embeddings.resize_positional_embeddings(grid, torch.tensor([[h, w]] * batch), max_length=h * w)
+        return (x.reshape(batch, h * w, dim) + positions).reshape(batch, h, w, dim).numpy()
+
+
 class GridSampleSession(VitSession):
     """GLM-Image's (GLM-4V's) vision embeddings forward on the model's trained table: each image's patches packed
     [patches, hidden] with their row and column (raster order), the table sampled there (F.grid_sample,
@@ -623,6 +646,7 @@ SESSIONS = {
     "grid-interpolate": GridInterpolateSession,
     "clvp-rope": ClvpRopeSession,
     "grid-sample": GridSampleSession,
+    "naflex": NaflexSession,
 }
 
 
