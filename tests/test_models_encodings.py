@@ -117,3 +117,87 @@ def test_row_offset_leaves_the_first_rows_out(tmp_path, rng):
     np.testing.assert_array_equal(y[0], table[[2, 3, 9]])
     with pytest.raises(ParamError, match="--row-offset"):
         learned.params(row_offset=1)
+
+
+def test_float_arange_is_torchs_cpu_arange():
+    """NaViT's bucket boundaries torch.arange(1/N, 1, 1/N) as PyTorch's CPU kernel forms them, for every N up to
+    vit-learned's largest grid; rounding each value once instead (no runs of 8) misses most of them."""
+    from posexport.encodings.vit_learned import torch_float_arange
+
+    sides = range(1, 1025)
+    ours = {n: torch_float_arange(1 / n, 1.0, 1 / n) for n in sides}
+    assert all(np.array_equal(ours[n], torch.arange(1 / n, 1.0, 1 / n).numpy()) for n in sides)
+    once = sum(not np.array_equal((1 / n + np.arange(len(ours[n])) / n).astype(np.float32), ours[n]) for n in sides)
+    assert once > 500
+
+
+# Trained sides N (Idefics3's 26, SmolVLM's and Phi-4's 32, Idefics2's and MiniCPM-V's 70 among them) and every
+# output size up to 2N + 1: the bucket edges where float32 i/h or i·(1/h) falls either side of a boundary.
+BUCKET_SIDES = range(1, 73)
+
+
+def test_quotient_buckets_are_get_vision_nearest_position_ids():
+    from transformers.vision_utils import get_vision_nearest_position_ids
+
+    from posexport.encodings.vit_learned import nearest_bucket_weights
+
+    missed, exact_misses = [], 0
+    for side in BUCKET_SIDES:
+        sizes = range(1, 2 * side + 2)
+        ids = get_vision_nearest_position_ids(torch.tensor([[n, 1] for n in sizes]), side).numpy() // side
+        starts = np.cumsum([0, *sizes])
+        for n, start in zip(sizes, starts):
+            theirs = ids[start : start + n]
+            missed += [] if np.array_equal(nearest_bucket_weights(side, n, "quotient").argmax(1), theirs) else [(side, n)]
+            exact_misses += not np.array_equal(np.arange(n) * side // n, theirs)  # the buckets in exact arithmetic
+    assert not missed and exact_misses > 100, (missed, exact_misses)
+
+
+def test_reciprocal_buckets_are_idefics2_embeddings_position_ids(rng):
+    """Idefics2VisionEmbeddings' own forward (its patch projection the identity, one channel, table row r holding
+    r) on a batch of images of n × n patches, each masked to its first row and column (all the forward counts): the
+    rows it adds there are the buckets of vit-learned's reciprocal fractions on both axes; the quotient ones miss some."""
+    from transformers import Idefics2VisionConfig
+    from transformers.models.idefics2.modeling_idefics2 import Idefics2VisionEmbeddings
+
+    from posexport.encodings.vit_learned import nearest_bucket_weights
+
+    missed, quotient_misses = [], 0
+    for side in BUCKET_SIDES:
+        embeddings = Idefics2VisionEmbeddings(Idefics2VisionConfig(hidden_size=1, image_size=side, patch_size=1, num_channels=1))
+        embeddings.position_embedding.weight.data = torch.arange(side * side, dtype=torch.float32)[:, None]
+        embeddings.patch_embedding = torch.nn.Identity()
+        sizes = range(1, 2 * side + 2)
+        mask = torch.zeros(len(sizes), len(sizes), len(sizes), dtype=torch.bool)
+        for b, n in enumerate(sizes):
+            mask[b, :n, 0] = mask[b, 0, :n] = True
+        pixels = torch.from_numpy(rng.standard_normal((len(sizes), 1, len(sizes), len(sizes))).astype(np.float32))
+        with torch.no_grad():
+            rows = np.rint((embeddings(pixels, mask) - pixels.flatten(2).transpose(1, 2)).numpy()[..., 0]).astype(int)
+        for b, n in enumerate(sizes):
+            grid = rows[b].reshape(len(sizes), len(sizes))
+            for theirs in (grid[:n, 0] // side, grid[0, :n] % side):  # down the first column, along the first row
+                missed += [] if np.array_equal(nearest_bucket_weights(side, n, "reciprocal").argmax(1), theirs) else [(side, n)]
+                quotient_misses += not np.array_equal(nearest_bucket_weights(side, n, "quotient").argmax(1), theirs)
+    assert not missed and quotient_misses > 50, (missed, quotient_misses)
+
+
+@pytest.mark.parametrize("fractions", ["reciprocal", "quotient"])
+def test_nearest_bucket_graph_on_every_runtime(fractions):
+    """Both artifacts on every runtime, with the trained-grid property at a 23 × 23 grid (whose quotient buckets
+    are not the identity: the property's selection is not)."""
+    values = {"dim": 8, "trained_h": 23, "trained_w": 23, "max_grid": 30, "antialias": False,
+              "interpolation": "nearest-bucket", "bucket_fractions": fractions}
+    for source in ("script", "torch"):
+        report = verdicts.run_parity(export.build("vit-learned", values, source=source), ["ort-cpu", "reference", "torch"],
+                                     properties=True)
+        assert report.passed and report.properties, [(r.case, r.runtime, r.message) for r in report.failures()]
+
+
+@pytest.mark.parametrize("values, option", [({"interpolation": "nearest-bucket"}, "--antialias"),
+                                            ({"interpolation": "nearest-bucket", "antialias": False,
+                                              "bucket_fractions": "floor"}, "--bucket-fractions"),
+                                            ({"bucket_fractions": "quotient"}, "--bucket-fractions")])
+def test_nearest_bucket_options_refused_where_they_mean_nothing(values, option):
+    with pytest.raises(ParamError, match=option):
+        get_encoding("vit-learned").params(**values)
