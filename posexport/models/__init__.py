@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, patch_series, patch_table, qwen_vl,
-               sinusoids, swin, t5, time_series, vit)
+from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, navit, patch_series, patch_table,
+               qwen_vl, sinusoids, swin, t5, time_series, vit)
 from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -102,6 +102,7 @@ READERS: dict[str, str] = {
     **dict.fromkeys(learned.BART_LIKE, "learned"),
     **dict.fromkeys(vit.FAMILIES, "vit"),
     **dict.fromkeys(patch_table.FAMILIES, "patch_table"),
+    **dict.fromkeys(navit.FAMILIES, "navit"),
     **dict.fromkeys(t5.FAMILIES, "t5"),
     **dict.fromkeys(sinusoids.FAMILIES, "sinusoids"),
     **dict.fromkeys(audio_encoders.FAMILIES, "audio_encoders"),

@@ -93,10 +93,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "added inside attention, which are not modelled (some feed a CLIP-like encoder read as its own type)":
         ("unlimited_ocr_vision", "deepseek_ocr2_vision", "pp_chart2table_vision", "pp_formulanet_vision",
          "slanext_vision"),
-    "NaViT-style vision tower: a learned grid table indexed by bucketed fractional coordinates "
-    "(get_vision_nearest_position_ids), not resampled; not modelled":
-        ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "minicpm_ocr_vision", "minicpmv4_6_vision",
-         "minicpmv4_7_vision", "idefics2_perceiver", "idefics_perciever", "phi4_multimodal_vision"),
     "FLAVA's multimodal encoder as a folder of its own: a class token over the text and image towers' hidden "
     "states (which carry their positions), no position table of its own; not surveyed alone (the flava "
     "composite reads its towers)": ("flava_multimodal_model",),
@@ -113,8 +109,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "T5Gemma-2: Gemma-3-style rope per layer type in its text encoder and decoder (t5gemma2_text, "
     "t5gemma2_decoder; the encoder beside a SigLIP tower that is read), which have no reader line yet":
         ("t5gemma2", "t5gemma2_encoder", "t5gemma2_decoder", "t5gemma2_text"),
-    "Phi-4-multimodal: its vision tower (phi4_multimodal_vision, NaViT-style) and audio tower "
-    "(phi4_multimodal_audio, a learned relative bias) are not read": ("phi4_multimodal",),
+    "Phi-4-multimodal: its vision tower (phi4_multimodal_vision) is read as its own type, its audio tower "
+    "(phi4_multimodal_audio, a learned relative bias) is not": ("phi4_multimodal",),
     "PI0: its vision-language part (vlm_config) is a PaliGemma, read through its text_config only (wrapper.py: "
     "its SigLIP grid is not built), beside a Gemma action expert (dit_config); not read as a composite yet": ("pi0",),
     "Nemotron-H-Omni: its vision tower (vision_config, radio: the grid resampled twice) is not read (its "
