@@ -48,7 +48,7 @@ INTERPOLATIONS = ("bicubic", "bilinear", "nearest-bucket")
 # How nearest-bucket forms output i's fractional coordinate of n in float32: i·(1/n) clamped below 1 − 1e-6
 # (Idefics2's embeddings forward) or i/n (transformers' get_vision_nearest_position_ids: MiniCPM-V's).
 BUCKET_FRACTIONS = ("reciprocal", "quotient")
-TORCH_ARANGE_RUN = 8  # floats PyTorch's CPU arange kernel forms from one float32 base (one AVX2 vector)
+TORCH_ARANGE_RUN = 8  # floats PyTorch's CPU arange kernel forms from one float32 base (x86 builds; tests check torch.arange)
 # Half-widths of the antialiased kernels' support at scale 1 (PyTorch's interp_size / 2).
 AA_RADIUS = {"bicubic": 2.0, "bilinear": 1.0}
 
