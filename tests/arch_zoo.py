@@ -60,6 +60,11 @@ EXTRA: dict[str, dict[str, Any]] = {
     "trocr": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
     "glm_image_vision": {"image_size": 256},  # a 16 × 16 grid (its default 128 × 128 takes seconds to resample)
+    # NaViT towers: a 23 × 23 grid, where transformers' i/h buckets (MiniCPM-V's) are not the identity at the trained
+    # size and its i·(1/h) ones (Idefics2's) are
+    **{t: {"image_size": 23 * patch} for t, patch in (("idefics2_vision", 32), ("idefics3_vision", 32), ("smolvlm_vision", 32),
+                                                       ("phi4_multimodal_vision", 14), ("minicpm_ocr_vision", 16),
+                                                       ("minicpmv4_6_vision", 16), ("minicpmv4_7_vision", 16))},
 }
 # Layer plans: pad ids inside the tiny vocabulary (for a forward), JetMoE's kv_channels unlike hidden // heads.
 EXTRA.update(dict.fromkeys(("mllama", "mllama_text_model", "olmo_hybrid"), {"pad_token_id": 0}), jetmoe={"kv_channels": 8})

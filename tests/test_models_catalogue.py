@@ -20,7 +20,8 @@ pytest.importorskip("transformers")
 from posexport.contract import Case  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
-from posexport.models import READERS, audio_encoders, catalogue, decoders, learned, patch_table, qwen_vl, read_model, sinusoids, swin, vit  # noqa: E402
+from posexport.models import (READERS, audio_encoders, catalogue, decoders, learned, navit, patch_table, qwen_vl, read_model,  # noqa: E402
+                              sinusoids, swin, vit)
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -89,7 +90,8 @@ POSITION_CODE = re.compile(r"class \w*RotaryEmbedding|self\.(position_embeddings
 # their own classes' (by name prefix).
 TOWER_CLASSES = {"gemma4_unified_audio": "Gemma4UnifiedMultimodalEmbedder", "inkling_audio": "InklingAudioModel",
                  "muse_spark_audio": "MuseSparkAudio", "blip_2_qformer": "Blip2QFormer",
-                 "qwen2_5_omni_bigvgan": "Qwen2_5OmniToken2WavBigVGAN"}
+                 "qwen2_5_omni_bigvgan": "Qwen2_5OmniToken2WavBigVGAN",
+                 "idefics2_perceiver": "Idefics2Perceiver", "idefics_perciever": "IdeficsPerceiver"}
 
 
 def modeling_source(model_type: str) -> str:
@@ -102,8 +104,9 @@ def modeling_source(model_type: str) -> str:
     name = model_type_to_module_name(model_type)
     if model_type in TOWER_CLASSES:
         module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+        # classes of its package (IDEFICS keeps its perceiver in a file of its own)
         return "\n".join(inspect.getsource(c) for n, c in vars(module).items() if isinstance(c, type)
-                         and c.__module__ == module.__name__ and n.startswith(TOWER_CLASSES[model_type]))
+                         and c.__module__.startswith(f"transformers.models.{name}.") and n.startswith(TOWER_CLASSES[model_type]))
     folder = Path(transformers.__file__).parent / "models" / name
     return "\n".join(f.read_text() for f in folder.glob("modeling_*.py"))
 
@@ -1853,3 +1856,88 @@ def test_tapas_table_adds_its_rows_at_the_ids_restarting_per_cell(tmp_path):
     errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": ids}) - (x + added[0])))
               for ids in (per_cell, np.arange(9)[None])]
     assert errors[0] < 1e-6 and errors[1] > 0.1
+
+
+# Towers resampling their grid bilinearly with antialias=True: (embeddings module, class, the table in it), the table
+# saved under the name a checkpoint of the tower alone gives it.
+ANTIALIASED_BILINEAR_TOWERS = {
+    "siglip2_vision_model": ("siglip2.modeling_siglip2", "Siglip2VisionEmbeddings", "position_embedding.weight"),
+    "tipsv2_vision_model": ("tipsv2.modeling_tipsv2", "Tipsv2VisionEmbeddings", "position_embeddings"),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(ANTIALIASED_BILINEAR_TOWERS))
+def test_antialiased_bilinear_towers_pass_parity_from_model_and_plain_bilinear_fails(tmp_path, model_type):
+    """A tiny tower of its own config with a random table: its graph built as a user builds it passes `parity
+    --from-model` against the tower's own code (SigLIP-2's resize_positional_embeddings, TIPSv2's
+    interpolate_pos_encoding) on the sweep's grids; the same table built as plain bilinear fails it on exactly the
+    grids that shrink an axis."""
+    import importlib
+
+    from posexport import export
+
+    module, cls, table = ANTIALIASED_BILINEAR_TOWERS[model_type]
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    embeddings = getattr(importlib.import_module(f"transformers.models.{module}"), cls)(
+        arch_zoo.config_class(model_type).from_pretrained(folder))
+    arch_zoo.table_checkpoint(folder, f"embeddings.{table}", tuple(embeddings.get_parameter(table).shape))
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    (role,) = read_model(folder).roles
+    assert (role.values["interpolation"], role.values["antialias"]) == ("bilinear", True)
+    wrong, _ = export.save(export.build("vit-learned", {**role.values, "antialias": False}, backend="portable"),
+                           tmp_path, "plain-bilinear")
+    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    trained = (role.values["trained_h"], role.values["trained_w"])
+    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
+    shrinks = {r.case: any(r.axes[a] < t for a, t in zip(("grid_h", "grid_w"), trained))
+               for r in report.results if r.runtime == "hf"}
+    assert statuses and all((s == "fail") == shrinks[c] for c, s in statuses.items()), statuses
+
+
+def test_siglip2_tower_with_a_table_not_square_is_refused_in_one_line(tmp_path):
+    folder = arch_zoo.tiny("siglip2_vision_model", tmp_path / "siglip2", num_patches=200)
+    with pytest.raises(PosexportError, match="'num_patches' = 200: its table is reshaped to a square grid") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("model_type", sorted(navit.FAMILIES))
+def test_navit_towers_pass_parity_from_model_and_the_other_fractions_fail(tmp_path, model_type):
+    """A tiny tower of its own config (a 23 × 23 grid) with a random table: its graph built as a user builds it passes
+    `parity --from-model` against the tower's own embeddings forward (bit for bit against the graph: one row a patch);
+    built with the other code path's fractions it fails at the trained grid, where the two bucket differently (MiniCPM-V's
+    i/h skip a row there), and still agrees at one patch."""
+    import importlib
+
+    from posexport import export
+
+    tower = navit.FAMILIES[model_type]
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    embeddings = getattr(importlib.import_module(f"transformers.models.{tower.module}"), tower.embeddings)(
+        arch_zoo.config_class(model_type).from_pretrained(folder))
+    arch_zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    assert all(r.comparison.max_abs == 0 for r in report.pairwise if r.runtime == "hf vs ort-cpu"), report.pairwise
+    (role,) = read_model(folder).roles
+    assert (role.values["trained_h"], role.values["bucket_fractions"]) == (23, tower.fractions)
+    other = next(f for f in ("reciprocal", "quotient") if f != tower.fractions)
+    wrong, _ = export.save(export.build("vit-learned", {**role.values, "bucket_fractions": other}, backend="portable"),
+                           tmp_path, "other-fractions")
+    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
+    assert statuses["trained23x23-b2"] == "fail" and statuses["grid1x1-b2"] == "pass", statuses
+
+
+def test_navit_tower_with_a_patch_larger_than_its_image_is_refused_in_one_line(tmp_path):
+    folder = arch_zoo.tiny("idefics2_vision", tmp_path / "idefics2", image_size=16, patch_size=32)
+    with pytest.raises(PosexportError, match="'patch_size' = 32: larger than image_size") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)

@@ -1,5 +1,6 @@
 """What --from-model needed from the encodings: vit-learned's plain (not antialiased) bicubic, its bilinear
-resampling (Qwen3-VL's pos_embed) and DeiT's distillation token, learned's row offset (OPT)."""
+resampling (Qwen3-VL's pos_embed), antialiased (SigLIP-2's NaFlex) or not, and DeiT's distillation token,
+learned's row offset (OPT)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from posexport import export, verdicts
 from posexport.encodings.vit_learned import resample_grid
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
+
+from .conftest import normalised_error, session
 
 
 @pytest.mark.parametrize("target", [(7, 11), (3, 5), (1, 1), (20, 2)])
@@ -40,15 +43,49 @@ def test_bilinear_is_transformers_vision_interpolation(rng, target, align_corner
     assert np.max(np.abs(ours - interpolated)) < 1e-12
 
 
-def test_bilinear_graph_on_every_runtime():
-    values = {"dim": 8, "trained_h": 4, "trained_w": 4, "max_grid": 9, "antialias": False, "interpolation": "bilinear",
-              "align_corners": True}
-    report = verdicts.run_parity(export.build("vit-learned", values), ["ort-cpu", "reference", "torch"], properties=True)
-    assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
+# (Gh, Gw) -> (H, W): shrinking, growing, mixed, identity, to one pixel, non-square both ways.
+AA_BILINEAR = [((16, 16), (7, 9)), ((6, 6), (20, 13)), ((16, 16), (3, 40)), ((6, 5), (6, 5)), ((16, 16), (1, 1)),
+               ((14, 10), (1, 3)), ((3, 7), (40, 2))]
 
 
-@pytest.mark.parametrize("values, option", [({"interpolation": "bilinear"}, "--antialias"),
-                                            ({"align_corners": True, "antialias": False}, "--align-corners"),
+@pytest.mark.parametrize("trained, target", AA_BILINEAR)
+def test_antialiased_bilinear_is_torch_interpolate_with_antialias(rng, trained, target):
+    """The float64 weights against F.interpolate(mode="bilinear", antialias=True) in float64; plain bilinear
+    misses it wherever an axis shrinks."""
+    grid = rng.standard_normal((*trained, 3))
+    ours = resample_grid(grid, *target, a=-0.5, interpolation="bilinear")
+    theirs = torch.nn.functional.interpolate(torch.from_numpy(grid).permute(2, 0, 1)[None], size=target, mode="bilinear",
+                                             align_corners=False, antialias=True)[0].permute(1, 2, 0).numpy()
+    assert np.max(np.abs(ours - theirs)) < 1e-12
+    plain = resample_grid(grid, *target, a=-0.5, antialias=False, interpolation="bilinear")
+    shrinks = target[0] < trained[0] or target[1] < trained[1]
+    assert np.max(np.abs(plain - theirs)) > 0.1 if shrinks else np.max(np.abs(plain - theirs)) < 1e-12
+
+
+@pytest.mark.parametrize("antialias", [False, True])
+def test_bilinear_graph_on_every_runtime(antialias):
+    """Both bilinear forms through both artifacts on every runtime with the trained-grid property
+    (antialiased with a 9 × 9 trained grid, so that grids of the sweep shrink it)."""
+    values = {"dim": 8, "trained_h": 9 if antialias else 4, "trained_w": 9 if antialias else 4, "max_grid": 11,
+              "antialias": antialias, "interpolation": "bilinear", "align_corners": not antialias}
+    for source in ("script", "torch"):
+        report = verdicts.run_parity(export.build("vit-learned", values, source=source), ["ort-cpu", "reference", "torch"],
+                                     properties=True)
+        assert report.passed, [(r.case, r.runtime, r.message) for r in report.failures()]
+
+
+def test_a_plain_bilinear_graph_misses_the_antialiased_reference_where_the_grid_shrinks(rng):
+    values = {"dim": 8, "trained_h": 9, "trained_w": 9, "max_grid": 11, "interpolation": "bilinear"}
+    encoding, plain = get_encoding("vit-learned"), export.build("vit-learned", {**values, "antialias": False})
+    for grid, misses in (((4, 6), True), ((11, 10), False)):
+        feeds = {"x": rng.standard_normal((2, *grid, 8)).astype(np.float32)}
+        out = session(plain, "ort-cpu").run(feeds)
+        error = normalised_error(out, encoding.reference(encoding.params(**values), feeds))
+        assert error > 1000 * plain.options.dtype.bound() if misses else error < plain.options.dtype.bound(), (grid, error)
+
+
+@pytest.mark.parametrize("values, option", [({"align_corners": True, "antialias": False}, "--align-corners"),
+                                            ({"interpolation": "bilinear", "align_corners": True}, "--align-corners"),
                                             ({"interpolation": "nearest", "antialias": False}, "--interpolation")])
 def test_bilinear_options_refused_where_they_mean_nothing(values, option):
     with pytest.raises(ParamError, match=option):
@@ -80,3 +117,87 @@ def test_row_offset_leaves_the_first_rows_out(tmp_path, rng):
     np.testing.assert_array_equal(y[0], table[[2, 3, 9]])
     with pytest.raises(ParamError, match="--row-offset"):
         learned.params(row_offset=1)
+
+
+def test_float_arange_is_torchs_cpu_arange():
+    """NaViT's bucket boundaries torch.arange(1/N, 1, 1/N) as PyTorch's CPU kernel forms them, for every N up to
+    vit-learned's largest grid; rounding each value once instead (no runs of 8) misses most of them."""
+    from posexport.encodings.vit_learned import torch_float_arange
+
+    sides = range(1, 1025)
+    ours = {n: torch_float_arange(1 / n, 1.0, 1 / n) for n in sides}
+    assert all(np.array_equal(ours[n], torch.arange(1 / n, 1.0, 1 / n).numpy()) for n in sides)
+    once = sum(not np.array_equal((1 / n + np.arange(len(ours[n])) / n).astype(np.float32), ours[n]) for n in sides)
+    assert once > 500
+
+
+# Trained sides N (Idefics3's 26, SmolVLM's and Phi-4's 32, Idefics2's and MiniCPM-V's 70 among them) and every
+# output size up to 2N + 1: the bucket edges where float32 i/h or i·(1/h) falls either side of a boundary.
+BUCKET_SIDES = range(1, 73)
+
+
+def test_quotient_buckets_are_get_vision_nearest_position_ids():
+    from transformers.vision_utils import get_vision_nearest_position_ids
+
+    from posexport.encodings.vit_learned import nearest_bucket_weights
+
+    missed, exact_misses = [], 0
+    for side in BUCKET_SIDES:
+        sizes = range(1, 2 * side + 2)
+        ids = get_vision_nearest_position_ids(torch.tensor([[n, 1] for n in sizes]), side).numpy() // side
+        starts = np.cumsum([0, *sizes])
+        for n, start in zip(sizes, starts):
+            theirs = ids[start : start + n]
+            missed += [] if np.array_equal(nearest_bucket_weights(side, n, "quotient").argmax(1), theirs) else [(side, n)]
+            exact_misses += not np.array_equal(np.arange(n) * side // n, theirs)  # the buckets in exact arithmetic
+    assert not missed and exact_misses > 100, (missed, exact_misses)
+
+
+def test_reciprocal_buckets_are_idefics2_embeddings_position_ids(rng):
+    """Idefics2VisionEmbeddings' own forward (its patch projection the identity, one channel, table row r holding
+    r) on a batch of images of n × n patches, each masked to its first row and column (all the forward counts): the
+    rows it adds there are the buckets of vit-learned's reciprocal fractions on both axes; the quotient ones miss some."""
+    from transformers import Idefics2VisionConfig
+    from transformers.models.idefics2.modeling_idefics2 import Idefics2VisionEmbeddings
+
+    from posexport.encodings.vit_learned import nearest_bucket_weights
+
+    missed, quotient_misses = [], 0
+    for side in BUCKET_SIDES:
+        embeddings = Idefics2VisionEmbeddings(Idefics2VisionConfig(hidden_size=1, image_size=side, patch_size=1, num_channels=1))
+        embeddings.position_embedding.weight.data = torch.arange(side * side, dtype=torch.float32)[:, None]
+        embeddings.patch_embedding = torch.nn.Identity()
+        sizes = range(1, 2 * side + 2)
+        mask = torch.zeros(len(sizes), len(sizes), len(sizes), dtype=torch.bool)
+        for b, n in enumerate(sizes):
+            mask[b, :n, 0] = mask[b, 0, :n] = True
+        pixels = torch.from_numpy(rng.standard_normal((len(sizes), 1, len(sizes), len(sizes))).astype(np.float32))
+        with torch.no_grad():
+            rows = np.rint((embeddings(pixels, mask) - pixels.flatten(2).transpose(1, 2)).numpy()[..., 0]).astype(int)
+        for b, n in enumerate(sizes):
+            grid = rows[b].reshape(len(sizes), len(sizes))
+            for theirs in (grid[:n, 0] // side, grid[0, :n] % side):  # down the first column, along the first row
+                missed += [] if np.array_equal(nearest_bucket_weights(side, n, "reciprocal").argmax(1), theirs) else [(side, n)]
+                quotient_misses += not np.array_equal(nearest_bucket_weights(side, n, "quotient").argmax(1), theirs)
+    assert not missed and quotient_misses > 50, (missed, quotient_misses)
+
+
+@pytest.mark.parametrize("fractions", ["reciprocal", "quotient"])
+def test_nearest_bucket_graph_on_every_runtime(fractions):
+    """Both artifacts on every runtime, with the trained-grid property at a 23 × 23 grid (whose quotient buckets
+    are not the identity: the property's selection is not)."""
+    values = {"dim": 8, "trained_h": 23, "trained_w": 23, "max_grid": 30, "antialias": False,
+              "interpolation": "nearest-bucket", "bucket_fractions": fractions}
+    for source in ("script", "torch"):
+        report = verdicts.run_parity(export.build("vit-learned", values, source=source), ["ort-cpu", "reference", "torch"],
+                                     properties=True)
+        assert report.passed and report.properties, [(r.case, r.runtime, r.message) for r in report.failures()]
+
+
+@pytest.mark.parametrize("values, option", [({"interpolation": "nearest-bucket"}, "--antialias"),
+                                            ({"interpolation": "nearest-bucket", "antialias": False,
+                                              "bucket_fractions": "floor"}, "--bucket-fractions"),
+                                            ({"bucket_fractions": "quotient"}, "--bucket-fractions")])
+def test_nearest_bucket_options_refused_where_they_mean_nothing(values, option):
+    with pytest.raises(ParamError, match=option):
+        get_encoding("vit-learned").params(**values)

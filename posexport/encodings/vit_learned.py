@@ -6,15 +6,17 @@ class-token row (timm's ``pos_embed`` [1, 1 + Gh·Gw, dim] layout):
     table: [cls? | (0,0) (0,1) … (0,Gw−1) | (1,0) … | … (Gh−1,Gw−1)]  ×  dim
 
 For a run-time grid (H, W) the grid part is resampled like PyTorch's
-``F.interpolate(mode="bicubic", align_corners=False, antialias=True)`` (or plain bicubic, or bilinear with
-either align_corners: Qwen3-VL's pos_embed), which is separable:
+``F.interpolate(mode="bicubic", align_corners=False, antialias=True)`` (or plain bicubic, bilinear with
+either align_corners: Qwen3-VL's pos_embed, or antialiased bilinear: SigLIP-2's NaFlex; or NaViT's nearest
+bucket of each patch's fractional coordinate: Idefics2's), which is separable:
 
     PE(H, W) = R_H · T · C_Wᵀ        R_H [H, Gh], C_W [W, Gw] antialiased bicubic weights, T [Gh, Gw, dim]
 
 The weight matrices for every target size 1 … max_grid are computed in float64 at build time and packed
 row after row (size n starts at row n·(n−1)/2); the graph gathers the n rows it needs, so a grid past
-max_grid makes the runtime raise. At the trained size the weights are exactly the identity, so the trained
-grid passes through bit-exact. The class-token row is never resampled.
+max_grid makes the runtime raise. At the trained size the weights are exactly the identity (nearest-bucket: a
+selection, not always the identity, as transformers' float32 buckets are), so the trained grid passes through
+bit-exact. The class-token row is never resampled.
 """
 
 from __future__ import annotations
@@ -42,7 +44,13 @@ from .inputs import random_normal
 from .kinds.grid import GridEncoding
 
 MAX_GRID_CAP = 1024  # the packed weights grow as max_grid²·(Gh + Gw)
-INTERPOLATIONS = ("bicubic", "bilinear")
+INTERPOLATIONS = ("bicubic", "bilinear", "nearest-bucket")
+# How nearest-bucket forms output i's fractional coordinate of n in float32: i·(1/n) clamped below 1 − 1e-6
+# (Idefics2's embeddings forward) or i/n (transformers' get_vision_nearest_position_ids: MiniCPM-V's).
+BUCKET_FRACTIONS = ("reciprocal", "quotient")
+TORCH_ARANGE_RUN = 8  # floats PyTorch's CPU arange kernel forms from one float32 base (x86 builds; tests check torch.arange)
+# Half-widths of the antialiased kernels' support at scale 1 (PyTorch's interp_size / 2).
+AA_RADIUS = {"bicubic": 2.0, "bilinear": 1.0}
 
 
 @dataclass(frozen=True)
@@ -62,9 +70,14 @@ class VitLearnedParams:
     cubic_coefficient: float = param(
         -0.5, "Keys cubic coefficient a; −0.5 is what torch's bicubic with antialias=True uses (PIL's), −0.75 OpenCV's"
     )
-    antialias: bool = param(True, "resample like F.interpolate(antialias=True) (timm); false: plain bicubic with clamped edges, "
-                                  "as transformers' ViT interpolate_pos_encoding (with --cubic-coefficient -0.75)")
-    interpolation: str = param("bicubic", "bicubic, or bilinear (2 taps per axis, no antialias: Qwen3-VL's pos_embed)")
+    antialias: bool = param(True, "resample like F.interpolate(antialias=True) (timm; bilinear: SigLIP-2's NaFlex); false: "
+                                  "plain bicubic with clamped edges, as transformers' ViT interpolate_pos_encoding (with "
+                                  "--cubic-coefficient -0.75), or plain bilinear (Qwen3-VL's pos_embed)")
+    interpolation: str = param("bicubic", "bicubic, bilinear (2 taps per axis unless antialiased and shrinking), or "
+                                          "nearest-bucket (NaViT's bucketized fractional coordinates: one row each)")
+    bucket_fractions: str = param("reciprocal", "nearest-bucket only: output i of n sits at i·(1/n) clamped below 1 − 1e-6 "
+                                                "(reciprocal: Idefics2, Idefics3, SmolVLM, Phi-4-MM) or at i/n (quotient: "
+                                                "MiniCPM-V), in float32 as transformers forms it")
     align_corners: bool = param(False, "bilinear only: output i samples input i·(Gh − 1)/(H − 1), corners on corners "
                                        "(F.interpolate align_corners=True, as Qwen3-VL); false: half-pixel centres")
     weights: str | None = param(None, "trained table (.npy, .safetensors, torch state dict), [1+]Gh·Gw × dim, e.g. timm pos_embed")
@@ -84,10 +97,16 @@ class VitLearnedParams:
               "cubic_coefficient", self.cubic_coefficient, "must be in [−1, 0), e.g. −0.5 (torch antialias) or −0.75")
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
         check(self.interpolation in INTERPOLATIONS, "interpolation", self.interpolation, f"must be one of {', '.join(INTERPOLATIONS)}")
-        check(self.interpolation == "bicubic" or not self.antialias, "antialias", self.antialias,
-              "bilinear resampling here is not antialiased: give --antialias false")
         check(self.interpolation == "bilinear" or not self.align_corners, "align_corners", self.align_corners,
               "only bilinear resampling takes align_corners")
+        check(not (self.antialias and self.align_corners), "align_corners", self.align_corners,
+              "antialiased bilinear has half-pixel centres: give --antialias false for corners aligned")
+        check(self.interpolation != "nearest-bucket" or not self.antialias, "antialias", self.antialias,
+              "nearest-bucket selects one row per patch, nothing to antialias: give --antialias false")
+        check(self.bucket_fractions in BUCKET_FRACTIONS, "bucket_fractions", self.bucket_fractions,
+              f"must be one of {', '.join(BUCKET_FRACTIONS)}")
+        check(self.interpolation == "nearest-bucket" or self.bucket_fractions == "reciprocal", "bucket_fractions",
+              self.bucket_fractions, "only nearest-bucket takes bucket_fractions")
         check(self.class_token or not self.distillation_token, "distillation_token", self.distillation_token,
               "comes after a class token: give --class-token true too")
         limits.check_tokens([("dim", self.dim)], "x (one patch each)")
@@ -108,7 +127,7 @@ class VitLearnedParams:
     def resampling(self) -> dict[str, Any]:
         """How one axis is resampled (axis_weights' keywords)."""
         return {"a": self.cubic_coefficient, "antialias": self.antialias, "interpolation": self.interpolation,
-                "align_corners": self.align_corners}
+                "align_corners": self.align_corners, "fractions": self.bucket_fractions}
 
 
 # --- pure functions: the table, antialiased bicubic weights, the float64 oracle --------------------
@@ -152,24 +171,40 @@ def keys_cubic(x: np.ndarray, a: float) -> np.ndarray:
     return np.where(x < 1, near, np.where(x < 2, far, 0.0))
 
 
+def triangle(x: np.ndarray) -> np.ndarray:
+    """The bilinear (tent) kernel 1 − |x| (support |x| < 1)."""
+    return np.maximum(1.0 - np.abs(x), 0.0)
+
+
 def aa_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
-    """[n_out, n_in] weights of antialiased bicubic resampling along one axis (align_corners false).
+    """[n_out, n_in] weights of antialiased bicubic resampling along one axis (align_corners false)."""
+    return antialiased_weights(n_in, n_out, lambda x: keys_cubic(x, a), AA_RADIUS["bicubic"])
+
+
+def aa_bilinear_weights(n_in: int, n_out: int) -> np.ndarray:
+    """[n_out, n_in] weights of antialiased bilinear resampling along one axis (align_corners false): PyTorch's
+    _upsample_bilinear2d_aa, the tent widened by the scale when shrinking."""
+    return antialiased_weights(n_in, n_out, triangle, AA_RADIUS["bilinear"])
+
+
+def antialiased_weights(n_in: int, n_out: int, kernel: Any, radius: float) -> np.ndarray:
+    """[n_out, n_in] weights of F.interpolate(antialias=True) along one axis with this kernel (support |x| < radius).
 
     Output sample i sits at input coordinate centre = (i + ½)·s, s = n_in/n_out. When downscaling (s > 1)
-    the kernel is stretched by s (it low-pass filters) and its support grows to 2s; upscaling uses the plain
-    kernel. Taps are the input samples j whose centre j + ½ lies within the support, clipped to the input;
-    weights are kernel((j + ½ − centre)/max(s, 1)) divided by their sum, so truncated edges renormalise.
+    the kernel is stretched by s (it low-pass filters) and its support grows to radius·s; upscaling uses the
+    plain kernel. Taps are the input samples j whose centre j + ½ lies within the support, clipped to the
+    input; weights are kernel((j + ½ − centre)/max(s, 1)) divided by their sum, so truncated edges renormalise.
     """
     scale = n_in / n_out
     stretch = max(scale, 1.0)
-    support = 2.0 * stretch
+    support = radius * stretch
     centre = scale * (np.arange(n_out) + 0.5)[:, None]  # [n_out, 1]
     taps = np.arange(n_in)[None, :]  # [1, n_in]
     # The first and one-past-last tap; astype truncates toward zero like PyTorch's cast, and negatives
     # are clipped to 0 anyway.
     lo = np.maximum((centre - support + 0.5).astype(np.int64), 0)
     hi = np.minimum((centre + support + 0.5).astype(np.int64), n_in)
-    weights = np.where((taps >= lo) & (taps < hi), keys_cubic((taps + 0.5 - centre) / stretch, a), 0.0)
+    weights = np.where((taps >= lo) & (taps < hi), kernel((taps + 0.5 - centre) / stretch), 0.0)
     return weights / weights.sum(axis=1, keepdims=True)
 
 
@@ -198,10 +233,38 @@ def bilinear_weights(n_in: int, n_out: int, align_corners: bool) -> np.ndarray:
     return weights
 
 
+def torch_float_arange(start: float, end: float, step: float) -> np.ndarray:
+    """torch.arange(start, end, step) in float32 as PyTorch's CPU kernel forms it: ⌈(end − start)/step⌉ values
+    (in float64); while two whole runs of 8 remain, each run from a float32 base start + i·step, its values
+    base + k·step in float64 rounded to float32 (so rounded twice); the rest start + i·step rounded once. The two
+    differ in the last place often enough to move a bucket boundary past a patch's coordinate."""
+    count = math.ceil((end - start) / step)
+    values = (start + step * np.arange(count)).astype(np.float32)
+    runs = count // (2 * TORCH_ARANGE_RUN) * 2 * TORCH_ARANGE_RUN
+    bases = np.repeat(values[:runs:TORCH_ARANGE_RUN].astype(np.float64), TORCH_ARANGE_RUN)
+    values[:runs] = (bases + np.tile(np.arange(TORCH_ARANGE_RUN), runs // TORCH_ARANGE_RUN) * step).astype(np.float32)
+    return values
+
+
+def nearest_bucket_weights(n_in: int, n_out: int, fractions: str) -> np.ndarray:
+    """[n_out, n_in] one-hot weights of NaViT's position ids along one axis, as transformers computes them in float32:
+    output i's fractional coordinate (i·(1/n_out) clamped to 1 − 1e-6, or i/n_out) bucketized (right=True) by the
+    boundaries torch.arange(1/n_in, 1, 1/n_in); past n_in outputs, rows repeat."""
+    boundaries = torch_float_arange(1 / n_in, 1.0, 1 / n_in)
+    i = np.arange(n_out, dtype=np.float32)
+    if fractions == "reciprocal":
+        coords = np.minimum(i * (np.float32(1) / np.float32(n_out)), np.float32(1 - 1e-6))
+    else:
+        coords = i / np.float32(n_out)
+    return np.eye(n_in)[np.searchsorted(boundaries, coords, side="right")]
+
+
 def axis_weights(n_in: int, n_out: int, a: float, antialias: bool = True, interpolation: str = "bicubic",
-                 align_corners: bool = False) -> np.ndarray:
+                 align_corners: bool = False, fractions: str = "reciprocal") -> np.ndarray:
+    if interpolation == "nearest-bucket":
+        return nearest_bucket_weights(n_in, n_out, fractions)
     if interpolation == "bilinear":
-        return bilinear_weights(n_in, n_out, align_corners)
+        return aa_bilinear_weights(n_in, n_out) if antialias else bilinear_weights(n_in, n_out, align_corners)
     return aa_bicubic_weights(n_in, n_out, a) if antialias else plain_bicubic_weights(n_in, n_out, a)
 
 
@@ -211,7 +274,8 @@ def packed_weights(n_in: int, max_out: int, **resampling: Any) -> np.ndarray:
 
 
 def resample_grid(grid: np.ndarray, h: int, w: int, a: float, antialias: bool = True, **mode: Any) -> np.ndarray:
-    """grid [Gh, Gw, dim] -> [h, w, dim], separable (bicubic, antialiased unless asked not to; or bilinear), float64."""
+    """grid [Gh, Gw, dim] -> [h, w, dim], separable (bicubic or bilinear, antialiased unless asked not to; or
+    nearest-bucket), float64."""
     rows = axis_weights(grid.shape[0], h, a, antialias, **mode)
     cols = axis_weights(grid.shape[1], w, a, antialias, **mode)
     return np.einsum("hi,wj,ijd->hwd", rows, cols, grid)
@@ -327,12 +391,14 @@ def build_tables(p: VitLearnedParams) -> dict[str, np.ndarray]:
 
 
 def trained_grid_expected(p: VitLearnedParams) -> props.Expected:
-    """Feeds at the trained grid and their output: x + table computed in float32 and rounded once."""
+    """Feeds at the trained grid and their output: x + the table rows its weights select there (every row in
+    place, or nearest-bucket's selection), computed in float32 and rounded once."""
+    rows, cols = (axis_weights(n, n, **p.resampling).argmax(axis=1) for n in (p.trained_h, p.trained_w))
 
     def expected(dtype: DType, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray]:
         feeds = {"x": random_normal(rng, (2, p.trained_h, p.trained_w, p.dim), dtype)} | class_feeds(p, 2, dtype, rng)
         cls_row, grid = (part.astype(np.float32) if part is not None else None for part in split_table(p))
-        want = feeds["x"].astype(np.float32) + grid.reshape(p.trained_h, p.trained_w, p.dim)[None]
+        want = feeds["x"].astype(np.float32) + grid[np.ix_(rows, cols)][None]
         if p.class_token:
             first = feeds["cls"].astype(np.float32) + cls_row[None]
             want = np.concatenate([first, want.reshape(2, -1, p.dim)], axis=1)
@@ -391,7 +457,8 @@ class VitLearnedEncoding(GridEncoding):
         return {"batch": 2, "grid_h": sizes[0], "grid_w": sizes[-1]} if len(sizes) == 2 else None
 
     def properties(self, p: VitLearnedParams) -> list[Property]:
-        return [props.bit_exact("trained-grid-exact", "at the trained grid y is x + table bit for bit (no resampling error)",
+        return [props.bit_exact("trained-grid-exact", "at the trained grid y is x + the table rows its weights select "
+                                "(bicubic, bilinear: every row in place) bit for bit (no resampling error)",
                                 trained_grid_expected(p))]
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
-from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, patch_series, patch_table, qwen_vl,
-               sinusoids, swin, t5, time_series, vit)
+from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, navit, patch_series, patch_table,
+               qwen_vl, sinusoids, swin, t5, time_series, vit)
 from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -31,11 +31,11 @@ WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipll
             "paddleocr_vl", "cosmos3_edge")
 # Composites whose parts are read as their own types, each by its line in composite.py (which reads them
 # through READERS, so this registry names them).
-COMPOSITES = ("clip", "siglip", "metaclip_2", "owlvit", "owlv2", "groupvit", "aimv2", "clipseg", "chinese_clip", "altclip",
-              "blip", "bridgetower", "xclip", "vision-text-dual-encoder", "encoder-decoder", "vision-encoder-decoder",
-              "kosmos-2", "flava", "align", "clap", "dia", "t5gemma", "blt", "fun_asr_nano", "pe_audio",
-              "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "qwen2_5_omni_token2wav", "qwen2_5_omni", "blip-2",
-              "instructblip", "instructblipvideo")
+COMPOSITES = ("clip", "siglip", "siglip2", "metaclip_2", "owlvit", "owlv2", "groupvit", "aimv2", "clipseg", "chinese_clip",
+              "altclip", "blip", "bridgetower", "tipsv2", "xclip", "vision-text-dual-encoder", "encoder-decoder",
+              "vision-encoder-decoder", "kosmos-2", "flava", "align", "clap", "dia", "t5gemma", "blt", "fun_asr_nano",
+              "pe_audio", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "qwen2_5_omni_token2wav", "qwen2_5_omni",
+              "blip-2", "instructblip", "instructblipvideo")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",
@@ -99,12 +99,14 @@ READERS: dict[str, str] = {
     "videomae": "videomae",
     "timesfm": "timesfm",
     "vit_mae": "vit_mae",
+    "siglip2_vision_model": "siglip2",
     **dict.fromkeys(decoders.DECODERS, "decoders"),
     **dict.fromkeys(deepseek.MLA, "deepseek"),
     **dict.fromkeys(learned.TABLES, "learned"),
     **dict.fromkeys(learned.BART_LIKE, "learned"),
     **dict.fromkeys(vit.FAMILIES, "vit"),
     **dict.fromkeys(patch_table.FAMILIES, "patch_table"),
+    **dict.fromkeys(navit.FAMILIES, "navit"),
     **dict.fromkeys(t5.FAMILIES, "t5"),
     **dict.fromkeys(sinusoids.FAMILIES, "sinusoids"),
     **dict.fromkeys(audio_encoders.FAMILIES, "audio_encoders"),

@@ -37,6 +37,8 @@ READER_ENCODINGS = {
     "recurrent_gemma": "rope (partial) on the local-attention blocks", "patch_table": "learned table (the trained token grid, not resampled)",
     "chunked_audio": "sinusoidal ([sin | cos]), restarting every audio chunk",
     "dots3_audio": "rope (partial), restarting every audio chunk",
+    "siglip2": "vit-learned (antialiased bilinear at every grid)",
+    "navit": "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -52,6 +54,9 @@ _FRAMEWISE_AUDIO = ("an audio embedder with no attention and no convolution acro
 _CAUSAL_CONV_AUDIO = ("Muse-Spark's audio encoder: a causal convolutional pyramid (patch projections and depthwise "
                       "causal convolutions), no attention: positions are implicit in the convolutions, no position "
                       "encoding")
+_PERCEIVER = ("a perceiver resampler (IDEFICS's, Idefics2's): learned latents cross-attending to the vision tower's "
+              "features (which carry the tower's positions), no rotary and no position table (Idefics2's layers take "
+              "position_ids=None and never use them)")
 _QFORMER = ("BLIP-2's Q-Former (Blip2QFormerModel): learned query tokens (held by the model around it, not positions) "
             "through self-attention and cross-attention to image features; no token embeddings and no position code "
             "(the BERT-like table BLIP-2 adds to text is its text model's, Blip2TextEmbeddings, in the blip-2 composite)")
@@ -74,6 +79,7 @@ _NO_POSITIONS_GROUPS = {
     _FRAMEWISE_AUDIO: ("gemma4_unified_audio", "inkling_audio"),
     _CAUSAL_CONV_AUDIO: ("muse_spark_audio",),
     _QFORMER: ("blip_2_qformer",),
+    _PERCEIVER: ("idefics2_perceiver", "idefics_perciever"),
 }
 NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
 

@@ -67,6 +67,7 @@ OMNI_TIMES = ("position_ids are [3, batch, seq] as get_rope_index makes them: au
 COMPOSITES: dict[str, Composite] = {
     "clip": dual("clip_text_model", "clip_vision_model"),
     "siglip": dual("siglip_text_model", "siglip_vision_model"),
+    "siglip2": dual("siglip2_text_model", "siglip2_vision_model"),
     "metaclip_2": dual("metaclip_2_text_model", "metaclip_2_vision_model"),
     "owlvit": dual("owlvit_text_model", "owlvit_vision_model"),
     "owlv2": dual("owlv2_text_model", "owlv2_vision_model"),
@@ -77,6 +78,7 @@ COMPOSITES: dict[str, Composite] = {
     "altclip": dual("altclip_text_model", "altclip_vision_model"),
     "blip": dual("blip_text_model", "blip_vision_model"),
     "bridgetower": dual("bridgetower_text_model", "bridgetower_vision_model"),
+    "tipsv2": dual("tipsv2_text_model", "tipsv2_vision_model"),
     # a dual encoder of any two read towers (AutoConfig parts; a CLIP vision tower is held as CLIPVisionModel)
     # X-CLIP: the vision tower runs on each frame; its multi-frame integration transformer adds a frame table
     "xclip": Composite(dual("xclip_text_model", "xclip_vision_model").parts, tables=(Table(

@@ -77,9 +77,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "PE video composites: their video encoder embeds each frame with a timm image model (video_config.vision_config, "
     "timm_wrapper), whose positions are timm's code, not read": ("pe_audio_video", "pe_video"),
     # --- learned tables ---------------------------------------------------------------------------------------
-    "SigLIP-2 NaFlex: the learned grid resampled per image with antialiased bilinear weights (a triangle filter "
-    "widened by the scale when shrinking: resize_positional_embeddings); vit-learned's bilinear has no antialias":
-        ("siglip2_vision_model",),
     "ViTPose: the table's class row added to every patch (position_embeddings[:, 1:] + [:, :1]), no class "
     "token, never resampled; not vit-learned's form": ("vitpose_backbone",),
     "LW-DETR's ViT: a table with a class row the tower drops (it has no class token), the grid resampled "
@@ -91,10 +88,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "added inside attention, which are not modelled (some feed a CLIP-like encoder read as its own type)":
         ("unlimited_ocr_vision", "deepseek_ocr2_vision", "pp_chart2table_vision", "pp_formulanet_vision",
          "slanext_vision"),
-    "NaViT-style vision tower: a learned grid table indexed by bucketed fractional coordinates "
-    "(get_vision_nearest_position_ids), not resampled; not modelled":
-        ("idefics2_vision", "idefics3_vision", "smolvlm_vision", "minicpm_ocr_vision", "minicpmv4_6_vision",
-         "minicpmv4_7_vision", "idefics2_perceiver", "idefics_perciever", "phi4_multimodal_vision"),
     "FLAVA's multimodal encoder as a folder of its own: a class token over the text and image towers' hidden "
     "states (which carry their positions), no position table of its own; not surveyed alone (the flava "
     "composite reads its towers)": ("flava_multimodal_model",),
@@ -103,9 +96,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "(git_vision_model) is read as its own type": ("git",),
     "VideoPrism: its text tower (videoprism_text_model) is read, its vision tower (videoprism_vision_model: "
     "spatial and temporal tables) is not": ("videoprism",),
-    "TIPSv2's vision tower: a class-token grid resampled bilinearly with antialias=True (register tokens "
-    "beside it); vit-learned's bilinear has no antialias; so its composite (text tower tipsv2_text_model read) "
-    "waits for it": ("tipsv2", "tipsv2_vision_model"),
     "ViLT: text and patch positions in one config and one embeddings module (a BERT-like table beside a patch "
     "grid resampled per image and sampled to max_image_length patches in visual_embed), no sub-configs; not "
     "read yet": ("vilt",),
@@ -114,14 +104,12 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "T5Gemma-2: Gemma-3-style rope per layer type in its text encoder and decoder (t5gemma2_text, "
     "t5gemma2_decoder; the encoder beside a SigLIP tower that is read), which have no reader line yet":
         ("t5gemma2", "t5gemma2_encoder", "t5gemma2_decoder", "t5gemma2_text"),
-    "Phi-4-multimodal: its vision tower (phi4_multimodal_vision, NaViT-style) and audio tower "
-    "(phi4_multimodal_audio, a learned relative bias) are not read": ("phi4_multimodal",),
+    "Phi-4-multimodal: its vision tower (phi4_multimodal_vision) is read as its own type, its audio tower "
+    "(phi4_multimodal_audio, a learned relative bias) is not": ("phi4_multimodal",),
     "PI0: its vision-language part (vlm_config) is a PaliGemma, read through its text_config only (wrapper.py: "
     "its SigLIP grid is not built), beside a Gemma action expert (dit_config); not read as a composite yet": ("pi0",),
     "Nemotron-H-Omni: its vision tower (vision_config, radio: the grid resampled twice) is not read (its "
     "text model, nemotron_h, has no position encoding)": ("nemotron_h_omni",),
-    "SigLIP-2: its text tower (siglip2_text_model) is read, its NaFlex vision tower (siglip2_vision_model) is "
-    "not": ("siglip2",),
     "Granite-Speech's Conformer encoder: Shaw-style relative embeddings (rel_pos_emb over offsets clamped to "
     "max_pos_emb within context_size blocks) inside attention; not modelled":
         ("granite_speech_encoder", "granite_speech_plus_encoder"),

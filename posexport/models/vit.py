@@ -9,7 +9,9 @@ The graph takes the patch embeddings as a grid [batch, grid_h, grid_w, hidden] a
 dropout. The graph resamples the same way (vit-learned with --antialias false --cubic-coefficient -0.75).
 Towers that resample otherwise say so in their line: Unlimited-OCR's encoder with antialias=True (a = −0.5),
 DPT with bilinear at every grid (its _resize_pos_embed), GLM-Image by F.grid_sample at each patch's row and
-column (bilinear, half-pixel centres: the same weights). InternVL gives image_size and patch_size as [n, n].
+column (bilinear, half-pixel centres: the same weights), TIPSv2 bilinear with antialias=True (its register tokens
+go in after the class token once the positions are added, and take none). InternVL gives image_size and
+patch_size as [n, n].
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ class Tower:
     sizes: tuple[int, int] = (224, 16)  # the config class's image_size and patch_size defaults
     # config keys the tower's table depends on, each with the only value read (InternVL's switch, DPT's hybrid)
     requires: tuple[tuple[str, object], ...] = ()
-    antialias: bool = False  # resampled with antialias=True (torch's Keys a = −0.5), as Unlimited-OCR's encoder
-    bilinear: bool = False  # resampled bilinearly (half-pixel centres, no antialias) at every grid, else bicubic
+    antialias: bool = False  # resampled with antialias=True (bicubic: torch's Keys a = −0.5, Unlimited-OCR's encoder)
+    bilinear: bool = False  # resampled bilinearly (half-pixel centres), else bicubic; without antialias at every grid
     resize: str = ""  # the embeddings' own resampling method when not interpolate_pos_encoding (DPT's)
     kind: str = "vit"  # the hf session running the tower's code (GLM-Image's: its forward, grid-sample)
+    note: str = ""  # what else its embeddings do beside the table (TIPSv2's register tokens)
 
 
 CLIP_TABLE = "position_embedding.weight"
@@ -88,17 +91,22 @@ FAMILIES = {
                  requires=(("is_hybrid", False), ("backbone_config", None)), bilinear=True, resize="_resize_pos_embed"),
     "glm_image_vision": Tower("glm_image.modeling_glm_image", "GlmImageVisionEmbeddings", 0, CLIP_TABLE, "model",
                               (2048, 16), bilinear=True, kind="grid-sample"),
+    "tipsv2_vision_model": Tower("tipsv2.modeling_tipsv2", "Tipsv2VisionEmbeddings", 1, base="vision_model", sizes=(448, 14),
+                                 antialias=True, bilinear=True,
+                                 note="its register tokens go in after the class token once y is formed, without positions"),
 }
 NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden] (row-major patches); cls is the class "
          "token (DeiT: then the distillation token) [batch, tokens, hidden]; y is [batch, tokens + grid_h·grid_w, "
          "hidden] as the embeddings module returns it (before dropout)",)
 GRID_NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden]; y likewise, with positions added",)
-# antialias -> how other grids are resampled
+# antialias (or the bilinear forms) -> how other grids are resampled
 RESAMPLED = {False: "other grids are resampled as the embeddings module does with interpolate_pos_encoding=True "
                     "(plain bicubic, a = −0.75)",
              True: "other grids are resampled as the embeddings module does (bicubic with antialias=True, a = −0.5)",
              "bilinear": "every grid is resampled as the embeddings module does (bilinear, half-pixel centres, no "
-                         "antialias; the trained grid too, which it leaves unchanged)"}
+                         "antialias; the trained grid too, which it leaves unchanged)",
+             "antialiased bilinear": "other grids are resampled as the embeddings module does (bilinear with "
+                                     "antialias=True, half-pixel centres)"}
 
 
 def read(cfg: ModelConfig) -> list[Role]:
@@ -107,7 +115,8 @@ def read(cfg: ModelConfig) -> list[Role]:
         if cfg.get(key, value) != value:
             cfg.fail(key, cfg.get(key), f"only {value} is read (the tower's own learned table, resampled)")
     path = f"embeddings.{tower.table}"
-    notes = (*(NOTES if tower.prefix else GRID_NOTES), RESAMPLED["bilinear" if tower.bilinear else tower.antialias])
+    resampled = ("antialiased bilinear" if tower.antialias else "bilinear") if tower.bilinear else tower.antialias
+    notes = (*(NOTES if tower.prefix else GRID_NOTES), RESAMPLED[resampled], *((tower.note,) if tower.note else ()))
     recipe = {"kind": tower.kind, **({"table": tower.table} if tower.table != "position_embeddings" else {}),
               **({"resize": tower.resize} if tower.resize else {})}
     return [grid_role(cfg, tower.module, tower.embeddings, tower.prefix, (path, f"{tower.base}.{path}"),
@@ -120,7 +129,7 @@ def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys:
               bilinear: bool = False, **recipe: object) -> Role:
     """A learned patch-grid table (image_size // patch_size on each side, after ``prefix`` token rows)
     resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75; or
-    antialiased, torch's a = −0.5; or DPT's bilinear)."""
+    antialiased, torch's a = −0.5; or bilinear: antialiased as TIPSv2's, or not as DPT's)."""
     side = square(cfg, "image_size", sizes[0]) // (patch := square(cfg, "patch_size", sizes[1]))
     path, key = cfg.locate(keys)
     values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,

@@ -312,6 +312,58 @@ class VitSession(Session):
         return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
 
 
+class NaflexSession(Session):
+    """SigLIP-2's Siglip2VisionEmbeddings.resize_positional_embeddings on the model's trained table (reshaped to its
+    square grid, as its forward does), at each image's (grid_h, grid_w) with no padding, added to the patches."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.table = recipe["table"]
+        table = self.embeddings.get_parameter(self.table)
+        table.data = trained(entry).reshape(table.shape)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        side = self.embeddings.position_embedding_size
+        with torch.no_grad():
+            grid = self.embeddings.get_parameter(self.table).reshape(side, side, -1)
+            positions = self.embeddings.resize_positional_embeddings(grid, torch.tensor([[h, w]] * batch), max_length=h * w)
+        return (x.reshape(batch, h * w, dim) + positions).reshape(batch, h, w, dim).numpy()
+
+
+class NavitSession(Session):
+    """A NaViT tower's own embeddings forward on the model's trained table, its patch projection the identity (x's
+    patches are its pixels, one pixel a patch): Idefics2's with every patch of the grid unmasked, MiniCPM-V's image by
+    image with its (h, w) as target_sizes."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        table = self.embeddings.position_embedding.weight
+        table.data = trained(entry).reshape(table.shape)
+        self.embeddings.patch_embedding, self.embeddings.patch_size = torch.nn.Identity(), 1
+        self.target_sizes = bool(recipe.get("target_sizes"))
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        pixels = x.permute(0, 3, 1, 2)  # [batch, hidden, h, w]: the forward's flatten(2).transpose(1, 2) gives x's patches
+        with torch.no_grad():
+            if self.target_sizes:  # MiniCPM-V packs its images into one sequence: one image a call
+                y = torch.cat([self.embeddings(pixels[b : b + 1], target_sizes=torch.tensor([[h, w]])) for b in range(batch)])
+            else:
+                y = self.embeddings(pixels, patch_attention_mask=torch.ones(batch, h, w, dtype=torch.bool))
+        return y.reshape(batch, h, w, dim).numpy()
+
+
 class GridSampleSession(VitSession):
     """GLM-Image's (GLM-4V's) vision embeddings forward on the model's trained table: each image's patches packed
     [patches, hidden] with their row and column (raster order), the table sampled there (F.grid_sample,
@@ -623,6 +675,8 @@ SESSIONS = {
     "grid-interpolate": GridInterpolateSession,
     "clvp-rope": ClvpRopeSession,
     "grid-sample": GridSampleSession,
+    "naflex": NaflexSession,
+    "navit": NavitSession,
 }
 
 

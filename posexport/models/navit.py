@@ -1,0 +1,70 @@
+"""NaViT-style vision towers (Idefics2's, Idefics3's, SmolVLM's and Phi-4-multimodal's; MiniCPM-V 4.6's, 4.7's
+and MiniCPM-o-OCR's): a learned table over a square grid of N = image_size // patch_size a side, of which each
+image of h × w patches takes, for patch (i, j), the row bucket(i of h)·N + bucket(j of w), where bucket puts the
+patch's fractional coordinate into torch.bucketize(·, torch.arange(1/N, 1, 1/N), right=True): the bucket of the
+trained grid it falls in, never interpolated (rows repeat when h > N). That is vit-learned's nearest-bucket, one
+one-hot selection per axis.
+
+transformers forms the fractional coordinate in float32 two ways, whose buckets differ at some edges (and are
+not always the identity at the trained size): Idefics2VisionEmbeddings.forward (and its copies in Idefics3,
+SmolVLM, Phi-4-multimodal) as i·(1/h) clamped to 1 − 1e-6 (--bucket-fractions reciprocal);
+get_vision_nearest_position_ids (MiniCPM-V's embeddings) as i/h (quotient). Both against the boundaries that
+PyTorch's CPU arange forms.
+
+The graph takes one image's patch embeddings as a grid [batch, grid_h, grid_w, hidden] (raster order); the padding
+patches of a batch of smaller images (patch_attention_mask false, given row 0) are not the graph's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import ModelConfig
+from .plan import Role
+from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES, square
+
+
+@dataclass(frozen=True)
+class NavitTower:
+    module: str  # transformers.models.<module>
+    embeddings: str  # the class holding the table and computing the position ids
+    fractions: str  # how it forms a patch's fractional coordinate (vit-learned's bucket_fractions)
+    base: str  # the tower's path in its whole model's checkpoint
+    sizes: tuple[int, int]  # the config class's image_size and patch_size defaults
+
+
+IDEFICS2 = "Idefics2VisionEmbeddings.forward: i·(1/h) clamped to 1 − 1e-6"
+MINICPM = "get_vision_nearest_position_ids: i/h"
+FAMILIES = {
+    "idefics2_vision": NavitTower("idefics2.modeling_idefics2", "Idefics2VisionEmbeddings", "reciprocal",
+                                  "model.vision_model", (224, 32)),
+    "idefics3_vision": NavitTower("idefics3.modeling_idefics3", "Idefics3VisionEmbeddings", "reciprocal",
+                                  "model.vision_model", (224, 32)),
+    "smolvlm_vision": NavitTower("smolvlm.modeling_smolvlm", "SmolVLMVisionEmbeddings", "reciprocal", "model.vision_model",
+                                 (224, 32)),
+    "phi4_multimodal_vision": NavitTower("phi4_multimodal.modeling_phi4_multimodal", "Phi4MultimodalVisionEmbeddings",
+                                         "reciprocal", "model.embed_tokens_extend.image_embed.img_processor", (448, 14)),
+    "minicpm_ocr_vision": NavitTower("minicpm_ocr.modeling_minicpm_ocr", "MiniCPMOcrVisionEmbeddings", "quotient",
+                                     "model.vision_tower", (224, 16)),
+    "minicpmv4_6_vision": NavitTower("minicpmv4_6.modeling_minicpmv4_6", "MiniCPMV4_6VisionEmbeddings", "quotient",
+                                     "model.vision_tower", (224, 16)),
+    "minicpmv4_7_vision": NavitTower("minicpmv4_7.modeling_minicpmv4_7", "MiniCPMV4_7VisionEmbeddings", "quotient",
+                                     "model.vision_tower", (224, 16)),
+}
+
+
+def read(cfg: ModelConfig) -> list[Role]:
+    tower = FAMILIES[cfg.architecture]
+    side = square(cfg, "image_size", tower.sizes[0]) // square(cfg, "patch_size", tower.sizes[1])
+    if side < 1:
+        cfg.fail("patch_size", cfg.get("patch_size"), "larger than image_size: the tower's table would have no rows")
+    path, key = cfg.locate((f"embeddings.{CLIP_TABLE}", f"{tower.base}.embeddings.{CLIP_TABLE}"))
+    values = {"dim": cfg.count("hidden_size", 768), "trained_h": side, "trained_w": side, "interpolation": "nearest-bucket",
+              "bucket_fractions": tower.fractions, "antialias": False, "max_grid": max(side, DEFAULT_MAX_GRID),
+              "weights": str(path), "key": key}
+    notes = (*GRID_NOTES, f"each patch takes the table row of its fractional coordinate's bucket on the {side} × {side} "
+                          f"grid, as {IDEFICS2 if tower.fractions == 'reciprocal' else MINICPM} (float32, bucketize); "
+                          "patches in raster order, a batch's padding patches left out")
+    hf = {"kind": "navit", "key": key, "module": f"transformers.models.{tower.module}", "embeddings": tower.embeddings,
+          **({"target_sizes": True} if tower.fractions == "quotient" else {})}
+    return [Role("vit-learned", "vit-learned", values, (), notes, hf)]

@@ -1,0 +1,33 @@
+"""SigLIP-2's NaFlex vision tower (`siglip2_vision_model`): a learned grid of num_patches rows, √num_patches a
+side, that Siglip2VisionEmbeddings.resize_positional_embeddings resamples to each image's own (h, w) patch grid
+with the weights of F.interpolate(mode="bilinear", align_corners=False, antialias=True), computed in float32 —
+vit-learned's antialiased bilinear without a class token. It resamples the trained grid too, which those weights
+leave unchanged.
+
+The graph takes one image's patch embeddings as a grid [batch, grid_h, grid_w, hidden] (its patches in raster
+order, as the processor packs them); the processor's padding patches past h·w are not the graph's.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .config import ModelConfig
+from .plan import Role
+from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES
+
+
+def read(cfg: ModelConfig) -> list[Role]:
+    patches = cfg.count("num_patches", 256)
+    side = math.isqrt(patches)
+    if side * side != patches:
+        cfg.fail("num_patches", patches, "its table is reshaped to a square grid (√num_patches a side): expected a "
+                                         "square number")
+    path, key = cfg.locate((f"embeddings.{CLIP_TABLE}", f"vision_model.embeddings.{CLIP_TABLE}"))
+    values = {"dim": cfg.count("hidden_size", 768), "trained_h": side, "trained_w": side, "interpolation": "bilinear",
+              "antialias": True, "max_grid": max(side, DEFAULT_MAX_GRID), "weights": str(path), "key": key}
+    notes = (*GRID_NOTES, "every grid is resampled as resize_positional_embeddings does (bilinear with antialias=True, "
+                          "half-pixel centres); patches in raster order, the processor's padding patches left out")
+    hf = {"kind": "naflex", "key": key, "module": "transformers.models.siglip2.modeling_siglip2",
+          "embeddings": "Siglip2VisionEmbeddings", "table": CLIP_TABLE}
+    return [Role("vit-learned", "vit-learned", values, (), notes, hf)]
