@@ -237,13 +237,7 @@ def test_clip_passes_parity_from_model_and_a_misread_table_fails(tmp_path):
         r.status == "fail" for r in report.results if r.runtime == "hf")
 
 
-# Their towers' trained grids (18 × 18, 48 × 48) resampled to 17 × 17 by transformers' float32 bicubic miss the hf
-# runtime's model bound by a hair (1.5e-6 to 3e-6 against 1.5e-6), as the towers' own folders do
-# (bridgetower_vision_model, owlv2_vision_model): the bound, not the composite.
-GRID_BOUND = pytest.mark.xfail(strict=True,
-                               reason="float32 bicubic at 17 x 17 past the hf model bound, as the tower's own type")
-PARITY_TYPES = [pytest.param(t, marks=GRID_BOUND) if t in ("bridgetower", "owlv2") else t
-                for t in sorted(set(composite.COMPOSITES) - {"clip"})]
+PARITY_TYPES = sorted(set(composite.COMPOSITES) - {"clip"})
 
 
 @pytest.mark.parametrize("model_type", PARITY_TYPES)

@@ -90,6 +90,11 @@ class Encoding(ABC):
         """The largest position the feeds ask for (for position-scaled tolerances), if positions apply."""
         return None
 
+    def source_coordinate_extent(self, p: Any) -> int | None:
+        """How far the source coordinates reach where a model's own code resamples a trained table at float32
+        coordinates (the model-agreement bound grows with it, as with rope angles); None where it does not."""
+        return None
+
     def with_params(self, p: Any, **changes: Any) -> Any:
         return dataclasses.replace(p, **changes)
 

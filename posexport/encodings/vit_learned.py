@@ -423,6 +423,11 @@ class VitLearnedEncoding(GridEncoding):
     def token_dims(self, p: VitLearnedParams) -> tuple[int, ...]:
         return (p.dim,)
 
+    def source_coordinate_extent(self, p: VitLearnedParams) -> int | None:
+        # transformers' interpolate forms each source coordinate in float32 across the trained grid; its buckets
+        # select whole rows
+        return None if p.interpolation == "nearest-bucket" else max(p.trained_h, p.trained_w)
+
     def grid_limit(self, p: VitLearnedParams) -> int:
         return p.max_grid
 

@@ -36,13 +36,16 @@ from .base import Runtime, Session, SessionOptions
 # transformers forms rope angles as float32 position × float32 inverse frequency: the angle of the fastest
 # pair (θ_0 = 1) is off by up to a few float32 ulps of the position, ~6e-3 at position 100000 in practice.
 # The bound allows 8 ulps (2^-21 · p) on top of the graph's own bound: 0.05 at 1e5, 8e-6 at 16, against
-# errors of order 1 from a misread.
+# errors of order 1 from a misread. A resampled grid's source coordinates (up to the trained side, also in
+# float32) move its filter weights the same way: 2^-21 · side (2.3e-5 for a 48-patch grid; a misread
+# interpolation is off by 1e-2 and more).
 ANGLE_ULPS = 2.0**-21
 MIN_TRANSFORMERS = 5
 
 
 def model_bound(graph_bound: float, largest_position: int | None) -> float:
-    """max|hf − oracle| / max(1, max|oracle|) allowed: the graph's bound + 2^-21 · max(1, largest position)."""
+    """max|hf − oracle| / max(1, max|oracle|) allowed: the graph's bound + 2^-21 · max(1, largest position or
+    source coordinate)."""
     return graph_bound + ANGLE_ULPS * max(1, largest_position or 0)
 
 
@@ -709,12 +712,15 @@ class Hf(Runtime):
         return not problem, problem
 
     def caveats(self, artifact: Artifact) -> str:
-        return "judged with the model-agreement bound (graph bound + 2^-21 · largest position)"
+        return "judged with the model-agreement bound (graph bound + 2^-21 · largest position or source coordinate)"
 
     def bound(self, artifact: Artifact, feeds: Mapping[str, np.ndarray], graph_bound: float) -> float:
-        # The angle term applies where the model forms angles (rope, sinusoid); tables and biases agree to rounding.
-        angles = artifact.encoding.position_scaled_tolerance
-        return model_bound(graph_bound, artifact.encoding.largest_position(artifact.params, feeds) if angles else None)
+        # The ulps term applies where the model forms angles (rope, sinusoid) or resamples a table at float32
+        # source coordinates (a trained grid); tables looked up and biases agree to rounding.
+        encoding = artifact.encoding
+        if encoding.position_scaled_tolerance:
+            return model_bound(graph_bound, encoding.largest_position(artifact.params, feeds))
+        return model_bound(graph_bound, encoding.source_coordinate_extent(artifact.params))
 
     def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> Session:
         entry = self.entry(artifact)
