@@ -21,7 +21,7 @@ from posexport.contract import Case  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.models import (READERS, audio_encoders, catalogue, decoders, learned, navit, patch_table, qwen_vl, read_model,  # noqa: E402
-                              sinusoids, swin, vit)
+                              sinusoids, swin, swinv2, vit)
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -617,6 +617,77 @@ def test_swin_window_biases_are_the_blocks_own(tmp_path, model_type):
         session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         feeds = {"scores": rng.standard_normal((2, heads, 9, 9)).astype(np.float32)}
         assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+
+
+# Tiny Swin-V2 and Swin2SR: Swin-V2's last stage has a 2-patch grid, so its window shrinks to 2 under a
+# pretrained window of 6; its first stage's offsets are divided by a pretrained window of 3.
+CONTINUOUS_SIZES = {
+    "swinv2": dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1, 1], num_heads=[2, 2, 4], window_size=4,
+                   pretrained_window_sizes=[3, 0, 6]),
+    "swin2sr": dict(image_size=8, patch_size=1, embed_dim=16, depths=[1, 2], num_heads=[2, 4], window_size=4),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(swinv2.FAMILIES))
+def test_swinv2_continuous_biases_pass_parity_from_model_and_misreads_fail(tmp_path, model_type):
+    """Random MLPs saved under the names the model gives them: each block's window, pretrained window and heads
+    are those its own self-attention was built with; every graph built as a user builds it passes `parity
+    --from-model` against that self-attention's bias (Swinv2SelfAttention, Swin2SRSelfAttention); the first block's
+    graph with another pretrained window, or holding the MLP's table without 16·sigmoid, fails it."""
+    from transformers import AutoConfig
+
+    from posexport import export
+    from posexport.encodings.swin import log_spaced_offsets, mlp_weights, relative_index
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **CONTINUOUS_SIZES[model_type])
+    model = own_model(AutoConfig.from_pretrained(folder))
+    rng = np.random.default_rng(0)
+    save_file({name: (rng.standard_normal(tuple(t.shape)) * (512**-0.5 if name.endswith("2.weight") else 1.0)).astype(np.float32)
+               for name, t in model.state_dict().items() if "continuous_position_bias_mlp" in name},
+              str(folder / "model.safetensors"))
+    plan = read_model(folder)
+    assert len(plan.roles) == sum(CONTINUOUS_SIZES[model_type]["depths"])
+    for role in plan.roles:
+        attention = model.get_submodule(role.values["key"].removesuffix(".continuous_position_bias_mlp"))
+        window, pretrained = role.values["window_h"], role.values["pretrained_window"]
+        assert (attention.window_size, attention.pretrained_window_size) == ((window, window), (pretrained, pretrained))
+        assert attention.num_attention_heads == role.values["heads"], role.role
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    graphs = sorted((tmp_path / "built").glob("*.onnx"))
+    assert len(graphs) == len(plan.roles)
+    for graph in graphs:
+        report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+        bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+        assert not bad and any(r.runtime == "hf" for r in report.results), (graph.name, bad)
+    role = plan.roles[0]
+    p = get_encoding("swin").params(**role.values)
+    first, bias, second = mlp_weights(p)
+    raw = np.maximum(log_spaced_offsets(p.window_h, p.window_w, p.pretrained_window) @ first.T + bias, 0) @ second.T
+    np.save(tmp_path / "raw.npy", raw)
+    window = role.values["window_h"]
+    misreads = {"other-pretrained": {**role.values, "pretrained_window": 0 if p.pretrained_window else window + 4},
+                "without-sigmoid": {"window_h": window, "window_w": window, "heads": p.heads, "weights": str(tmp_path / "raw.npy")}}
+    for name, values in misreads.items():
+        art = export.build("swin", values, backend="portable")
+        art.manifest["model"] = plan.manifest_entry(role)
+        wrong, _ = export.save(art, tmp_path, name)
+        report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+        hf = [r for r in report.results if r.runtime == "hf"]
+        assert hf and all(r.status == "fail" and r.comparison.normalised > 100 * r.comparison.bound for r in hf), name
+
+
+def test_swinv2_configs_it_cannot_read_are_refused_in_one_line(tmp_path):
+    for overrides, message in [(dict(use_absolute_embeddings=True), "num_patches + 1 rows"),
+                               (dict(pretrained_window_sizes=[1]), "'pretrained_window_sizes' = [1]"),
+                               (dict(pretrained_window_sizes=[0, 0]), "needs one entry per stage"),
+                               (dict(image_size=4, patch_size=4, depths=[1, 1], num_heads=[2, 2], pretrained_window_sizes=[0, 0]),
+                                "leaves stage 1 no patches")]:
+        values = {**CONTINUOUS_SIZES["swinv2"], "depths": [1], "num_heads": [2], "pretrained_window_sizes": [0], **overrides}
+        folder = arch_zoo.tiny("swinv2", tmp_path / str(len(list(tmp_path.iterdir()))), **values)
+        save_file({}, str(folder / "model.safetensors"))
+        with pytest.raises(PosexportError, match=re.escape(message)) as caught:
+            read_model(folder)
+        assert "\n" not in str(caught.value)
 
 
 def test_videoprism_text_sinusoid_is_its_embeddings_own(tmp_path):

@@ -17,6 +17,7 @@ READER_ENCODINGS = {
     "llama": "rope", "gemma": "rope (Gemma-3: one per layer type)", "phi3": "rope (longrope)", "neox": "rope (partial)",
     "glm": "rope (partial, interleaved pairs)", "deepseek": "rope (qk_rope_head_dim, yarn mscale)", "falcon": "rope",
     "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "swin": "swin bias",
+    "swinv2": "swin bias (its table from the block's continuous-position-bias MLP)",
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)", "composite": "each part's, read as the part's own type",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",

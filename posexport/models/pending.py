@@ -149,8 +149,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "LongT5: T5 buckets inside local or transient-global attention blocks; not modelled": ("longt5",),
     "Pix2Struct: T5-style buckets in its text decoder and 2-D row/column patch tables in its encoder; not read yet":
         ("pix2struct", "pix2struct_text_model", "pix2struct_vision_model"),
-    "Swin-V2: continuous position bias from a small MLP over log-spaced offsets; not modelled":
-        ("swinv2", "swin2sr"),
     "DeBERTa: disentangled relative attention (content-to-position and position-to-content terms); not "
     "modelled": ("deberta", "deberta-v2"),
     "MPNet: T5-style relative buckets on top of an absolute table; not modelled": ("mpnet",),

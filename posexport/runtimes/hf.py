@@ -55,7 +55,7 @@ CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+Rotary(Positional)?Embedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"
-                            r"|(DonutSwin|MaskFormerSwin|ClapAudio)SelfAttention"),
+                            r"|(DonutSwin|MaskFormerSwin|ClapAudio|Swinv2|Swin2SR)SelfAttention"),
     "embeddings": re.compile(r"[A-Za-z0-9_]+Embeddings"),
     "table": re.compile(r"position_embeddings?(\.weight)?"),
     "resize": re.compile(r"_resize_pos_embed"),
@@ -80,6 +80,10 @@ def recipe_problem(entry: Mapping[str, Any]) -> str:
     for field, allowed in CALLABLES.items():
         if field in recipe and not allowed.fullmatch(str(recipe[field])):
             return f"recipe {field} {recipe[field]!r} is not transformers position code"
+    for field in ("window", "pretrained_window"):  # window sizes the model's attention class is built with
+        size = recipe.get(field, 0)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            return f"recipe {field} {size!r} is not a window size"
     theta = recipe.get("rope_theta", 1.0)
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
         return f"recipe rope_theta {theta!r} is not a positive number"
@@ -196,9 +200,9 @@ class ClvpRopeSession(Session):
         return (out.transpose(1, 2) if self.bshd else out).numpy()
 
 
-def trained(entry: Mapping[str, Any]) -> Any:
-    """The role's trained table, read from the model's checkpoint as a float32 torch tensor."""
-    return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (entry["hf"]["key"],))))
+def trained(entry: Mapping[str, Any], key: str | None = None) -> Any:
+    """The role's trained table (or its tensor ``key``), read from the model's checkpoint as a float32 torch tensor."""
+    return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (key or entry["hf"]["key"],))))
 
 
 class T5Session(Session):
@@ -436,13 +440,19 @@ class SwinSession(Session):
 
 def inline_bias(attention_class: Any, config: Any, heads: int, window: int, table: Any) -> Any:
     """The window bias a Swin copy's self-attention adds inline: the class built for the block (head size 1)
-    holding the trained table, its query projection zeroed so q·kᵀ is 0, run forward on random hidden states;
-    what reaches its softmax is then the bias alone (captured there)."""
+    holding the trained table, see softmax_input."""
+    attention = attention_class(config, heads, heads, window).eval()
+    attention.relative_position_bias_table.data = table
+    return softmax_input(attention, heads, window)
+
+
+def softmax_input(attention: Any, heads: int, window: int) -> Any:
+    """What reaches a window self-attention's softmax (head size 1) with its query projection zeroed, run
+    forward on random hidden states: q·kᵀ (Swin-V2: cos(q, k), F.normalize making a zero q zero) is then 0,
+    so this is the bias alone (captured there)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
-    attention = attention_class(config, heads, heads, window).eval()
-    attention.relative_position_bias_table.data = table
     attention.query.weight.data.zero_()
     if attention.query.bias is not None:
         attention.query.bias.data.zero_()
@@ -458,6 +468,25 @@ def inline_bias(attention_class: Any, config: Any, heads: int, window: int, tabl
     with torch.no_grad(), SoftmaxInput():
         attention(hidden)
     return seen[0]
+
+
+class ContinuousBiasSession(Session):
+    """Swin-V2's continuous position bias: the model's own self-attention class (Swinv2SelfAttention,
+    Swin2SRSelfAttention) built at the block's window and pretrained window, its continuous_position_bias_mlp
+    holding the checkpoint's tensors; the bias it adds after its scaled cosine scores (16·sigmoid of the MLP's
+    table over its own relative_coords_table, gathered) captured at its softmax, see softmax_input."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        heads, window, pretrained = artifact.params.heads, recipe["window"], recipe["pretrained_window"]
+        attention_class = import_attr(recipe["module"], recipe["attention"])
+        attention = attention_class(auto_config(entry), heads, heads, window, (pretrained, pretrained)).eval()
+        attention.continuous_position_bias_mlp.load_state_dict(
+            {name: trained(entry, f"{recipe['key']}.{name}") for name in ("0.weight", "0.bias", "2.weight")})
+        self.bias = softmax_input(attention, heads, window)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return (torch_float(feeds["scores"]) + self.bias).numpy()
 
 
 class BeitSession(Session):
@@ -666,6 +695,7 @@ SESSIONS = {
     "learned": LearnedSession,
     "vit": VitSession,
     "swin": SwinSession,
+    "swin-continuous": ContinuousBiasSession,
     "beit": BeitSession,
     "whisper-sinusoid": SinusoidTableSession,
     "roformer": RoformerSession,
