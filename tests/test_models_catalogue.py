@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -660,6 +661,8 @@ def test_swinv2_continuous_biases_pass_parity_from_model_and_misreads_fail(tmp_p
         bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
         assert not bad and any(r.runtime == "hf" for r in report.results), (graph.name, bad)
     role = plan.roles[0]
+    entry = plan.manifest_entry(role)
+    assert recipe_problem(entry) == "" and "not a window size" in recipe_problem({**entry, "hf": {**entry["hf"], "pretrained_window": "3"}})
     p = get_encoding("swin").params(**role.values)
     first, bias, second = mlp_weights(p)
     raw = np.maximum(log_spaced_offsets(p.window_h, p.window_w, p.pretrained_window) @ first.T + bias, 0) @ second.T
@@ -676,18 +679,33 @@ def test_swinv2_continuous_biases_pass_parity_from_model_and_misreads_fail(tmp_p
         assert hf and all(r.status == "fail" and r.comparison.normalised > 100 * r.comparison.bound for r in hf), name
 
 
-def test_swinv2_configs_it_cannot_read_are_refused_in_one_line(tmp_path):
-    for overrides, message in [(dict(use_absolute_embeddings=True), "num_patches + 1 rows"),
-                               (dict(pretrained_window_sizes=[1]), "'pretrained_window_sizes' = [1]"),
-                               (dict(pretrained_window_sizes=[0, 0]), "needs one entry per stage"),
-                               (dict(image_size=4, patch_size=4, depths=[1, 1], num_heads=[2, 2], pretrained_window_sizes=[0, 0]),
-                                "leaves stage 1 no patches")]:
-        values = {**CONTINUOUS_SIZES["swinv2"], "depths": [1], "num_heads": [2], "pretrained_window_sizes": [0], **overrides}
-        folder = arch_zoo.tiny("swinv2", tmp_path / str(len(list(tmp_path.iterdir()))), **values)
-        save_file({}, str(folder / "model.safetensors"))
-        with pytest.raises(PosexportError, match=re.escape(message)) as caught:
-            read_model(folder)
-        assert "\n" not in str(caught.value)
+REFUSED_CONTINUOUS = [
+    ("swinv2", dict(use_absolute_embeddings=True), "num_patches + 1 rows"),
+    ("swin2sr", dict(use_absolute_embeddings=True), "num_patches + 1 rows"),
+    ("swinv2", dict(pretrained_window_sizes=[1, 0]), "'pretrained_window_sizes' = [1, 0]"),
+    ("swinv2", dict(pretrained_window_sizes=[0]), "needs one entry per stage"),
+    ("swinv2", dict(image_size=8, patch_size=8), "leaves stage 1 no patches"),
+    ("swinv2", dict(), "lie in two checkpoint files"),  # its first block's MLP split over two shards
+]
+
+
+@pytest.mark.parametrize("model_type, overrides, message", REFUSED_CONTINUOUS)
+def test_swinv2_configs_it_cannot_read_are_refused_in_one_line(tmp_path, model_type, overrides, message):
+    two_stages = {"depths": [1, 1], "num_heads": [2, 2], **({"pretrained_window_sizes": [0, 0]} if model_type == "swinv2" else {})}
+    values = {**CONTINUOUS_SIZES[model_type], **two_stages, **overrides}
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **values)
+    mlp = f"encoder.layers.0.blocks.0.{swinv2.MLP}"
+    rng = np.random.default_rng(0)
+    shards = {"first.safetensors": {f"{mlp}.0.weight": rng.standard_normal((512, 2)).astype(np.float32)},
+              "second.safetensors": {f"{mlp}.0.bias": rng.standard_normal(512).astype(np.float32),
+                                     f"{mlp}.2.weight": rng.standard_normal((2, 512)).astype(np.float32)}}
+    for name, tensors in shards.items():
+        save_file(tensors, str(folder / name))
+    index = {"weight_map": {key: name for name, tensors in shards.items() for key in tensors}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(PosexportError, match=re.escape(message)) as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
 
 
 def test_videoprism_text_sinusoid_is_its_embeddings_own(tmp_path):
