@@ -153,7 +153,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("swinv2", "swin2sr"),
     "DeBERTa: disentangled relative attention (content-to-position and position-to-content terms); not "
     "modelled": ("deberta", "deberta-v2"),
-    "MPNet: T5-style relative buckets on top of an absolute table; not modelled": ("mpnet",),
     "XLNet: two-stream relative attention with sinusoidal relative encodings; not modelled": ("xlnet",),
     "Funnel: relative attention with pooled position encodings; not modelled": ("funnel",),
     "ProphetNet: n-gram stream relative buckets plus a learned table; not modelled": ("prophetnet",),
