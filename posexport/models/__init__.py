@@ -92,6 +92,7 @@ READERS: dict[str, str] = {
     "roformer": "roformer",
     "esm": "esm",
     "decision_transformer": "decision_transformer",
+    "mpnet": "mpnet",
     **dict.fromkeys(("clvp", "clvp_encoder", "clvp_decoder"), "clvp"),
     "bark": "bark",
     "videoprism_text_model": "videoprism",

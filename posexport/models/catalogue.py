@@ -40,6 +40,7 @@ READER_ENCODINGS = {
     "dots3_audio": "rope (partial), restarting every audio chunk",
     "siglip2": "vit-learned (antialiased bilinear at every grid)",
     "navit": "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)",
+    "mpnet": "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"

@@ -5,7 +5,7 @@ recipe) in its manifest; `posexport parity --from-model DIR GRAPH.onnx` supplies
 session builds the model's position module from transformers' own classes and its config (read by
 transformers from the folder; trained tables read from the checkpoint) and computes the graph's contract
 output with it: the rotary embedding class and the model's apply function for rope, T5Attention's
-compute_bias, the alibi builders, the embedding modules with their offsets.
+compute_bias (MPNetEncoder's compute_position_bias), the alibi builders, the embedding modules with their offsets.
 
 Its outputs are judged against the float64 oracle of the graph's parameters with the model-agreement
 bound (:func:`model_bound`): a graph within the float64 bound and the model's code within this one agree
@@ -224,6 +224,29 @@ class T5Session(Session):
         q_len, k_len = scores.shape[-2:]
         with torch.no_grad():
             bias = self.attention.compute_bias(q_len, k_len, past_seen_tokens=k_len - q_len)
+        return (scores + bias).numpy()
+
+
+class MpnetBiasSession(Session):
+    """MPNetEncoder's own compute_position_bias, the encoder built without its layers (num_hidden_layers 0) holding
+    the model's trained table. MPNet's queries are its keys (q_len = k_len): the bias of the last q_len queries
+    is the last q_len rows of its k_len × k_len bias, as with a KV cache."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
+
+        cfg = copy.deepcopy(auto_config(entry))
+        cfg.num_hidden_layers = 0
+        self.encoder = MPNetEncoder(cfg).eval()
+        self.encoder.relative_attention_bias.weight.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        scores = torch_float(feeds["scores"])
+        q_len, k_len = scores.shape[-2:]
+        with torch.no_grad():
+            bias = self.encoder.compute_position_bias(torch.zeros(1, k_len, 1))[:, :, k_len - q_len :]
         return (scores + bias).numpy()
 
 
@@ -691,6 +714,7 @@ class Llama4TemperatureSession(Session):
 SESSIONS = {
     "rope": RopeSession,
     "t5": T5Session,
+    "mpnet-bias": MpnetBiasSession,
     "alibi": AlibiSession,
     "learned": LearnedSession,
     "vit": VitSession,
