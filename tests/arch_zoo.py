@@ -59,6 +59,12 @@ EXTRA: dict[str, dict[str, Any]] = {
     "pp_formulanet_text": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "trocr": {"d_model": 64, "decoder_layers": 1, "decoder_attention_heads": 4, "decoder_ffn_dim": 32},
     "openai-gpt": {"n_embd": 64, "n_layer": 2, "n_head": 4},
+    # Pix2Struct's T5-like text decoder and the Pix2Struct-style towers (tables of 40 rows: ids 0 … 39)
+    "pix2struct_text_model": {"num_heads": 4, "d_kv": 16, "num_layers": 2, "d_ff": 32},
+    "pix2struct_vision_model": {"num_attention_heads": 4, "d_kv": 16, "num_hidden_layers": 2, "d_ff": 32,
+                                "patch_embed_hidden_size": 48, "seq_len": 40},
+    "kosmos_2_5_vision_model": {"num_attention_heads": 4, "head_dim": 16, "num_hidden_layers": 2, "intermediate_size": 32,
+                                "patch_embed_hidden_size": 48, "max_num_patches": 40},
     "glm_image_vision": {"image_size": 256},  # a 16 × 16 grid (its default 128 × 128 takes seconds to resample)
     # NaViT towers: a 23 × 23 grid, where transformers' i/h buckets (MiniCPM-V's) are not the identity at the trained
     # size and its i·(1/h) ones (Idefics2's) are

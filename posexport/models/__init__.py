@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import PosexportError
 from ..registry import get_encoding
 from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, navit, patch_series, patch_table,
-               qwen_vl, sinusoids, swin, swinv2, t5, time_series, vit)
+               pix2struct, qwen_vl, sinusoids, swin, swinv2, t5, time_series, vit)
 from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -109,6 +109,7 @@ READERS: dict[str, str] = {
     **dict.fromkeys(vit.FAMILIES, "vit"),
     **dict.fromkeys(patch_table.FAMILIES, "patch_table"),
     **dict.fromkeys(navit.FAMILIES, "navit"),
+    **dict.fromkeys(pix2struct.FAMILIES, "pix2struct"),
     **dict.fromkeys(t5.FAMILIES, "t5"),
     **dict.fromkeys(sinusoids.FAMILIES, "sinusoids"),
     **dict.fromkeys(audio_encoders.FAMILIES, "audio_encoders"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, clvp, composite, decoders, deepseek, pending, qwen_vl
+from . import READERS, clvp, composite, decoders, deepseek, pending, pix2struct, qwen_vl
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -41,6 +41,7 @@ READER_ENCODINGS = {
     "siglip2": "vit-learned (antialiased bilinear at every grid)",
     "navit": "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)",
     "mpnet": "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)",
+    "pix2struct": "learned tables (row and column, its vision towers) or t5 bias (causal, its text decoder)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -112,8 +113,8 @@ def encodings_of(model_type: str) -> str:
                  *(["interleaved pairs"] if line.pair_layout == "interleaved" else [])]
         return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
                           *([tower_encodings(qwen_vl.TOWERS[f"{line.module}_vision"])] if vision else [])])
-    if reader == "clvp":
-        return clvp.ENCODINGS[model_type]
+    if reader in ("clvp", "pix2struct"):
+        return (clvp if reader == "clvp" else pix2struct).ENCODINGS[model_type]
     if reader == "deepseek" and model_type in deepseek.MLA and deepseek.MLA[model_type].query_scale:
         return f"{READER_ENCODINGS[reader]}, query-scale"
     if reader == "composite":

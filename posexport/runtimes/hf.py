@@ -54,7 +54,8 @@ MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
 CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+Rotary(Positional)?Embedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
-    "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"
+    "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Pix2StructTextAttention"
+                            r"|Llama4TextAttention"
                             r"|(DonutSwin|MaskFormerSwin|ClapAudio|Swinv2|Swin2SR)SelfAttention"),
     "embeddings": re.compile(r"[A-Za-z0-9_]+Embeddings"),
     "table": re.compile(r"position_embeddings?(\.weight)?"),
@@ -66,6 +67,10 @@ CALLABLES = {
     "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
     "part": re.compile(r"([a-z0-9_]+_config|encoder|decoder)(\.[a-z0-9_]+_config)*"),  # a composite's sub-config (CLVP's speech_config)
 }
+
+
+# A Pix2Struct-style tower's id columns: flattened_patches[:, :, 0] is each patch's row, [:, :, 1] its column.
+PATCH_AXES = ("row", "column")
 
 
 def recipe_problem(entry: Mapping[str, Any]) -> str:
@@ -80,6 +85,8 @@ def recipe_problem(entry: Mapping[str, Any]) -> str:
     for field, allowed in CALLABLES.items():
         if field in recipe and not allowed.fullmatch(str(recipe[field])):
             return f"recipe {field} {recipe[field]!r} is not transformers position code"
+    if recipe.get("axis", "row") not in PATCH_AXES:
+        return f"recipe axis {recipe['axis']!r} is not one of {', '.join(PATCH_AXES)}"
     for field in ("window", "pretrained_window"):  # window sizes the model's attention class is built with
         size = recipe.get(field, 0)
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
@@ -311,6 +318,35 @@ class LearnedSession(Session):
         with torch.no_grad():
             rows = self.call(torch.from_numpy(np.ascontiguousarray(feeds["position_ids"])))
         return (torch_float(feeds["x"]) + rows).numpy()
+
+
+class PatchCoordinatesSession(Session):
+    """Pix2Struct's (Kosmos-2.5's) vision embeddings forward on the model's trained row and column tables:
+    flattened_patches of [row ids, column ids | x], the role's position_ids in its axis's column; its patch
+    projection the identity (x is the projection's output) and the other axis's table zeroed (its rows are the
+    other role's)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        holder = recipe["key"].rsplit(".", 2)[0]  # the embeddings module: both tables by the class's own names
+        for axis in PATCH_AXES:
+            table = getattr(self.embeddings, f"{axis}_embedder").weight
+            table.data = trained(entry, f"{holder}.{axis}_embedder.weight") if axis == recipe["axis"] \
+                else torch.zeros_like(table)
+        self.embeddings.patch_projection = torch.nn.Identity()
+        self.column = PATCH_AXES.index(recipe["axis"])
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        ids = torch.zeros(*x.shape[:-1], 2)
+        ids[..., self.column] = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"])).float()
+        with torch.no_grad():
+            return self.embeddings(torch.cat([ids, x], dim=-1)).numpy()
 
 
 class VitSession(Session):
@@ -717,6 +753,7 @@ SESSIONS = {
     "mpnet-bias": MpnetBiasSession,
     "alibi": AlibiSession,
     "learned": LearnedSession,
+    "patch-coordinates": PatchCoordinatesSession,
     "vit": VitSession,
     "swin": SwinSession,
     "swin-continuous": ContinuousBiasSession,

@@ -1,0 +1,82 @@
+"""Pix2Struct and Kosmos-2.5's vision towers, and Pix2Struct's text decoder.
+- The towers (Pix2StructVisionEmbeddings, Kosmos2_5VisionEmbeddings) take each patch's row and column ids from
+  the first two columns of flattened_patches and add row_embedder(row ids) + column_embedder(column ids) to the
+  patch projection of the rest: two learned tables, `row-learned` and `column-learned`, each gathered at its own
+  ids. The image processors write 1-based ids (1 … rows, 1 … columns) and 0 on padding patches, so row 0 of each
+  table is padding's; the tables have seq_len (Kosmos-2.5: max_num_patches) rows.
+- The text decoder (Pix2StructTextModel) is T5's decoder stack: a causal bucketed bias (compute_bias always passes
+  bidirectional=False), trained in layer 0 alone and handed to every layer (cross-attention has none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import ModelConfig
+from .plan import Role
+from .t5 import NOTES as T5_NOTES
+
+
+@dataclass(frozen=True)
+class Tower:
+    module: str  # transformers module of its embeddings class
+    embeddings: str  # the class adding the two tables
+    rows: tuple[str, int]  # the config key giving the tables' rows, and the config class's default
+    bases: tuple[str, ...]  # the tower's module in a whole model's checkpoint
+    unused: tuple[str, ...] = ()  # position keys of its config that its code never reads
+
+
+AXES = ("row", "column")  # flattened_patches' columns 0 and 1, in that order
+TOWERS = {
+    # Pix2StructVisionConfig carries T5's bucket keys, but Pix2StructVisionAttention adds no bias
+    "pix2struct_vision_model": Tower("pix2struct.modeling_pix2struct", "Pix2StructVisionEmbeddings", ("seq_len", 4096),
+                                     ("encoder",), ("relative_attention_num_buckets", "relative_attention_max_distance")),
+    "kosmos_2_5_vision_model": Tower("kosmos2_5.modeling_kosmos2_5", "Kosmos2_5VisionEmbeddings",
+                                     ("max_num_patches", 4096), ("vision_model",)),
+}
+TEXT_TABLE = "layer.0.self_attention.attention.relative_attention_bias.weight"
+TEXT_BASES = ("decoder",)  # Pix2StructForConditionalGeneration's text decoder
+FAMILIES = (*TOWERS, "pix2struct_text_model")
+# model_type -> what it builds (docs/models.md)
+ENCODINGS = {**dict.fromkeys(TOWERS, "learned tables: a row and a column table, each at the patch's 1-based id "
+                                     "(0: padding)"),
+             "pix2struct_text_model": "t5 bias (causal; layer 0's table, added in every layer)"}
+
+
+def read(cfg: ModelConfig) -> list[Role]:
+    return text_decoder(cfg) if cfg.architecture == "pix2struct_text_model" else tower(cfg)
+
+
+def tower(cfg: ModelConfig) -> list[Role]:
+    line = TOWERS[cfg.architecture]
+    cfg.ignore(*line.unused)
+    rows = cfg.count(*line.rows)
+    roles = []
+    for index, axis in enumerate(AXES):
+        table = f"embeddings.{axis}_embedder.weight"
+        path, key = cfg.locate((table, *(f"{base}.{table}" for base in line.bases)))
+        notes = (f"x is the patch projection [batch, seq, hidden] (patch_projection of flattened_patches[:, :, 2:]); "
+                 f"the {AXES[1 - index]} table's rows are added beside it (the other role)",
+                 f"position_ids are flattened_patches[:, :, {index}] as integers, each patch's 1-based {axis} "
+                 f"(1 … {axis}s) as the image processor writes it, 0 on padding patches (the table's row 0 is padding's)",
+                 f"the table has {rows} rows ({line.rows[0]}): ids up to {rows - 1}; the image processor's ids reach "
+                 f"max_patches at most (a one-patch-wide image), so max_patches ≤ {rows - 1} keeps them in the table")
+        hf = {"kind": "patch-coordinates", "key": key, "module": f"transformers.models.{line.module}",
+              "embeddings": line.embeddings, "axis": axis}
+        roles.append(Role(f"{axis}-learned", "learned", {"weights": str(path), "key": key, "max_positions": rows}, (),
+                          notes, hf))
+    return roles
+
+
+def text_decoder(cfg: ModelConfig) -> list[Role]:
+    layers = cfg.count("num_layers", 12)
+    values = {"heads": cfg.count("num_heads", 12),
+              "num_buckets": cfg.count("relative_attention_num_buckets", 32),
+              "max_distance": cfg.count("relative_attention_max_distance", 128),
+              "bidirectional": False}
+    path, key = cfg.locate((TEXT_TABLE, *(f"{base}.{TEXT_TABLE}" for base in TEXT_BASES)))
+    notes = (*T5_NOTES, "causal (Pix2StructTextAttention.compute_bias buckets with bidirectional=False whatever "
+                        "is_decoder says); layer 0's table, its bias handed to every layer")
+    hf = {"kind": "t5", "key": key, "decoder": True, "module": "transformers.models.pix2struct.modeling_pix2struct",
+          "attention": "Pix2StructTextAttention"}
+    return [Role("t5-decoder", "t5", {**values, "weights": str(path), "key": key}, tuple(range(layers)), notes, hf)]
