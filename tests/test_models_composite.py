@@ -29,7 +29,7 @@ from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa:
 from safetensors.numpy import save_file  # noqa: E402
 
 from . import arch_zoo  # noqa: E402
-from .test_models_catalogue import START, Built, feeds_for  # noqa: E402
+from .test_models_catalogue import START, Built, feeds_for, processor_patches  # noqa: E402
 
 # Part sizes the tiny defaults do not fit: CLAP's Swin stages take per-stage heads, ModernBERT's token ids
 # need its own vocabulary.
@@ -39,9 +39,9 @@ PART_SIZES = {
     "modernbert": {**arch_zoo.sized(arch_zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
 }
 # BLT's hash embeddings (500002 rows by default); Fun-ASR-Nano's adaptor sized to its text model
-TOP_SIZES = {"blt": {"encoder_hash_byte_group_vocab": 64},
+TOP_SIZES = {"blt": {"encoder_hash_byte_group_vocab": 64}, "kosmos-2.5": {"latent_query_num": 8},
              "fun_asr_nano": {"adaptor_config": {"hidden_size": 64, "intermediate_size": 16}}}
-TABLES = r"position_embedding|relative_position_bias_table|relative_attention_bias|embed_positions|wpe"
+TABLES = r"position_embedding|relative_position_bias_table|relative_attention_bias|embed_positions|wpe|row_embedder|column_embedder"
 # Composites whose parts are any read types: the pair each is built with when a test names none (TrOCR's).
 DEFAULT_TYPES = {"encoder-decoder": {"encoder": "bert", "decoder": "gpt2"},
                  "vision-encoder-decoder": {"encoder": "vit", "decoder": "trocr"}}
@@ -51,6 +51,7 @@ MODEL_CLASSES = {
                  "qwen2_5_omni_thinker": "Qwen2_5OmniThinkerForConditionalGeneration",
                  "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration",
                  "qwen2_5_omni": "Qwen2_5OmniForConditionalGeneration", "qwen2_5_omni_token2wav": "Qwen2_5OmniToken2WavModel",
+                 "pix2struct": "Pix2StructForConditionalGeneration",
                  "encoder-decoder": "EncoderDecoderModel",
                  "vision-encoder-decoder": "VisionEncoderDecoderModel"}
 
@@ -116,13 +117,20 @@ def hf_session(plan, role, p):
 
 
 def rows_the_tower_adds(model, part, role, sub) -> tuple[np.ndarray, np.ndarray]:
-    """(position_ids, the rows) the composite's own part adds on a forward: 9 tokens of a text tower, or the
-    patches of a vision tower at its input size (a hook on the table's module)."""
+    """(position_ids, the rows) the composite's own part adds on a forward: 9 tokens of a text tower, the
+    patches of a vision tower at its input size, or a Pix2Struct-style tower's 5 × 7 patches and 3 padding patches
+    at the 1-based ids of the role's column (row: 0, column: 1) (a hook on the table's module)."""
     import torch
 
     module = model.get_submodule(role.values["key"].removesuffix(".weight"))
     added = []
     module.register_forward_hook(lambda _m, _a, rows: added.append(rows.reshape(-1, rows.shape[-1])))
+    if hasattr(sub, "patch_embed_hidden_size"):
+        flattened = processor_patches(sub, 5, 7, 3, np.random.default_rng(1))
+        with torch.no_grad():
+            model.get_submodule(part.module)(flattened_patches=torch.from_numpy(flattened))
+        column = 0 if role.role.endswith("-row-learned") else 1
+        return flattened[..., column].astype(np.int64), added[0].double().numpy()[None]
     if not hasattr(sub, "image_size"):  # a text tower, or a decoder (a BART-like table: 0-based, its offset its own)
         tokens = [i for i in range(2, 64) if i != getattr(sub, "pad_token_id", None)][:9]
         inputs = {"input_ids": torch.tensor([tokens])}

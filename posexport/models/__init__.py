@@ -35,7 +35,7 @@ COMPOSITES = ("clip", "siglip", "siglip2", "metaclip_2", "owlvit", "owlv2", "gro
               "altclip", "blip", "bridgetower", "tipsv2", "xclip", "vision-text-dual-encoder", "encoder-decoder",
               "vision-encoder-decoder", "kosmos-2", "flava", "align", "clap", "dia", "t5gemma", "blt", "fun_asr_nano",
               "pe_audio", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "qwen2_5_omni_token2wav", "qwen2_5_omni",
-              "blip-2", "instructblip", "instructblipvideo")
+              "blip-2", "instructblip", "instructblipvideo", "pix2struct", "kosmos-2.5")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",

@@ -1,8 +1,9 @@
 """Composite model folders whose parts posexport reads as their own types: dual encoders (CLIP and its kin: a text
 tower's learned table and a vision tower's learned grid; VisionTextDualEncoder of any two), encoder-decoders
-whose encoder and decoder have configs of their own (Dia, T5Gemma; EncoderDecoder and VisionEncoderDecoder of
-any two), multi-part models (BLT), audio-text models (CLAP, PE-Audio, Fun-ASR-Nano), Qwen-Omni's thinkers and
-the whole Qwen2.5-Omni, BLIP-2 and InstructBLIP. A part may be a composite itself.
+whose encoder and decoder have configs of their own (Dia, T5Gemma, Pix2Struct; EncoderDecoder and
+VisionEncoderDecoder of any two), Kosmos-2 and Kosmos-2.5, multi-part models (BLT), audio-text models (CLAP,
+PE-Audio, Fun-ASR-Nano), Qwen-Omni's thinkers and the whole Qwen2.5-Omni, BLIP-2 and InstructBLIP. A part may be a
+composite itself.
 
 Each part is its sub-config (text_config, vision_config, encoder_config …) read by its own type's reader exactly
 as a folder of that type (wrapper.py does the same for a wrapper's text_config), its roles renamed with the
@@ -146,6 +147,12 @@ COMPOSITES: dict[str, Composite] = {
                         Part("qformer_config", f"{kind}_qformer", "qformer", "qformer"),
                         Part("text_config", None, "text", "language_model")))
        for kind in ("instructblip", "instructblipvideo")},
+    # Pix2Struct: its text decoder's T5 bias and its vision encoder's row and column tables
+    "pix2struct": Composite((Part("text_config", "pix2struct_text_model", "text", "decoder"),
+                             Part("vision_config", "pix2struct_vision_model", "vision", "encoder"))),
+    # Kosmos-2.5: its image-to-text projection's latent queries cross-attend to the tower's output without positions
+    "kosmos-2.5": Composite((Part("text_config", "kosmos_2_5_text_model", "text", "text_model"),
+                             Part("vision_config", "kosmos_2_5_vision_model", "vision", "vision_model"))),
 }
 NOTE = "the {role} part ({key}, model_type {inner}) read as a {inner} folder"
 

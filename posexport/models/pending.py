@@ -133,10 +133,8 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "a learned spatial table plus a temporal table (video), or space-time tables of their own layout; "
     "not modelled": ("timesformer", "vivit", "hiera", "pvt", "yolos", "sapiens2_head", "videoprism_vision_model"),
     # --- fixed sinusoids ------------------------------------------------------------------------------------
-    "Kosmos-2.5 and SeamlessM4T-v2 composites: a fairseq sinusoid in their text parts beside towers of other forms "
-    "(Kosmos-2.5's Pix2Struct-style patch rows and columns, SeamlessM4T-v2's Conformer speech encoder with "
-    "relative_key positions); kosmos_2_5_text_model and kosmos_2_5_vision_model are read as their own types, the "
-    "composite folders not read yet": ("kosmos-2.5", "seamless_m4t_v2"),
+    "SeamlessM4T-v2: a fairseq sinusoid in its text parts beside its Conformer speech encoder with relative_key "
+    "positions; the composite folder not read yet": ("seamless_m4t_v2",),
     "2-D sine embeddings of feature maps (DETR's PositionEmbeddingSine, normalised coordinates) or keypoint "
     "encoders; not modelled":
         ("detr", "conditional_detr", "dab-detr", "deformable_detr", "table-transformer", "rt_detr", "rt_detr_v2",
@@ -145,8 +143,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "lightglue", "superglue", "slanet"),
     # --- relative biases and other forms ---------------------------------------------------------------------
     "LongT5: T5 buckets inside local or transient-global attention blocks; not modelled": ("longt5",),
-    "Pix2Struct's whole model: its text decoder (T5-style causal buckets) and vision encoder (row and column patch "
-    "tables) are read as their own types; the composite folder not read yet": ("pix2struct",),
     "DeBERTa: disentangled relative attention (content-to-position and position-to-content terms); not "
     "modelled": ("deberta", "deberta-v2"),
     "XLNet: two-stream relative attention with sinusoidal relative encodings; not modelled": ("xlnet",),
