@@ -41,6 +41,8 @@ READER_ENCODINGS = {
     "siglip2": "vit-learned (antialiased bilinear at every grid)",
     "navit": "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)",
     "mpnet": "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)",
+    "layout": "learned tables, summed: BERT's (from 0), x (at the box's left and right edges), y (top and bottom), "
+              "h (its height), w (its width)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
