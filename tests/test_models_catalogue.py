@@ -2221,3 +2221,23 @@ def test_layoutlm_relative_position_embeddings_are_refused_in_one_line(tmp_path)
     with pytest.raises(PosexportError, match="'position_embedding_type' = \"relative_key\": LayoutLM's embeddings") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
+
+
+def test_layoutlmv2_and_v3_buckets_are_t5s_bidirectional_as_their_pending_reason_says():
+    """LayoutLMv2's relative_position_bucket and LayoutLMv3's (1-D: 32 buckets, max 128; 2-D: 64, max 256, their
+    configs' defaults) against the t5 encoding's float64 buckets on every offset in ±200000: equal, the causal buckets
+    differing; what keeps them pending is where their positions come from and v3's scale, not the buckets."""
+    import torch
+    from transformers.models.layoutlmv2.modeling_layoutlmv2 import relative_position_bucket
+    from transformers.models.layoutlmv3.modeling_layoutlmv3 import LayoutLMv3Encoder
+
+    from posexport.encodings.t5 import relative_bucket
+
+    offsets = np.arange(-200000, 200001)
+    for buckets, distance in ((32, 128), (64, 256)):
+        ours = relative_bucket(offsets, True, buckets, distance)
+        v2 = relative_position_bucket(torch.from_numpy(offsets), num_buckets=buckets, max_distance=distance).numpy()
+        v3 = LayoutLMv3Encoder.relative_position_bucket(None, torch.from_numpy(offsets), num_buckets=buckets,
+                                                        max_distance=distance).numpy()
+        assert np.array_equal(ours, v2) and np.array_equal(ours, v3)
+        assert np.mean(relative_bucket(offsets, False, buckets, distance) != v2) > 0.4
