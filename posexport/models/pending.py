@@ -139,9 +139,10 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "VisualBERT: BERT's table on its words and visual_position_embeddings' row 0 on every visual token, but with "
     "image_text_alignment a visual token's rows average the word table over its aligned word positions (as LUKE's "
     "entities); the averaged rows are not modelled": ("visual_bert",),
-    "TVP: BERT's table on its text and row and column tables on its video grid, which interpolate_pos_encoding "
-    "resamples by a scale factor (bicubic) past max_grid_row/col_position_embeddings (DINOv2-with-registers' form); "
-    "not modelled": ("tvp",),
+    "TVP: BERT's table on its text, and on each cell (i, j) of its video grid row_position_embeddings' row i plus "
+    "col_position_embeddings' row j, a summed grid that interpolate_pos_encoding resamples (bicubic, by a scale "
+    "factor) once the grid outgrows max_grid_row/col_position_embeddings; a grid summed from two tables and then "
+    "resampled is not a form posexport builds: not modelled": ("tvp",),
     "LUKE: RoBERTa's table on its words beside an entity table (LukeEntityEmbeddings.position_embeddings) averaged "
     "over each entity's span positions (entity_position_ids, −1 for padding); the averaged rows are not modelled":
         ("luke",),
