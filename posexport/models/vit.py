@@ -7,10 +7,11 @@ a = −0.75).
 The graph takes the patch embeddings as a grid [batch, grid_h, grid_w, hidden] and the class token
 [batch, 1, hidden] and returns the token sequence with positions added, as ViTEmbeddings does before
 dropout. The graph resamples the same way (vit-learned with --antialias false --cubic-coefficient -0.75).
-Towers that resample otherwise say so in their line: Unlimited-OCR's encoder with antialias=True (a = −0.5),
-DPT with bilinear at every grid (its _resize_pos_embed), GLM-Image by F.grid_sample at each patch's row and
-column (bilinear, half-pixel centres: the same weights), TIPSv2 bilinear with antialias=True (its register tokens
-go in after the class token once the positions are added, and take none). InternVL gives image_size and
+Towers that resample otherwise say so in their line: Unlimited-OCR's encoder, DINOv2-with-registers and RF-DETR's
+DINOv2 backbone with antialias=True (a = −0.5; the registers and RF-DETR's windows come after the positions), DPT
+with bilinear at every grid (its _resize_pos_embed), GLM-Image by F.grid_sample at each patch's row and column
+(bilinear, half-pixel centres: the same weights), TIPSv2 bilinear with antialias=True (its register tokens go in
+after the class token once the positions are added, and take none). InternVL gives image_size and
 patch_size as [n, n].
 """
 
@@ -40,6 +41,7 @@ class Tower:
 
 
 CLIP_TABLE = "position_embedding.weight"
+REGISTERS = "its register tokens go in after the class token once y is formed, without positions"
 DEFAULT_MAX_GRID = 64  # vit-learned's max_grid default (importing the encoding here would import torch)
 # model_type -> its tower line.
 FAMILIES = {
@@ -47,7 +49,7 @@ FAMILIES = {
     "deit": Tower("deit.modeling_deit", "DeiTEmbeddings", 2, base="deit"),
     "vit_msn": Tower("vit_msn.modeling_vit_msn", "ViTMSNEmbeddings", 1, base="vit"),
     "ijepa": Tower("ijepa.modeling_ijepa", "IJepaEmbeddings", 0, base="ijepa"),
-    "dinov2": Tower("dinov2.modeling_dinov2", "Dinov2Embeddings", 1, base="dinov2"),
+    "dinov2": Tower("dinov2.modeling_dinov2", "Dinov2Embeddings", 1, base="dinov2", sizes=(224, 14)),
     "clip_vision_model": Tower("clip.modeling_clip", "CLIPVisionEmbeddings", 1, CLIP_TABLE, "vision_model", (224, 32)),
     "metaclip_2_vision_model": Tower("metaclip_2.modeling_metaclip_2", "MetaClip2VisionEmbeddings", 1, CLIP_TABLE,
                                     "vision_model", (224, 32)),
@@ -93,7 +95,12 @@ FAMILIES = {
                               (2048, 16), bilinear=True, kind="grid-sample"),
     "tipsv2_vision_model": Tower("tipsv2.modeling_tipsv2", "Tipsv2VisionEmbeddings", 1, base="vision_model", sizes=(448, 14),
                                  antialias=True, bilinear=True,
-                                 note="its register tokens go in after the class token once y is formed, without positions"),
+                                 note=REGISTERS),
+    "dinov2_with_registers": Tower("dinov2_with_registers.modeling_dinov2_with_registers", "Dinov2WithRegistersEmbeddings", 1,
+                                   base="dinov2_with_registers", antialias=True, note=REGISTERS),
+    "rf_detr_dinov2": Tower("rf_detr.modeling_rf_detr", "RfDetrDinov2Embeddings", 1, base="rf_detr_dinov2", sizes=(224, 14),
+                            antialias=True, note="its forward then cuts y into num_windows² windows of the grid, the "
+                                                 "class token copied into each (when num_windows > 1)"),
 }
 NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden] (row-major patches); cls is the class "
          "token (DeiT: then the distillation token) [batch, tokens, hidden]; y is [batch, tokens + grid_h·grid_w, "
