@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from posexport import export, verdicts
-from posexport.encodings.vit_learned import resample_grid
+from posexport.encodings.vit_learned import grid_weights, resample_grid
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
 
@@ -223,21 +223,32 @@ def test_scale_factor_bicubic_is_torch_interpolate_by_scale_factor(rng, trained,
 
 
 def test_scale_factor_keeps_the_trained_grid_alone(rng):
-    """At the trained grid the table is added as it is (interpolate_pos_encoding returns it there), though the same
-    scale at that size alone resamples."""
+    """At the trained grid the table is added as it is (interpolate_pos_encoding returns it there); with the other side
+    not trained, the trained side's rows are resampled by (5 + 0.1)/5 all the same, as F.interpolate does."""
     grid = rng.standard_normal((5, 5, 3))
     assert np.array_equal(resample_grid(grid, 5, 5, a=-0.75, antialias=False, by="scale-factor"), grid)
-    assert np.max(np.abs(resample_grid(grid, 5, 6, a=-0.75, antialias=False, by="scale-factor")[:, :5] - grid)) > 0.1
+    rows, _ = grid_weights(5, 5, 5, 6, a=-0.75, antialias=False, by="scale-factor")
+    theirs = torch.nn.functional.interpolate(torch.eye(5, dtype=torch.float64)[None, None], scale_factor=(5.1 / 5, 1.0),
+                                             mode="bicubic", align_corners=False)[0, 0].numpy()
+    assert np.max(np.abs(rows - theirs)) < 1e-12 and np.max(np.abs(rows - np.eye(5))) > 0.01
 
 
-def test_scale_factor_graph_on_every_runtime():
-    """Both artifacts on every runtime, with the trained-grid property (the kept table, bit for bit)."""
+def test_scale_factor_graph_on_every_runtime(rng):
+    """Both artifacts on every runtime, with the trained-grid property (the kept table, bit for bit), and at grids with
+    one side trained (resampled there all the same)."""
     values = {"dim": 8, "trained_h": 5, "trained_w": 5, "max_grid": 12, "class_token": True, "antialias": False,
               "cubic_coefficient": -0.75, "resample_by": "scale-factor"}
+    encoding = get_encoding("vit-learned")
     for source in ("script", "torch"):
-        report = verdicts.run_parity(export.build("vit-learned", values, source=source), ["ort-cpu", "reference", "torch"],
-                                     properties=True)
+        art = export.build("vit-learned", values, source=source)
+        report = verdicts.run_parity(art, ["ort-cpu", "reference", "torch"], properties=True)
         assert report.passed and report.properties, [(r.case, r.runtime, r.message) for r in report.failures()]
+        for grid in ((5, 9), (9, 5)):
+            feeds = {"x": rng.standard_normal((2, *grid, 8)).astype(np.float32),
+                     "cls": rng.standard_normal((2, 1, 8)).astype(np.float32)}
+            for runtime in ("ort-cpu", "reference", "torch"):
+                error = normalised_error(session(art, runtime).run(feeds), encoding.reference(art.params, feeds))
+                assert error < art.options.dtype.bound(), (source, runtime, grid, error)
 
 
 @pytest.mark.parametrize("values, needle", [
