@@ -618,6 +618,37 @@ def test_antialiased_bicubic_towers_pass_parity_from_model_and_plain_bicubic_fai
     assert len(statuses) > 2 and all((s == "pass") == at_trained[c] for c, s in statuses.items()), statuses
 
 
+def test_idefics_tower_passes_parity_from_model_and_size_based_bicubic_fails(tmp_path):
+    """A tiny IDEFICS tower (embed_dim 64, not the default 768) with a random table: its graph built as a user builds it
+    passes `parity --from-model` against IdeficsVisionEmbeddings.interpolate_pos_encoding (F.interpolate by the scale
+    factor (n + 0.1)/N; the trained grid kept); the same table resampled by size fails on every grid but the trained one."""
+    from posexport import export
+    from transformers.models.idefics.modeling_idefics import IdeficsVisionEmbeddings
+
+    folder = arch_zoo.tiny("idefics_vision", tmp_path / "idefics", embed_dim=64)
+    embeddings = IdeficsVisionEmbeddings(arch_zoo.config_class("idefics_vision").from_pretrained(folder))
+    arch_zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    (role,) = read_model(folder).roles
+    assert (role.values["dim"], role.values["trained_h"], role.values["resample_by"]) == (64, 16, "scale-factor")
+    # One side at the trained size: resampled on both axes all the same (the table is kept at the trained grid alone).
+    encoding, entry = get_encoding("vit-learned"), read_model(folder).manifest_entry(role)
+    p = encoding.params(**role.values)
+    for feeds in feeds_for(encoding, p, np.random.default_rng(0), grids=((16, 9), (9, 16))):
+        exact = encoding.reference(p, feeds)
+        assert np.max(np.abs(SESSIONS["vit"](Built(encoding, p, entry), entry).run(feeds) - exact)) / np.max(np.abs(exact)) < 1e-5
+    wrong, _ = export.save(export.build("vit-learned", {**role.values, "resample_by": "size"}, backend="portable"),
+                           tmp_path, "by-size")
+    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
+    at_trained = {r.case: (r.axes["grid_h"], r.axes["grid_w"]) == (16, 16) for r in report.results if r.runtime == "hf"}
+    assert len(statuses) > 2 and all((s == "pass") == at_trained[c] for c, s in statuses.items()), statuses
+
+
 def test_models_page_lists_the_generated_catalogue():
     page = (Path(__file__).parent.parent / "docs" / "models.md").read_text()
     section = catalogue.render(catalogue.registry_survey(), importlib.metadata.version("transformers"))

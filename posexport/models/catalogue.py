@@ -137,7 +137,7 @@ def encodings_of(model_type: str) -> str:
 def vit_tower_encodings(tower: vit.Tower) -> str:
     """vit-learned, with how the tower resamples when not plain bicubic (ViT's)."""
     form = (("antialiased bilinear" if tower.antialias else "bilinear at every grid") if tower.bilinear
-            else "antialiased bicubic" if tower.antialias else "")
+            else "antialiased bicubic" if tower.antialias else "bicubic by a scale factor" if tower.scale_factor else "")
     return f"vit-learned ({form})" if form else "vit-learned"
 
 

@@ -125,8 +125,6 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "Reformer: axial position embeddings (a factored 2-D learned table); not modelled": ("reformer",),
     "Perceiver: learned or Fourier position encodings of the input array, per modality; not modelled":
         ("perceiver",),
-    "its interpolate_pos_encoding resamples by a scale factor (IDEFICS' form), which a size-based bicubic misses "
-    "by order 1 at other grids (checked); not modelled": ("idefics_vision",),
     "RF-DETR: its DINOv2 backbone is read as its own type (rf_detr_dinov2); its decoder's query positions are DETR's "
     "sine embeddings of the reference boxes (encode_sinusoidal_position_embedding) through an MLP; not modelled":
         ("rf_detr",),
