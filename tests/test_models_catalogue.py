@@ -618,6 +618,36 @@ def test_antialiased_bicubic_towers_pass_parity_from_model_and_plain_bicubic_fai
     assert len(statuses) > 2 and all((s == "pass") == at_trained[c] for c, s in statuses.items()), statuses
 
 
+def test_dinov2_with_registers_forward_is_y_with_its_registers_after_the_class_token(tmp_path):
+    """The embeddings forward on random pixels at a 5 × 3 patch grid (not the trained 14 × 14): the graph's reference on
+    its own patch embeddings and class token, with the register tokens put in after the class token (the line's note);
+    the same table read as plain bicubic misses it."""
+    import torch
+    from transformers.models.dinov2_with_registers.modeling_dinov2_with_registers import Dinov2WithRegistersEmbeddings
+
+    folder = arch_zoo.tiny("dinov2_with_registers", tmp_path / "registers")
+    config = arch_zoo.config_class("dinov2_with_registers").from_pretrained(folder)
+    embeddings = Dinov2WithRegistersEmbeddings(config).eval()
+    table = arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
+    embeddings.position_embeddings.data = torch.from_numpy(table)
+    torch.manual_seed(0)
+    embeddings.register_tokens.data.normal_()
+    pixels = torch.randn(2, 3, 5 * 16, 3 * 16)
+    with torch.no_grad():
+        theirs = embeddings(pixels).double().numpy()
+        patches = embeddings.patch_embeddings(pixels).double().numpy().reshape(2, 5, 3, -1)
+    (role,) = read_model(folder).roles
+    encoding = get_encoding("vit-learned")
+    feeds = {"x": patches, "cls": np.broadcast_to(embeddings.cls_token.detach().double().numpy(), (2, 1, 64))}
+    registers = np.broadcast_to(embeddings.register_tokens.detach().double().numpy(), (2, 4, 64))
+
+    def error(values):
+        y = encoding.reference(encoding.params(**values), feeds)
+        return np.max(np.abs(np.concatenate([y[:, :1], registers, y[:, 1:]], axis=1) - theirs))
+
+    assert error(role.values) < 1e-5 and error({**role.values, "antialias": False, "cubic_coefficient": -0.75}) > 0.1
+
+
 def test_idefics_tower_passes_parity_from_model_and_size_based_bicubic_fails(tmp_path):
     """A tiny IDEFICS tower (embed_dim 64, not the default 768) with a random table: its graph built as a user builds it
     passes `parity --from-model` against IdeficsVisionEmbeddings.interpolate_pos_encoding (F.interpolate by the scale
