@@ -12,8 +12,7 @@ DINOv2 backbone with antialias=True (a = −0.5; the registers and RF-DETR's win
 with bilinear at every grid (its _resize_pos_embed), GLM-Image by F.grid_sample at each patch's row and column
 (bilinear, half-pixel centres: the same weights), TIPSv2 bilinear with antialias=True (its register tokens go in
 after the class token once the positions are added, and take none), IDEFICS' tower plain bicubic by a scale factor
-(DINO's (n + 0.1)/N; the trained grid kept as it is). InternVL gives image_size and
-patch_size as [n, n].
+(DINO's (n + 0.1)/N; the trained grid kept as it is). InternVL gives image_size and patch_size as [n, n].
 """
 
 from __future__ import annotations
@@ -99,8 +98,7 @@ FAMILIES = {
     "idefics_vision": Tower("idefics.modeling_idefics", "IdeficsVisionEmbeddings", 1, CLIP_TABLE, "vision_model", (224, 14),
                             scale_factor=True, dim_key="embed_dim"),
     "tipsv2_vision_model": Tower("tipsv2.modeling_tipsv2", "Tipsv2VisionEmbeddings", 1, base="vision_model", sizes=(448, 14),
-                                 antialias=True, bilinear=True,
-                                 note=REGISTERS),
+                                 antialias=True, bilinear=True, note=REGISTERS),
     "dinov2_with_registers": Tower("dinov2_with_registers.modeling_dinov2_with_registers", "Dinov2WithRegistersEmbeddings", 1,
                                    base="dinov2_with_registers", antialias=True, note=REGISTERS),
     "rf_detr_dinov2": Tower("rf_detr.modeling_rf_detr", "RfDetrDinov2Embeddings", 1, base="rf_detr_dinov2", sizes=(224, 14),
