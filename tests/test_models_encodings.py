@@ -234,8 +234,8 @@ def test_scale_factor_keeps_the_trained_grid_alone(rng):
 
 
 def test_scale_factor_graph_on_every_runtime(rng):
-    """Both artifacts on every runtime, with the trained-grid property (the kept table, bit for bit), and at grids with
-    one side trained (resampled there all the same)."""
+    """Both artifacts on every runtime, with the trained-grid property (the kept table, bit for bit), at grids with one
+    side trained (resampled there all the same), and raising past max_grid."""
     values = {"dim": 8, "trained_h": 5, "trained_w": 5, "max_grid": 12, "class_token": True, "antialias": False,
               "cubic_coefficient": -0.75, "resample_by": "scale-factor"}
     encoding = get_encoding("vit-learned")
@@ -249,6 +249,10 @@ def test_scale_factor_graph_on_every_runtime(rng):
             for runtime in ("ort-cpu", "reference", "torch"):
                 error = normalised_error(session(art, runtime).run(feeds), encoding.reference(art.params, feeds))
                 assert error < art.options.dtype.bound(), (source, runtime, grid, error)
+        past = {"x": rng.standard_normal((1, 13, 5, 8)).astype(np.float32), "cls": rng.standard_normal((1, 1, 8)).astype(np.float32)}
+        for runtime in ("ort-cpu", "reference", "torch"):  # a side past max_grid gathers past the packed identity
+            with pytest.raises(Exception, match=r"(?i)out of|bounds|index"):
+                session(art, runtime).run(past)
 
 
 @pytest.mark.parametrize("values, needle", [
