@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from posexport.contract import Case  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.models import (READERS, audio_encoders, catalogue, decoders, learned, navit, patch_table, qwen_vl, read_model,  # noqa: E402
-                              sinusoids, swin, vit)
+                              sinusoids, swin, swinv2, vit)
 from posexport.models.check import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
@@ -726,6 +727,94 @@ def test_swin_window_biases_are_the_blocks_own(tmp_path, model_type):
         session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         feeds = {"scores": rng.standard_normal((2, heads, 9, 9)).astype(np.float32)}
         assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
+
+
+# Tiny Swin-V2 and Swin2SR: Swin-V2's last stage has a 2-patch grid, so its window shrinks to 2 under a
+# pretrained window of 6; its first stage's offsets are divided by a pretrained window of 3.
+CONTINUOUS_SIZES = {
+    "swinv2": dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1, 1], num_heads=[2, 2, 4], window_size=4,
+                   pretrained_window_sizes=[3, 0, 6]),
+    "swin2sr": dict(image_size=8, patch_size=1, embed_dim=16, depths=[1, 2], num_heads=[2, 4], window_size=4),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(swinv2.FAMILIES))
+def test_swinv2_continuous_biases_pass_parity_from_model_and_misreads_fail(tmp_path, model_type):
+    """Random MLPs saved under the names the model gives them: each block's window, pretrained window and heads
+    are those its own self-attention was built with; every graph built as a user builds it passes `parity
+    --from-model` against that self-attention's bias (Swinv2SelfAttention, Swin2SRSelfAttention); the first block's
+    graph with another pretrained window, or holding the MLP's table without 16·sigmoid, fails it."""
+    from transformers import AutoConfig
+
+    from posexport import export
+    from posexport.encodings.swin import log_spaced_offsets, mlp_weights, relative_index
+
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **CONTINUOUS_SIZES[model_type])
+    model = own_model(AutoConfig.from_pretrained(folder))
+    rng = np.random.default_rng(0)
+    save_file({name: (rng.standard_normal(tuple(t.shape)) * (512**-0.5 if name.endswith("2.weight") else 1.0)).astype(np.float32)
+               for name, t in model.state_dict().items() if "continuous_position_bias_mlp" in name},
+              str(folder / "model.safetensors"))
+    plan = read_model(folder)
+    assert len(plan.roles) == sum(CONTINUOUS_SIZES[model_type]["depths"])
+    for role in plan.roles:
+        attention = model.get_submodule(role.values["key"].removesuffix(".continuous_position_bias_mlp"))
+        window, pretrained = role.values["window_h"], role.values["pretrained_window"]
+        assert (attention.window_size, attention.pretrained_window_size) == ((window, window), (pretrained, pretrained))
+        assert attention.num_attention_heads == role.values["heads"], role.role
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    graphs = sorted((tmp_path / "built").glob("*.onnx"))
+    assert len(graphs) == len(plan.roles)
+    for graph in graphs:
+        report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+        bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+        assert not bad and any(r.runtime == "hf" for r in report.results), (graph.name, bad)
+    role = plan.roles[0]
+    entry = plan.manifest_entry(role)
+    assert recipe_problem(entry) == "" and "not a window size" in recipe_problem({**entry, "hf": {**entry["hf"], "pretrained_window": "3"}})
+    p = get_encoding("swin").params(**role.values)
+    first, bias, second = mlp_weights(p)
+    raw = np.maximum(log_spaced_offsets(p.window_h, p.window_w, p.pretrained_window) @ first.T + bias, 0) @ second.T
+    np.save(tmp_path / "raw.npy", raw)
+    window = role.values["window_h"]
+    misreads = {"other-pretrained": {**role.values, "pretrained_window": 0 if p.pretrained_window else window + 4},
+                "without-sigmoid": {"window_h": window, "window_w": window, "heads": p.heads, "weights": str(tmp_path / "raw.npy")}}
+    for name, values in misreads.items():
+        art = export.build("swin", values, backend="portable")
+        art.manifest["model"] = plan.manifest_entry(role)
+        wrong, _ = export.save(art, tmp_path, name)
+        report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+        hf = [r for r in report.results if r.runtime == "hf"]
+        assert hf and all(r.status == "fail" and r.comparison.normalised > 100 * r.comparison.bound for r in hf), name
+
+
+REFUSED_CONTINUOUS = [
+    ("swinv2", dict(use_absolute_embeddings=True), "num_patches + 1 rows"),
+    ("swin2sr", dict(use_absolute_embeddings=True), "num_patches + 1 rows"),
+    ("swinv2", dict(pretrained_window_sizes=[1, 0]), "'pretrained_window_sizes' = [1, 0]"),
+    ("swinv2", dict(pretrained_window_sizes=[0]), "needs one entry per stage"),
+    ("swinv2", dict(image_size=8, patch_size=8), "leaves stage 1 no patches"),
+    ("swinv2", dict(), "lie in two checkpoint files"),  # its first block's MLP split over two shards
+]
+
+
+@pytest.mark.parametrize("model_type, overrides, message", REFUSED_CONTINUOUS)
+def test_swinv2_configs_it_cannot_read_are_refused_in_one_line(tmp_path, model_type, overrides, message):
+    two_stages = {"depths": [1, 1], "num_heads": [2, 2], **({"pretrained_window_sizes": [0, 0]} if model_type == "swinv2" else {})}
+    values = {**CONTINUOUS_SIZES[model_type], **two_stages, **overrides}
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **values)
+    mlp = f"encoder.layers.0.blocks.0.{swinv2.MLP}"
+    rng = np.random.default_rng(0)
+    shards = {"first.safetensors": {f"{mlp}.0.weight": rng.standard_normal((512, 2)).astype(np.float32)},
+              "second.safetensors": {f"{mlp}.0.bias": rng.standard_normal(512).astype(np.float32),
+                                     f"{mlp}.2.weight": rng.standard_normal((2, 512)).astype(np.float32)}}
+    for name, tensors in shards.items():
+        save_file(tensors, str(folder / name))
+    index = {"weight_map": {key: name for name, tensors in shards.items() for key in tensors}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(PosexportError, match=re.escape(message)) as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
 
 
 def test_videoprism_text_sinusoid_is_its_embeddings_own(tmp_path):
@@ -2048,5 +2137,100 @@ def test_navit_towers_pass_parity_from_model_and_the_other_fractions_fail(tmp_pa
 def test_navit_tower_with_a_patch_larger_than_its_image_is_refused_in_one_line(tmp_path):
     folder = arch_zoo.tiny("idefics2_vision", tmp_path / "idefics2", image_size=16, patch_size=32)
     with pytest.raises(PosexportError, match="'patch_size' = 32: larger than image_size") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+def test_mpnet_buckets_are_t5s_bidirectional_on_every_offset():
+    """MPNetEncoder.relative_position_bucket (32 buckets, max_distance 128) against the t5 encoding's float64 buckets
+    on every relative position in ±200000: equal; the causal buckets (a misread) differ."""
+    import torch
+    from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
+
+    from posexport.encodings.t5 import relative_bucket
+    from posexport.models import mpnet
+
+    offsets = np.arange(-200000, 200001)
+    model = MPNetEncoder.relative_position_bucket(torch.from_numpy(offsets)).numpy()
+    assert np.array_equal(relative_bucket(offsets, True, mpnet.BUCKETS, mpnet.MAX_DISTANCE), model)
+    assert np.mean(relative_bucket(offsets, False, mpnet.BUCKETS, mpnet.MAX_DISTANCE) != model) > 0.4
+
+
+def mpnet_folder(folder: Path, **overrides) -> Path:
+    """A tiny MPNet of its own config, its random position table and bias table in a checkpoint of the base model."""
+    arch_zoo.tiny("mpnet", folder, **overrides)
+    rng = np.random.default_rng(0)
+    config = arch_zoo.config_class("mpnet").from_pretrained(folder)
+    save_file({"embeddings.position_embeddings.weight":
+               rng.standard_normal((config.max_position_embeddings, config.hidden_size)).astype(np.float32),
+               "encoder.relative_attention_bias.weight":
+               rng.standard_normal((config.relative_attention_num_buckets, config.num_attention_heads)).astype(np.float32)},
+              str(folder / "model.safetensors"))
+    return folder
+
+
+def test_mpnet_roles_are_the_rows_and_bias_its_forward_adds(tmp_path):
+    """MPNetModel with the checkpoint's tables, on a forward of 7 tokens then 2 padding tokens: its embeddings add the
+    table's rows at the note's position_ids (2 … 8, padding at row 1), a 0-based reading missing them; every layer is
+    handed the same bias, the t5 graph's reference on random scores, a causal reading missing it."""
+    import torch
+    from transformers import MPNetModel
+
+    folder = mpnet_folder(tmp_path / "mpnet")
+    model = MPNetModel.from_pretrained(folder).eval()
+    added, biases = [], []
+    model.embeddings.position_embeddings.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    for layer in model.encoder.layer:
+        layer.register_forward_pre_hook(lambda _m, args: biases.append(args[2][0].double().numpy()))
+    with torch.no_grad():
+        model(input_ids=torch.tensor([[0, 5, 9, 12, 7, 30, 2, 1, 1]]))
+    plan = read_model(folder)
+    assert [(r.role, r.encoding, r.layers) for r in plan.roles] == [("learned", "learned", ()),
+                                                                     ("t5-encoder", "t5", (0, 1, 2, 3))]
+    table, bias = plan.roles
+    rng = np.random.default_rng(1)
+    learned_encoding, x = get_encoding("learned"), rng.standard_normal((1, 9, 64))
+
+    def table_error(positions):
+        ours = learned_encoding.reference(learned_encoding.params(**table.values), {"x": x, "position_ids": positions[None]})
+        return np.max(np.abs(ours - (x + added[0])))
+
+    assert table_error(np.array([2, 3, 4, 5, 6, 7, 8, 1, 1])) < 1e-6 and table_error(np.arange(9)) > 0.1
+    assert len(biases) == 4 and all(np.array_equal(b, biases[0]) for b in biases)
+    t5, scores = get_encoding("t5"), rng.standard_normal((1, 4, 9, 9))
+
+    def bias_error(values):
+        return np.max(np.abs(t5.reference(t5.params(**values), {"scores": scores}) - (scores + biases[0])))
+
+    assert bias_error(bias.values) < 1e-6 and bias_error({**bias.values, "bidirectional": False}) > 0.1
+    bias_roles_agree_with_hf(dataclasses.replace(plan, roles=(bias,)), rng, (2, 4, 300, 300))  # past max_distance too
+
+
+def test_mpnet_passes_parity_from_model_and_misreads_fail(tmp_path):
+    """Both graphs built as a user builds them pass `parity --from-model` against MPNet's own code (the table's
+    lookup, MPNetEncoder.compute_position_bias); the bias built causal and the table built to take 0-based
+    position_ids (2 rows skipped) fail it in every case."""
+    from posexport import export
+
+    folder = mpnet_folder(tmp_path / "mpnet")
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    graphs = sorted((tmp_path / "built").glob("*.onnx"))
+    assert [g.name for g in graphs] == ["mpnet-learned.onnx", "mpnet-t5-encoder.onnx"]
+    for graph in graphs:
+        report = run_model_parity(folder, graph, ["ort-cpu"], seqs=(17, 300), batches=(2,), properties=False)
+        bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+        assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    table, bias = read_model(folder).roles
+    for encoding, values, name in (("t5", {**bias.values, "bidirectional": False}, "causal"),
+                                   ("learned", {**table.values, "max_positions": None, "row_offset": 2}, "zero-based")):
+        wrong, _ = export.save(export.build(encoding, values, backend="portable"), tmp_path, name)
+        report = run_model_parity(folder, wrong, ["ort-cpu"], seqs=(17, 300), batches=(2,), properties=False)
+        statuses = [r.status for r in report.results if r.runtime == "hf"]
+        assert statuses and all(s == "fail" for s in statuses), (name, statuses)
+
+
+def test_mpnet_other_bucket_counts_are_refused_in_one_line(tmp_path):
+    folder = mpnet_folder(tmp_path / "mpnet", relative_attention_num_buckets=64)
+    with pytest.raises(PosexportError, match="'relative_attention_num_buckets' = 64: MPNetEncoder buckets") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)

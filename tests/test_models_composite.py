@@ -287,14 +287,14 @@ def test_a_part_key_the_part_does_not_read_is_refused(tmp_path):
 
 
 def test_a_composite_part_posexport_does_not_read_is_named_in_one_line(tmp_path):
-    """A VisionTextDualEncoder whose vision tower is a type posexport does not read (SigLIP-2's NaFlex tower):
+    """A VisionTextDualEncoder whose vision tower is a type posexport does not read (Pixtral's 2-D rope tower):
     refused, naming the part and its type, nothing read of the other."""
     folder = tmp_path / "dual"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         arch_zoo.config_class("vision-text-dual-encoder")(
-            text_config={"model_type": "bert"}, vision_config={"model_type": "siglip2_vision_model"}).save_pretrained(folder)
-    refused = "'vision_config.model_type' = .siglip2_vision_model.: that part is not in posexport's catalogue"
+            text_config={"model_type": "bert"}, vision_config={"model_type": "pixtral"}).save_pretrained(folder)
+    refused = "'vision_config.model_type' = .pixtral.: that part is not in posexport's catalogue"
     with pytest.raises(PosexportError, match=refused) as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)

@@ -5,7 +5,9 @@ A window of Wh × Ww tokens (N = Wh·Ww, token t = (t // Ww, t % Ww)) learns one
 
     index(a, b) = (ha − hb + Wh − 1)·(2Ww − 1) + (wa − wb + Ww − 1)
 
-of the table [(2Wh−1)(2Ww−1), heads]. The gathered bias [heads, N, N] does not depend on the input, so it is
+of the table [(2Wh−1)(2Ww−1), heads]. With ``--table-source mlp`` (Swin-V2's continuous position bias) the table
+is not stored but computed from a small MLP: row (Δh, Δw) is 16·sigmoid(MLP(c)), c the offset's log-spaced
+coordinates (log_spaced_offsets). Either way the gathered bias [heads, N, N] does not depend on the input, so it is
 built once in float64 at build time and cast once; the graph is y = scores + bias, with scores
 [batch·windows, heads, N, N] and a dynamic first axis. With ``--output bias`` the graph has no input and
 one output, the bias [1, heads, N, N] in the I/O dtype, for an attention op's additive mask.
@@ -36,6 +38,12 @@ from .kinds.bias import OUTPUTS
 
 MAX_WINDOW = 64
 AXIS = "batch_windows"
+TABLE_SOURCES = ("table", "mlp")
+# Swin-V2's continuous_position_bias_mlp: Linear(2, 512, bias) → ReLU → Linear(512, heads, no bias); offsets
+# scaled to ±8 and log-spaced by log2(|x| + 1) / log2(8); its output squashed to (0, 16) by 16·sigmoid.
+MLP_HIDDEN = 512
+OFFSET_RANGE = 8.0
+BIAS_RANGE = 16.0
 
 
 @dataclass(frozen=True)
@@ -45,9 +53,16 @@ class SwinParams:
     heads: int = param(3, "attention heads")
     class_token: bool = param(False, "a class token before the window's tokens (BEiT): scores are [.., N+1, N+1] and the "
                                      "table ends with 3 rows: class→token, token→class, class→class")
-    weights: str | None = param(None, "trained relative_position_bias_table [(2Wh−1)(2Ww−1), heads] (.npy, .safetensors, torch state dict)")
-    key: str | None = param(None, "tensor name inside --weights (e.g. layers.0.blocks.0.attn.relative_position_bias_table)")
-    seed: int = param(0, "seed of the N(0, 0.02) table used without --weights")
+    table_source: str = param("table", "table: a trained relative_position_bias_table; mlp: Swin-V2's continuous position "
+                                       "bias, row (Δh, Δw) = 16·sigmoid(MLP(log-spaced Δh, Δw)), the MLP Linear(2, 512) → "
+                                       "ReLU → Linear(512, heads, no bias)", TABLE_SOURCES)
+    pretrained_window: int = param(0, "--table-source mlp: offsets are divided by pretrained_window − 1 (Swin-V2's "
+                                      "pretrained_window_sizes); 0: each by its own window side − 1")
+    weights: str | None = param(None, "trained relative_position_bias_table [(2Wh−1)(2Ww−1), heads] (.npy, .safetensors, torch "
+                                      "state dict); --table-source mlp: the MLP's tensors (.safetensors, torch state dict)")
+    key: str | None = param(None, "tensor name inside --weights (e.g. layers.0.blocks.0.attn.relative_position_bias_table); "
+                                  "--table-source mlp: the MLP's name, its tensors <key>.0.weight, <key>.0.bias, <key>.2.weight")
+    seed: int = param(0, "seed of the N(0, 0.02) table used without --weights (mlp: N(0, 1) first layer, N(0, 1/512) second)")
     weights_sha256: str | None = param(None, "sha256 of --weights, filled in at build; a file that changed since is an error")
     output: str = param("scores", "scores: y = scores + bias; bias: only the bias [1, heads, N, N] (a graph without inputs)", OUTPUTS)
 
@@ -59,6 +74,16 @@ class SwinParams:
         check(self.seed >= 0, "seed", self.seed, "must be ≥ 0")
         limits.check_product([("heads", self.heads)], "the bias [heads, Wh·Ww, Wh·Ww]", itemsize=limits.FLOAT64 * self.tokens ** 2)
         check(self.output in OUTPUTS, "output", self.output, f"choose one of {', '.join(OUTPUTS)}")
+        check(self.table_source in TABLE_SOURCES, "table_source", self.table_source, f"choose one of {', '.join(TABLE_SOURCES)}")
+        mlp = self.table_source == "mlp"
+        check(self.pretrained_window == 0 or mlp, "pretrained_window", self.pretrained_window, "only means something with --table-source mlp")
+        check(self.pretrained_window == 0 or 2 <= self.pretrained_window <= MAX_WINDOW, "pretrained_window", self.pretrained_window,
+              f"must be 0 (the window itself) or in [2, {MAX_WINDOW}]: offsets are divided by pretrained_window − 1")
+        check(not (mlp and self.class_token), "class_token", self.class_token, "has no row in Swin-V2's continuous bias (--table-source mlp)")
+        check(not (mlp and self.weights is not None and self.key is None), "key", self.key,
+              "--table-source mlp needs the MLP's name in --weights (e.g. …attention.self.continuous_position_bias_mlp)")
+        check(not (mlp and self.weights is not None and self.weights.lower().endswith(".npy")), "weights", self.weights,
+              "an .npy holds one array; the MLP's three tensors need a .safetensors file or a torch state dict")
         if weights_mod.pin_params(self):
             bias_table(self)  # shape errors surface here, naming --weights
 
@@ -75,17 +100,49 @@ class SwinParams:
 
 
 def bias_table(p: SwinParams) -> np.ndarray:
-    """[(2Wh−1)(2Ww−1), heads] in float64: from --weights, or seeded N(0, 0.02)."""
+    """[(2Wh−1)(2Ww−1), heads] in float64: from --weights, or seeded N(0, 0.02); or (mlp) computed by the MLP."""
+    if p.table_source == "mlp":
+        return continuous_table(p)
     if p.weights is None:
         return np.random.default_rng(p.seed).normal(0.0, 0.02, (p.table_rows, p.heads))
-    return _load(p.weights, p.key, p.weights_sha256, p.table_rows, p.heads)
+    return _load(p.weights, p.key, p.weights_sha256, (p.table_rows, p.heads), "relative position bias table")
 
 
 @functools.lru_cache(maxsize=8)
-def _load(path: str, key: str | None, digest: str | None, rows: int, heads: int) -> np.ndarray:
-    array = weights_mod.load_table(path, key, (rows, heads), what="relative position bias table")
+def _load(path: str, key: str | None, digest: str | None, shape: tuple[int, ...], what: str) -> np.ndarray:
+    array = weights_mod.load_table(path, key, shape, what=what)
     array.flags.writeable = False
     return array
+
+
+def log_spaced_offsets(window_h: int, window_w: int, pretrained_window: int = 0) -> np.ndarray:
+    """[(2Wh−1)(2Ww−1), 2]: each table row's offset (Δh, Δw), in row order, divided by (pretrained_window, else
+    its own window side) − 1, scaled to ±8 and log-spaced: sign(x)·log2(|x| + 1) / log2(8) (Swin-V2's
+    relative_coords_table)."""
+    dh, dw = np.meshgrid(np.arange(1 - window_h, window_h), np.arange(1 - window_w, window_w), indexing="ij")
+    sides = np.array([pretrained_window or window_h, pretrained_window or window_w], dtype=np.float64) - 1
+    x = OFFSET_RANGE * np.stack([dh, dw], axis=-1).reshape(-1, 2) / np.maximum(sides, 1)  # a one-token side has only Δ = 0
+    return np.sign(x) * np.log2(np.abs(x) + 1) / np.log2(OFFSET_RANGE)
+
+
+def mlp_weights(p: SwinParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The MLP's first weight [512, 2], first bias [512] and second weight [heads, 512], float64: from --weights
+    (<key>.0.weight, <key>.0.bias, <key>.2.weight), or seeded so the bias spans the sigmoid's range."""
+    if p.weights is None:
+        rng = np.random.default_rng(p.seed)
+        return (rng.normal(0.0, 1.0, (MLP_HIDDEN, 2)), rng.normal(0.0, 1.0, MLP_HIDDEN),
+                rng.normal(0.0, MLP_HIDDEN**-0.5, (p.heads, MLP_HIDDEN)))
+    shapes = {"0.weight": (MLP_HIDDEN, 2), "0.bias": (MLP_HIDDEN,), "2.weight": (p.heads, MLP_HIDDEN)}
+    first, bias, second = (_load(p.weights, f"{p.key}.{name}", p.weights_sha256, shape, f"continuous bias MLP {name}")
+                           for name, shape in shapes.items())
+    return first, bias, second
+
+
+def continuous_table(p: SwinParams) -> np.ndarray:
+    """[(2Wh−1)(2Ww−1), heads] = 16·sigmoid(ReLU(c·W1ᵀ + b1)·W2ᵀ), c the log-spaced offsets, in float64."""
+    first, bias, second = mlp_weights(p)
+    logits = np.maximum(log_spaced_offsets(p.window_h, p.window_w, p.pretrained_window) @ first.T + bias, 0.0) @ second.T
+    return BIAS_RANGE * np.exp(-np.logaddexp(0.0, -logits))  # sigmoid without overflow
 
 
 def relative_index(window_h: int, window_w: int, class_token: bool = False) -> np.ndarray:

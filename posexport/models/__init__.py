@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import PosexportError
 from ..registry import get_encoding
 from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, navit, patch_series, patch_table,
-               qwen_vl, sinusoids, swin, t5, time_series, vit)
+               qwen_vl, sinusoids, swin, swinv2, t5, time_series, vit)
 from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -85,12 +85,14 @@ READERS: dict[str, str] = {
     **dict.fromkeys(("glm4v", "glm4v_text", "glm_ocr", "glm_ocr_text", "glm46v", "glmga", "glm4v_moe", "glm4v_moe_text",
                      "glm_image", "glm_image_text"), "qwen_vl"),
     **dict.fromkeys(swin.FAMILIES, "swin"),
+    **dict.fromkeys(swinv2.FAMILIES, "swinv2"),
     "beit": "beit",
     "data2vec-vision": "beit",
     "whisper": "whisper",
     "roformer": "roformer",
     "esm": "esm",
     "decision_transformer": "decision_transformer",
+    "mpnet": "mpnet",
     **dict.fromkeys(("clvp", "clvp_encoder", "clvp_decoder"), "clvp"),
     "bark": "bark",
     "videoprism_text_model": "videoprism",

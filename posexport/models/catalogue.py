@@ -17,6 +17,7 @@ READER_ENCODINGS = {
     "llama": "rope", "gemma": "rope (Gemma-3: one per layer type)", "phi3": "rope (longrope)", "neox": "rope (partial)",
     "glm": "rope (partial, interleaved pairs)", "deepseek": "rope (qk_rope_head_dim, yarn mscale)", "falcon": "rope",
     "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "swin": "swin bias",
+    "swinv2": "swin bias (its table from the block's continuous-position-bias MLP)",
     "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
     "wrapper": "its text model's (text_config)", "composite": "each part's, read as the part's own type",
     "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
@@ -39,6 +40,7 @@ READER_ENCODINGS = {
     "dots3_audio": "rope (partial), restarting every audio chunk",
     "siglip2": "vit-learned (antialiased bilinear at every grid)",
     "navit": "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)",
+    "mpnet": "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"

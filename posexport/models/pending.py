@@ -149,15 +149,16 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "LongT5: T5 buckets inside local or transient-global attention blocks; not modelled": ("longt5",),
     "Pix2Struct: T5-style buckets in its text decoder and 2-D row/column patch tables in its encoder; not read yet":
         ("pix2struct", "pix2struct_text_model", "pix2struct_vision_model"),
-    "Swin-V2: continuous position bias from a small MLP over log-spaced offsets; not modelled":
-        ("swinv2", "swin2sr"),
     "DeBERTa: disentangled relative attention (content-to-position and position-to-content terms); not "
     "modelled": ("deberta", "deberta-v2"),
-    "MPNet: T5-style relative buckets on top of an absolute table; not modelled": ("mpnet",),
     "XLNet: two-stream relative attention with sinusoidal relative encodings; not modelled": ("xlnet",),
     "Funnel: relative attention with pooled position encodings; not modelled": ("funnel",),
-    "ProphetNet: n-gram stream relative buckets plus a learned table; not modelled": ("prophetnet",),
-    "CPM-Ant: segment-aware relative buckets; not modelled": ("cpmant",),
+    "ProphetNet: its decoder's relative bias is not a table: T5's causal buckets gather a linear projection of each "
+    "query's hidden state (relative_pos_embeddings, num_buckets × heads per token), over the main and n-gram predict "
+    "streams; beside its learned tables, not modelled": ("prophetnet",),
+    "CPM-Ant: T5's bidirectional buckets only between tokens of one segment; a pair across segments (its prepended "
+    "prompt tokens are segment 0, the text 2) takes a trained row per (query segment, key segment) instead "
+    "(segment_types² rows after the buckets); not modelled": ("cpmant",),
     "relative attention logits or biases of their own form (gated, projected or per-head learned); not modelled":
         ("wavlm", "inkling_mm_model", "inkling_text", "inkling_vision", "inkling2", "inkling2_text", "inkling2_loop",
          "inkling2_loop_text"),

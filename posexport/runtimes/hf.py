@@ -5,7 +5,7 @@ recipe) in its manifest; `posexport parity --from-model DIR GRAPH.onnx` supplies
 session builds the model's position module from transformers' own classes and its config (read by
 transformers from the folder; trained tables read from the checkpoint) and computes the graph's contract
 output with it: the rotary embedding class and the model's apply function for rope, T5Attention's
-compute_bias, the alibi builders, the embedding modules with their offsets.
+compute_bias (MPNetEncoder's compute_position_bias), the alibi builders, the embedding modules with their offsets.
 
 Its outputs are judged against the float64 oracle of the graph's parameters with the model-agreement
 bound (:func:`model_bound`): a graph within the float64 bound and the model's code within this one agree
@@ -55,7 +55,7 @@ CALLABLES = {
     "rotary": re.compile(r"[A-Za-z0-9_]+Rotary(Positional)?Embedding"),
     "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
     "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Llama4TextAttention"
-                            r"|(DonutSwin|MaskFormerSwin|ClapAudio)SelfAttention"),
+                            r"|(DonutSwin|MaskFormerSwin|ClapAudio|Swinv2|Swin2SR)SelfAttention"),
     "embeddings": re.compile(r"[A-Za-z0-9_]+Embeddings"),
     "table": re.compile(r"position_embeddings?(\.weight)?"),
     "resize": re.compile(r"_resize_pos_embed"),
@@ -80,6 +80,10 @@ def recipe_problem(entry: Mapping[str, Any]) -> str:
     for field, allowed in CALLABLES.items():
         if field in recipe and not allowed.fullmatch(str(recipe[field])):
             return f"recipe {field} {recipe[field]!r} is not transformers position code"
+    for field in ("window", "pretrained_window"):  # window sizes the model's attention class is built with
+        size = recipe.get(field, 0)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            return f"recipe {field} {size!r} is not a window size"
     theta = recipe.get("rope_theta", 1.0)
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
         return f"recipe rope_theta {theta!r} is not a positive number"
@@ -196,9 +200,9 @@ class ClvpRopeSession(Session):
         return (out.transpose(1, 2) if self.bshd else out).numpy()
 
 
-def trained(entry: Mapping[str, Any]) -> Any:
-    """The role's trained table, read from the model's checkpoint as a float32 torch tensor."""
-    return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (entry["hf"]["key"],))))
+def trained(entry: Mapping[str, Any], key: str | None = None) -> Any:
+    """The role's trained table (or its tensor ``key``), read from the model's checkpoint as a float32 torch tensor."""
+    return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (key or entry["hf"]["key"],))))
 
 
 class T5Session(Session):
@@ -220,6 +224,29 @@ class T5Session(Session):
         q_len, k_len = scores.shape[-2:]
         with torch.no_grad():
             bias = self.attention.compute_bias(q_len, k_len, past_seen_tokens=k_len - q_len)
+        return (scores + bias).numpy()
+
+
+class MpnetBiasSession(Session):
+    """MPNetEncoder's own compute_position_bias, the encoder built without its layers (num_hidden_layers 0) holding
+    the model's trained table. MPNet's queries are its keys (q_len = k_len): the bias of the last q_len queries
+    is the last q_len rows of its k_len × k_len bias, as with a KV cache."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
+
+        cfg = copy.deepcopy(auto_config(entry))
+        cfg.num_hidden_layers = 0
+        self.encoder = MPNetEncoder(cfg).eval()
+        self.encoder.relative_attention_bias.weight.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        scores = torch_float(feeds["scores"])
+        q_len, k_len = scores.shape[-2:]
+        with torch.no_grad():
+            bias = self.encoder.compute_position_bias(torch.zeros(1, k_len, 1))[:, :, k_len - q_len :]
         return (scores + bias).numpy()
 
 
@@ -436,13 +463,19 @@ class SwinSession(Session):
 
 def inline_bias(attention_class: Any, config: Any, heads: int, window: int, table: Any) -> Any:
     """The window bias a Swin copy's self-attention adds inline: the class built for the block (head size 1)
-    holding the trained table, its query projection zeroed so q·kᵀ is 0, run forward on random hidden states;
-    what reaches its softmax is then the bias alone (captured there)."""
+    holding the trained table, see softmax_input."""
+    attention = attention_class(config, heads, heads, window).eval()
+    attention.relative_position_bias_table.data = table
+    return softmax_input(attention, heads, window)
+
+
+def softmax_input(attention: Any, heads: int, window: int) -> Any:
+    """What reaches a window self-attention's softmax (head size 1) with its query projection zeroed, run
+    forward on random hidden states: q·kᵀ (Swin-V2: cos(q, k), F.normalize making a zero q zero) is then 0,
+    so this is the bias alone (captured there)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
-    attention = attention_class(config, heads, heads, window).eval()
-    attention.relative_position_bias_table.data = table
     attention.query.weight.data.zero_()
     if attention.query.bias is not None:
         attention.query.bias.data.zero_()
@@ -458,6 +491,25 @@ def inline_bias(attention_class: Any, config: Any, heads: int, window: int, tabl
     with torch.no_grad(), SoftmaxInput():
         attention(hidden)
     return seen[0]
+
+
+class ContinuousBiasSession(Session):
+    """Swin-V2's continuous position bias: the model's own self-attention class (Swinv2SelfAttention,
+    Swin2SRSelfAttention) built at the block's window and pretrained window, its continuous_position_bias_mlp
+    holding the checkpoint's tensors; the bias it adds after its scaled cosine scores (16·sigmoid of the MLP's
+    table over its own relative_coords_table, gathered) captured at its softmax, see softmax_input."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        heads, window, pretrained = artifact.params.heads, recipe["window"], recipe["pretrained_window"]
+        attention_class = import_attr(recipe["module"], recipe["attention"])
+        attention = attention_class(auto_config(entry), heads, heads, window, (pretrained, pretrained)).eval()
+        attention.continuous_position_bias_mlp.load_state_dict(
+            {name: trained(entry, f"{recipe['key']}.{name}") for name in ("0.weight", "0.bias", "2.weight")})
+        self.bias = softmax_input(attention, heads, window)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return (torch_float(feeds["scores"]) + self.bias).numpy()
 
 
 class BeitSession(Session):
@@ -662,10 +714,12 @@ class Llama4TemperatureSession(Session):
 SESSIONS = {
     "rope": RopeSession,
     "t5": T5Session,
+    "mpnet-bias": MpnetBiasSession,
     "alibi": AlibiSession,
     "learned": LearnedSession,
     "vit": VitSession,
     "swin": SwinSession,
+    "swin-continuous": ContinuousBiasSession,
     "beit": BeitSession,
     "whisper-sinusoid": SinusoidTableSession,
     "roformer": RoformerSession,
