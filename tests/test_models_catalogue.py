@@ -571,6 +571,115 @@ def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type
         assert np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact))) < 1e-5, role.values
 
 
+@pytest.mark.parametrize("model_type", sorted(vit.FAMILIES))
+def test_tower_lines_default_sizes_are_their_config_classes(model_type):
+    """A config.json without image_size or patch_size means its class's default: the line's fallback is that default."""
+    config = arch_zoo.config_class(model_type)()
+    assert [square_side(config.image_size), square_side(config.patch_size)] == list(vit.FAMILIES[model_type].sizes)
+
+
+def square_side(size):
+    return size[0] if isinstance(size, (list, tuple)) else size
+
+
+# Towers resampling their grid bicubically with antialias=True (torch's a = −0.5): (embeddings module, class).
+ANTIALIASED_BICUBIC_TOWERS = {
+    "dinov2_with_registers": ("dinov2_with_registers.modeling_dinov2_with_registers", "Dinov2WithRegistersEmbeddings"),
+    "rf_detr_dinov2": ("rf_detr.modeling_rf_detr", "RfDetrDinov2Embeddings"),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(ANTIALIASED_BICUBIC_TOWERS))
+def test_antialiased_bicubic_towers_pass_parity_from_model_and_plain_bicubic_fails(tmp_path, model_type):
+    """A tiny tower of its own config with a random table: its graph built as a user builds it passes `parity
+    --from-model` against the tower's own interpolate_pos_encoding on the sweep's grids; the same table read as
+    DINOv2's (plain bicubic, a = −0.75) fails it on every grid but the trained one."""
+    import importlib
+
+    from posexport import export
+
+    module, cls = ANTIALIASED_BICUBIC_TOWERS[model_type]
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    embeddings = getattr(importlib.import_module(f"transformers.models.{module}"), cls)(
+        arch_zoo.config_class(model_type).from_pretrained(folder))
+    arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    (role,) = read_model(folder).roles
+    assert (role.values["antialias"], role.values["cubic_coefficient"]) == (True, -0.5)
+    wrong, _ = export.save(export.build("vit-learned", {**role.values, "antialias": False, "cubic_coefficient": -0.75},
+                                        backend="portable"), tmp_path, "plain-bicubic")
+    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    trained = (role.values["trained_h"], role.values["trained_w"])
+    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
+    at_trained = {r.case: (r.axes["grid_h"], r.axes["grid_w"]) == trained for r in report.results if r.runtime == "hf"}
+    assert len(statuses) > 2 and all((s == "pass") == at_trained[c] for c, s in statuses.items()), statuses
+
+
+def test_dinov2_with_registers_forward_is_y_with_its_registers_after_the_class_token(tmp_path):
+    """The embeddings forward on random pixels at a 5 × 3 patch grid (not the trained 14 × 14): the graph's reference on
+    its own patch embeddings and class token, with the register tokens put in after the class token (the line's note);
+    the same table read as plain bicubic misses it."""
+    import torch
+    from transformers.models.dinov2_with_registers.modeling_dinov2_with_registers import Dinov2WithRegistersEmbeddings
+
+    folder = arch_zoo.tiny("dinov2_with_registers", tmp_path / "registers")
+    config = arch_zoo.config_class("dinov2_with_registers").from_pretrained(folder)
+    embeddings = Dinov2WithRegistersEmbeddings(config).eval()
+    table = arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
+    embeddings.position_embeddings.data = torch.from_numpy(table)
+    torch.manual_seed(0)
+    embeddings.register_tokens.data.normal_()
+    pixels = torch.randn(2, 3, 5 * 16, 3 * 16)
+    with torch.no_grad():
+        theirs = embeddings(pixels).double().numpy()
+        patches = embeddings.patch_embeddings(pixels).double().numpy().reshape(2, 5, 3, -1)
+    (role,) = read_model(folder).roles
+    encoding = get_encoding("vit-learned")
+    feeds = {"x": patches, "cls": np.broadcast_to(embeddings.cls_token.detach().double().numpy(), (2, 1, 64))}
+    registers = np.broadcast_to(embeddings.register_tokens.detach().double().numpy(), (2, 4, 64))
+
+    def error(values):
+        y = encoding.reference(encoding.params(**values), feeds)
+        return np.max(np.abs(np.concatenate([y[:, :1], registers, y[:, 1:]], axis=1) - theirs))
+
+    assert error(role.values) < 1e-5 and error({**role.values, "antialias": False, "cubic_coefficient": -0.75}) > 0.1
+
+
+def test_idefics_tower_passes_parity_from_model_and_size_based_bicubic_fails(tmp_path):
+    """A tiny IDEFICS tower (embed_dim 64, not the default 768) with a random table: its graph built as a user builds it
+    passes `parity --from-model` against IdeficsVisionEmbeddings.interpolate_pos_encoding (F.interpolate by the scale
+    factor (n + 0.1)/N; the trained grid kept); the same table resampled by size fails on every grid but the trained one."""
+    from posexport import export
+    from transformers.models.idefics.modeling_idefics import IdeficsVisionEmbeddings
+
+    folder = arch_zoo.tiny("idefics_vision", tmp_path / "idefics", embed_dim=64)
+    embeddings = IdeficsVisionEmbeddings(arch_zoo.config_class("idefics_vision").from_pretrained(folder))
+    arch_zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    (role,) = read_model(folder).roles
+    assert (role.values["dim"], role.values["trained_h"], role.values["resample_by"]) == (64, 16, "scale-factor")
+    # One side at the trained size: resampled on both axes all the same (the table is kept at the trained grid alone).
+    encoding, entry = get_encoding("vit-learned"), read_model(folder).manifest_entry(role)
+    p = encoding.params(**role.values)
+    for feeds in feeds_for(encoding, p, np.random.default_rng(0), grids=((16, 9), (9, 16))):
+        exact = encoding.reference(p, feeds)
+        assert np.max(np.abs(SESSIONS["vit"](Built(encoding, p, entry), entry).run(feeds) - exact)) / np.max(np.abs(exact)) < 1e-5
+    wrong, _ = export.save(export.build("vit-learned", {**role.values, "resample_by": "size"}, backend="portable"),
+                           tmp_path, "by-size")
+    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
+    at_trained = {r.case: (r.axes["grid_h"], r.axes["grid_w"]) == (16, 16) for r in report.results if r.runtime == "hf"}
+    assert len(statuses) > 2 and all((s == "pass") == at_trained[c] for c, s in statuses.items()), statuses
+
+
 def test_models_page_lists_the_generated_catalogue():
     page = (Path(__file__).parent.parent / "docs" / "models.md").read_text()
     section = catalogue.render(catalogue.registry_survey(), importlib.metadata.version("transformers"))

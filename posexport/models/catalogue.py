@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, clvp, composite, decoders, deepseek, pending, qwen_vl
+from . import READERS, clvp, composite, decoders, deepseek, pending, qwen_vl, vit
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -116,6 +116,8 @@ def encodings_of(model_type: str) -> str:
                           *([tower_encodings(qwen_vl.TOWERS[f"{line.module}_vision"])] if vision else [])])
     if reader == "clvp":
         return clvp.ENCODINGS[model_type]
+    if reader == "vit":
+        return vit_tower_encodings(vit.FAMILIES[model_type])
     if reader == "deepseek" and model_type in deepseek.MLA and deepseek.MLA[model_type].query_scale:
         return f"{READER_ENCODINGS[reader]}, query-scale"
     if reader == "composite":
@@ -134,6 +136,13 @@ def encodings_of(model_type: str) -> str:
              *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == decoders.PER_THETA
                 else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
     return ", ".join(kinds)
+
+
+def vit_tower_encodings(tower: vit.Tower) -> str:
+    """vit-learned, with how the tower resamples when not plain bicubic (ViT's)."""
+    form = (("antialiased bilinear" if tower.antialias else "bilinear at every grid") if tower.bilinear
+            else "antialiased bicubic" if tower.antialias else "bicubic by a scale factor" if tower.scale_factor else "")
+    return f"vit-learned ({form})" if form else "vit-learned"
 
 
 def tower_encodings(tower: qwen_vl.Tower) -> str:

@@ -149,9 +149,9 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "Reformer: axial position embeddings (a factored 2-D learned table); not modelled": ("reformer",),
     "Perceiver: learned or Fourier position encodings of the input array, per modality; not modelled":
         ("perceiver",),
-    "its interpolate_pos_encoding resamples by a scale factor (DINOv2-with-registers' and IDEFICS' form), which "
-    "a size-based bicubic misses by order 1 at other grids (checked); not modelled":
-        ("dinov2_with_registers", "idefics_vision", "rf_detr_dinov2", "rf_detr"),
+    "RF-DETR: its DINOv2 backbone is read as its own type (rf_detr_dinov2); its decoder's query positions are DETR's "
+    "sine embeddings of the reference boxes (encode_sinusoidal_position_embedding) through an MLP; not modelled":
+        ("rf_detr",),
     "Pixio: several class tokens (n_cls_tokens) before a ViT grid; not modelled (vit-learned takes one or two)":
         ("pixio",),
     "a learned spatial table plus a temporal table (video), or space-time tables of their own layout; "
