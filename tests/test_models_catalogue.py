@@ -571,6 +571,115 @@ def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type
         assert np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact))) < 1e-5, role.values
 
 
+@pytest.mark.parametrize("model_type", sorted(vit.FAMILIES))
+def test_tower_lines_default_sizes_are_their_config_classes(model_type):
+    """A config.json without image_size or patch_size means its class's default: the line's fallback is that default."""
+    config = arch_zoo.config_class(model_type)()
+    assert [square_side(config.image_size), square_side(config.patch_size)] == list(vit.FAMILIES[model_type].sizes)
+
+
+def square_side(size):
+    return size[0] if isinstance(size, (list, tuple)) else size
+
+
+# Towers resampling their grid bicubically with antialias=True (torch's a = −0.5): (embeddings module, class).
+ANTIALIASED_BICUBIC_TOWERS = {
+    "dinov2_with_registers": ("dinov2_with_registers.modeling_dinov2_with_registers", "Dinov2WithRegistersEmbeddings"),
+    "rf_detr_dinov2": ("rf_detr.modeling_rf_detr", "RfDetrDinov2Embeddings"),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(ANTIALIASED_BICUBIC_TOWERS))
+def test_antialiased_bicubic_towers_pass_parity_from_model_and_plain_bicubic_fails(tmp_path, model_type):
+    """A tiny tower of its own config with a random table: its graph built as a user builds it passes `parity
+    --from-model` against the tower's own interpolate_pos_encoding on the sweep's grids; the same table read as
+    DINOv2's (plain bicubic, a = −0.75) fails it on every grid but the trained one."""
+    import importlib
+
+    from posexport import export
+
+    module, cls = ANTIALIASED_BICUBIC_TOWERS[model_type]
+    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    embeddings = getattr(importlib.import_module(f"transformers.models.{module}"), cls)(
+        arch_zoo.config_class(model_type).from_pretrained(folder))
+    arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    (role,) = read_model(folder).roles
+    assert (role.values["antialias"], role.values["cubic_coefficient"]) == (True, -0.5)
+    wrong, _ = export.save(export.build("vit-learned", {**role.values, "antialias": False, "cubic_coefficient": -0.75},
+                                        backend="portable"), tmp_path, "plain-bicubic")
+    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    trained = (role.values["trained_h"], role.values["trained_w"])
+    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
+    at_trained = {r.case: (r.axes["grid_h"], r.axes["grid_w"]) == trained for r in report.results if r.runtime == "hf"}
+    assert len(statuses) > 2 and all((s == "pass") == at_trained[c] for c, s in statuses.items()), statuses
+
+
+def test_dinov2_with_registers_forward_is_y_with_its_registers_after_the_class_token(tmp_path):
+    """The embeddings forward on random pixels at a 5 × 3 patch grid (not the trained 14 × 14): the graph's reference on
+    its own patch embeddings and class token, with the register tokens put in after the class token (the line's note);
+    the same table read as plain bicubic misses it."""
+    import torch
+    from transformers.models.dinov2_with_registers.modeling_dinov2_with_registers import Dinov2WithRegistersEmbeddings
+
+    folder = arch_zoo.tiny("dinov2_with_registers", tmp_path / "registers")
+    config = arch_zoo.config_class("dinov2_with_registers").from_pretrained(folder)
+    embeddings = Dinov2WithRegistersEmbeddings(config).eval()
+    table = arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
+    embeddings.position_embeddings.data = torch.from_numpy(table)
+    torch.manual_seed(0)
+    embeddings.register_tokens.data.normal_()
+    pixels = torch.randn(2, 3, 5 * 16, 3 * 16)
+    with torch.no_grad():
+        theirs = embeddings(pixels).double().numpy()
+        patches = embeddings.patch_embeddings(pixels).double().numpy().reshape(2, 5, 3, -1)
+    (role,) = read_model(folder).roles
+    encoding = get_encoding("vit-learned")
+    feeds = {"x": patches, "cls": np.broadcast_to(embeddings.cls_token.detach().double().numpy(), (2, 1, 64))}
+    registers = np.broadcast_to(embeddings.register_tokens.detach().double().numpy(), (2, 4, 64))
+
+    def error(values):
+        y = encoding.reference(encoding.params(**values), feeds)
+        return np.max(np.abs(np.concatenate([y[:, :1], registers, y[:, 1:]], axis=1) - theirs))
+
+    assert error(role.values) < 1e-5 and error({**role.values, "antialias": False, "cubic_coefficient": -0.75}) > 0.1
+
+
+def test_idefics_tower_passes_parity_from_model_and_size_based_bicubic_fails(tmp_path):
+    """A tiny IDEFICS tower (embed_dim 64, not the default 768) with a random table: its graph built as a user builds it
+    passes `parity --from-model` against IdeficsVisionEmbeddings.interpolate_pos_encoding (F.interpolate by the scale
+    factor (n + 0.1)/N; the trained grid kept); the same table resampled by size fails on every grid but the trained one."""
+    from posexport import export
+    from transformers.models.idefics.modeling_idefics import IdeficsVisionEmbeddings
+
+    folder = arch_zoo.tiny("idefics_vision", tmp_path / "idefics", embed_dim=64)
+    embeddings = IdeficsVisionEmbeddings(arch_zoo.config_class("idefics_vision").from_pretrained(folder))
+    arch_zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    (role,) = read_model(folder).roles
+    assert (role.values["dim"], role.values["trained_h"], role.values["resample_by"]) == (64, 16, "scale-factor")
+    # One side at the trained size: resampled on both axes all the same (the table is kept at the trained grid alone).
+    encoding, entry = get_encoding("vit-learned"), read_model(folder).manifest_entry(role)
+    p = encoding.params(**role.values)
+    for feeds in feeds_for(encoding, p, np.random.default_rng(0), grids=((16, 9), (9, 16))):
+        exact = encoding.reference(p, feeds)
+        assert np.max(np.abs(SESSIONS["vit"](Built(encoding, p, entry), entry).run(feeds) - exact)) / np.max(np.abs(exact)) < 1e-5
+    wrong, _ = export.save(export.build("vit-learned", {**role.values, "resample_by": "size"}, backend="portable"),
+                           tmp_path, "by-size")
+    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
+    at_trained = {r.case: (r.axes["grid_h"], r.axes["grid_w"]) == (16, 16) for r in report.results if r.runtime == "hf"}
+    assert len(statuses) > 2 and all((s == "pass") == at_trained[c] for c, s in statuses.items()), statuses
+
+
 def test_models_page_lists_the_generated_catalogue():
     page = (Path(__file__).parent.parent / "docs" / "models.md").read_text()
     section = catalogue.render(catalogue.registry_survey(), importlib.metadata.version("transformers"))
@@ -2246,6 +2355,16 @@ def pix2struct_text_folder(folder: Path) -> Path:
     # Pix2StructTextModel's weight init reads it: a standalone folder says it.
     arch_zoo.tiny("pix2struct_text_model", folder, initializer_range=0.02)
     save_file({TEXT_TABLE: np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)},
+
+
+def layoutlm_folder(folder: Path, **overrides) -> Path:
+    """A tiny LayoutLM of its own config, each of its five position tables random (and unlike the others) in a
+    checkpoint of the base model."""
+    arch_zoo.tiny("layoutlm", folder, max_position_embeddings=40, max_2d_position_embeddings=96, **overrides)
+    rng = np.random.default_rng(0)
+    save_file({f"embeddings.{table}.weight": rng.standard_normal((rows, 64)).astype(np.float32)
+               for table, rows in (("position_embeddings", 40), ("x_position_embeddings", 96), ("y_position_embeddings", 96),
+                                   ("h_position_embeddings", 96), ("w_position_embeddings", 96))},
               str(folder / "model.safetensors"))
     return folder
 
@@ -2292,3 +2411,107 @@ def test_pix2struct_text_passes_parity_from_model_and_bidirectional_buckets_fail
     report = run_model_parity(folder, wrong, ["ort-cpu"], seqs=(17, 300), batches=(2,), properties=False)
     hf = [r for r in report.results if r.runtime == "hf"]
     assert hf and all(r.status == "fail" and r.comparison.normalised > 100 * r.comparison.bound for r in hf)
+
+
+def random_boxes(rng: np.random.Generator, batch: int, seq: int, rows: int) -> np.ndarray:
+    """[batch, seq, 4] boxes (left, top, right, bottom), every edge and side within the table's rows, width and
+    height unequal."""
+    left, top = rng.integers(0, rows // 2, (2, batch, seq))
+    width, height = rng.integers(0, rows // 2, (2, batch, seq))
+    return np.stack([left, top, left + width, top + height], axis=-1)
+
+
+def test_layoutlm_roles_sum_to_the_rows_its_embeddings_add(tmp_path):
+    """LayoutLMModel with the checkpoint's tables, on random tokens, token types and boxes: the sum its embeddings
+    hand to LayerNorm is the word and token_type rows passed through the five graphs' references as the notes say
+    (learned at 0 … seq − 1; x at the left then the right edge, y at the top then the bottom, h at the height, w at
+    the width); h and w swapped, x at the top edge, y at the right edge, or 1-based position_ids miss it."""
+    import torch
+    from transformers import LayoutLMModel
+
+    folder = layoutlm_folder(tmp_path / "layoutlm")
+    model = LayoutLMModel.from_pretrained(folder).eval()
+    summed = []
+    model.embeddings.LayerNorm.register_forward_pre_hook(lambda _m, args: summed.append(args[0].double().numpy()))
+    rng = np.random.default_rng(1)
+    tokens, types = rng.integers(1, 64, (2, 11)), rng.integers(0, 2, (2, 11))
+    bbox = random_boxes(rng, 2, 11, 96)
+    with torch.no_grad():
+        model(input_ids=torch.from_numpy(tokens), bbox=torch.from_numpy(bbox), token_type_ids=torch.from_numpy(types))
+        x = (model.embeddings.word_embeddings(torch.from_numpy(tokens))
+             + model.embeddings.token_type_embeddings(torch.from_numpy(types))).double().numpy()
+    plan = read_model(folder)
+    assert [(r.role, r.encoding, r.layers) for r in plan.roles] == [
+        ("learned", "learned", ()), ("x-learned", "learned", ()), ("y-learned", "learned", ()), ("h-learned", "learned", ()),
+        ("w-learned", "learned", ())]
+    encoding = get_encoding("learned")
+    params = {r.role: encoding.params(**r.values) for r in plan.roles}
+    left, top, right, bottom = np.moveaxis(bbox, -1, 0)
+    as_read = [("learned", np.broadcast_to(np.arange(11), (2, 11))), ("x-learned", left), ("y-learned", top),
+               ("x-learned", right), ("y-learned", bottom), ("h-learned", bottom - top), ("w-learned", right - left)]
+
+    def error(lookups):
+        y = x
+        for role, ids in lookups:
+            y = encoding.reference(params[role], {"x": y, "position_ids": ids})
+        return np.max(np.abs(y - summed[0]))
+
+    assert error(as_read) < 1e-5
+    misreads = {"h and w swapped": {5: ("h-learned", right - left), 6: ("w-learned", bottom - top)},
+                "x at the top edge": {1: ("x-learned", top)}, "y at the right edge": {4: ("y-learned", right)},
+                "1-based position_ids": {0: ("learned", np.broadcast_to(np.arange(1, 12), (2, 11)))}}
+    for name, change in misreads.items():
+        assert error([change.get(i, lookup) for i, lookup in enumerate(as_read)]) > 0.1, name
+
+
+def test_layoutlm_passes_parity_from_model_and_misreads_fail(tmp_path):
+    """The five graphs built as a user builds them pass `parity --from-model` against the model's own tables; the
+    w table's graph judged as the h role, and the y table's as the x role, fail in every case."""
+    from posexport import export, verdicts
+    from posexport.runtimes.hf import Hf
+
+    folder = layoutlm_folder(tmp_path / "layoutlm")
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    graphs = sorted((tmp_path / "built").glob("*.onnx"))
+    assert [g.name for g in graphs] == [f"layoutlm-{r}.onnx"
+                                        for r in ("h-learned", "learned", "w-learned", "x-learned", "y-learned")]
+    for graph in graphs:
+        report = run_model_parity(folder, graph, ["ort-cpu"], seqs=(17, 40), batches=(2,), properties=False)
+        bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+        assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    plan = read_model(folder)
+    for built_as, judged_as in (("w-learned", "h-learned"), ("y-learned", "x-learned")):
+        wrong = export.build("learned", plan.role(built_as).values, backend="portable")
+        report = verdicts.run_parity(wrong, ["ort-cpu", Hf(plan.manifest_entry(plan.role(judged_as)))], seqs=(17, 40),
+                                     batches=(2,), properties=False)
+        statuses = [r.status for r in report.results if r.runtime == "hf"]
+        assert statuses and all(s == "fail" for s in statuses), (built_as, statuses)
+
+
+def test_layoutlm_relative_position_embeddings_are_refused_in_one_line(tmp_path):
+    folder = layoutlm_folder(tmp_path / "layoutlm")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "position_embedding_type": "relative_key"}))
+    with pytest.raises(PosexportError, match="'position_embedding_type' = \"relative_key\": LayoutLM's embeddings") as caught:
+        read_model(folder)
+    assert "\n" not in str(caught.value)
+
+
+def test_layoutlmv2_and_v3_buckets_are_t5s_bidirectional_as_their_pending_reason_says():
+    """LayoutLMv2's relative_position_bucket and LayoutLMv3's (1-D: 32 buckets, max 128; 2-D: 64, max 256, their
+    configs' defaults) against the t5 encoding's float64 buckets on every offset in ±200000: equal, the causal buckets
+    differing; what keeps them pending is where their positions come from and v3's scale, not the buckets."""
+    import torch
+    from transformers.models.layoutlmv2.modeling_layoutlmv2 import relative_position_bucket
+    from transformers.models.layoutlmv3.modeling_layoutlmv3 import LayoutLMv3Encoder
+
+    from posexport.encodings.t5 import relative_bucket
+
+    offsets = np.arange(-200000, 200001)
+    for buckets, distance in ((32, 128), (64, 256)):
+        ours = relative_bucket(offsets, True, buckets, distance)
+        v2 = relative_position_bucket(torch.from_numpy(offsets), num_buckets=buckets, max_distance=distance).numpy()
+        v3 = LayoutLMv3Encoder.relative_position_bucket(None, torch.from_numpy(offsets), num_buckets=buckets,
+                                                        max_distance=distance).numpy()
+        assert np.array_equal(ours, v2) and np.array_equal(ours, v3)
+        assert np.mean(relative_bucket(offsets, False, buckets, distance) != v2) > 0.4

@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from posexport import export, verdicts
-from posexport.encodings.vit_learned import resample_grid
+from posexport.encodings.vit_learned import grid_weights, resample_grid
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
 
 from .conftest import normalised_error, session
+from .encoding_checks import check_bad_params
 
 
 @pytest.mark.parametrize("target", [(7, 11), (3, 5), (1, 1), (20, 2)])
@@ -201,3 +202,67 @@ def test_nearest_bucket_graph_on_every_runtime(fractions):
 def test_nearest_bucket_options_refused_where_they_mean_nothing(values, option):
     with pytest.raises(ParamError, match=option):
         get_encoding("vit-learned").params(**values)
+
+
+# (Gh, Gw) -> (H, W): one axis at its trained size (resampled there all the same), shrinking, growing, one patch, non-square.
+SCALE_FACTOR = [((5, 5), (5, 9)), ((16, 16), (16, 7)), ((5, 5), (2, 3)), ((16, 16), (23, 31)), ((4, 6), (1, 1)),
+                ((6, 4), (20, 2))]
+
+
+@pytest.mark.parametrize("trained, target", SCALE_FACTOR)
+def test_scale_factor_bicubic_is_torch_interpolate_by_scale_factor(rng, trained, target):
+    """The float64 weights against F.interpolate(scale_factor=((H + 0.1)/Gh, (W + 0.1)/Gw), mode="bicubic") in float64,
+    IDEFICS' call, whose output is (H, W); the same table resampled by size misses it by order 1."""
+    grid = rng.standard_normal((*trained, 3))
+    ours = resample_grid(grid, *target, a=-0.75, antialias=False, by="scale-factor")
+    scale = tuple((n + 0.1) / g for n, g in zip(target, trained))
+    theirs = torch.nn.functional.interpolate(torch.from_numpy(grid).permute(2, 0, 1)[None], scale_factor=scale,
+                                             mode="bicubic", align_corners=False)[0].permute(1, 2, 0).numpy()
+    assert theirs.shape[:2] == target and np.max(np.abs(ours - theirs)) < 1e-12
+    assert np.max(np.abs(resample_grid(grid, *target, a=-0.75, antialias=False) - theirs)) > 0.1
+
+
+def test_scale_factor_keeps_the_trained_grid_alone(rng):
+    """At the trained grid the table is added as it is (interpolate_pos_encoding returns it there); with the other side
+    not trained, the trained side's rows are resampled by (5 + 0.1)/5 all the same, as F.interpolate does."""
+    grid = rng.standard_normal((5, 5, 3))
+    assert np.array_equal(resample_grid(grid, 5, 5, a=-0.75, antialias=False, by="scale-factor"), grid)
+    rows, _ = grid_weights(5, 5, 5, 6, a=-0.75, antialias=False, by="scale-factor")
+    theirs = torch.nn.functional.interpolate(torch.eye(5, dtype=torch.float64)[None, None], scale_factor=(5.1 / 5, 1.0),
+                                             mode="bicubic", align_corners=False)[0, 0].numpy()
+    assert np.max(np.abs(rows - theirs)) < 1e-12 and np.max(np.abs(rows - np.eye(5))) > 0.01
+
+
+def test_scale_factor_graph_on_every_runtime(rng):
+    """Both artifacts on every runtime, with the trained-grid property (the kept table, bit for bit), at grids with one
+    side trained (resampled there all the same), and raising past max_grid."""
+    values = {"dim": 8, "trained_h": 5, "trained_w": 5, "max_grid": 12, "class_token": True, "antialias": False,
+              "cubic_coefficient": -0.75, "resample_by": "scale-factor"}
+    encoding = get_encoding("vit-learned")
+    for source in ("script", "torch"):
+        art = export.build("vit-learned", values, source=source)
+        report = verdicts.run_parity(art, ["ort-cpu", "reference", "torch"], properties=True)
+        assert report.passed and report.properties, [(r.case, r.runtime, r.message) for r in report.failures()]
+        for grid in ((5, 9), (9, 5)):
+            feeds = {"x": rng.standard_normal((2, *grid, 8)).astype(np.float32),
+                     "cls": rng.standard_normal((2, 1, 8)).astype(np.float32)}
+            for runtime in ("ort-cpu", "reference", "torch"):
+                error = normalised_error(session(art, runtime).run(feeds), encoding.reference(art.params, feeds))
+                assert error < art.options.dtype.bound(), (source, runtime, grid, error)
+        past = {"x": rng.standard_normal((1, 13, 5, 8)).astype(np.float32), "cls": rng.standard_normal((1, 1, 8)).astype(np.float32)}
+        for runtime in ("ort-cpu", "reference", "torch"):  # a side past max_grid gathers past the packed identity
+            with pytest.raises(Exception, match=r"(?i)out of|bounds|index"):
+                session(art, runtime).run(past)
+
+
+@pytest.mark.parametrize("values, needle", [
+    ({"resample_by": "scale-factor"}, "--resample-by 'scale-factor': only plain bicubic"),
+    ({"resample_by": "scale-factor", "antialias": False, "interpolation": "bilinear"}, "--resample-by 'scale-factor'"),
+    ({"resample_by": "scale", "antialias": False}, "--resample-by 'scale': must be one of size, scale-factor"),
+    ({"scale_offset": 0.2}, "--scale-offset 0.2: only --resample-by scale-factor"),
+    ({"resample_by": "scale-factor", "antialias": False, "scale_offset": 1.5}, "--scale-offset 1.5: must be in [0, 1)"),
+    ({"resample_by": "scale-factor", "antialias": False, "scale_offset": 0.0, "trained_h": 11, "trained_w": 11,
+      "max_grid": 16}, "floor(11·(15 + offset)/11) ≠ 15"),
+])
+def test_scale_factor_options_refused_in_one_line(values, needle):
+    check_bad_params("vit-learned", values, needle)

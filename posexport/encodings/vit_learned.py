@@ -8,15 +8,16 @@ class-token row (timm's ``pos_embed`` [1, 1 + Gh·Gw, dim] layout):
 For a run-time grid (H, W) the grid part is resampled like PyTorch's
 ``F.interpolate(mode="bicubic", align_corners=False, antialias=True)`` (or plain bicubic, bilinear with
 either align_corners: Qwen3-VL's pos_embed, or antialiased bilinear: SigLIP-2's NaFlex; or NaViT's nearest
-bucket of each patch's fractional coordinate: Idefics2's), which is separable:
+bucket of each patch's fractional coordinate: Idefics2's; or plain bicubic by a scale factor, as DINO's and IDEFICS'
+interpolate_pos_encoding calls F.interpolate), which is separable:
 
     PE(H, W) = R_H · T · C_Wᵀ        R_H [H, Gh], C_W [W, Gw] antialiased bicubic weights, T [Gh, Gw, dim]
 
 The weight matrices for every target size 1 … max_grid are computed in float64 at build time and packed
 row after row (size n starts at row n·(n−1)/2); the graph gathers the n rows it needs, so a grid past
 max_grid makes the runtime raise. At the trained size the weights are exactly the identity (nearest-bucket: a
-selection, not always the identity, as transformers' float32 buckets are), so the trained grid passes through
-bit-exact. The class-token row is never resampled.
+selection, not always the identity, as transformers' float32 buckets are; scale-factor: not, but the trained grid
+gathers an identity packed after the sizes), so the trained grid passes through bit-exact. The class-token row is never resampled.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ INTERPOLATIONS = ("bicubic", "bilinear", "nearest-bucket")
 # How nearest-bucket forms output i's fractional coordinate of n in float32: i·(1/n) clamped below 1 − 1e-6
 # (Idefics2's embeddings forward) or i/n (transformers' get_vision_nearest_position_ids: MiniCPM-V's).
 BUCKET_FRACTIONS = ("reciprocal", "quotient")
+# How output i of n finds its source coordinate: F.interpolate(size=n), (i + ½)·n_in/n − ½; or F.interpolate(scale_factor=s)
+# with s = (n + scale_offset)/n_in as DINO's interpolate_pos_encoding passes it (IDEFICS'), (i + ½)/s − ½.
+RESAMPLE_BY = ("size", "scale-factor")
+DINO_SCALE_OFFSET = 0.1  # DINO's n + 0.1, so that floor(n_in·s) is n despite rounding
 TORCH_ARANGE_RUN = 8  # floats PyTorch's CPU arange kernel forms from one float32 base (x86 builds; tests check torch.arange)
 # Half-widths of the antialiased kernels' support at scale 1 (PyTorch's interp_size / 2).
 AA_RADIUS = {"bicubic": 2.0, "bilinear": 1.0}
@@ -80,6 +85,12 @@ class VitLearnedParams:
                                                 "MiniCPM-V), in float32 as transformers forms it")
     align_corners: bool = param(False, "bilinear only: output i samples input i·(Gh − 1)/(H − 1), corners on corners "
                                        "(F.interpolate align_corners=True, as Qwen3-VL); false: half-pixel centres")
+    resample_by: str = param("size", "size: output i of H samples (i + ½)·Gh/H − ½, as F.interpolate(size=...); "
+                                     "scale-factor: (i + ½)/s − ½ with s = (H + scale_offset)/Gh, as F.interpolate("
+                                     "scale_factor=s) (DINO's and IDEFICS' interpolate_pos_encoding, which leaves the "
+                                     "trained grid itself as it is); plain bicubic only")
+    scale_offset: float = param(DINO_SCALE_OFFSET, "scale-factor only: what H gains before dividing by Gh (DINO's 0.1, "
+                                                   "so that floor(Gh·s) = H)")
     weights: str | None = param(None, "trained table (.npy, .safetensors, torch state dict), [1+]Gh·Gw × dim, e.g. timm pos_embed")
     key: str | None = param(None, "tensor name inside --weights (e.g. pos_embed)")
     seed: int = param(0, "seed of the N(0, 0.02) table used without --weights")
@@ -107,6 +118,14 @@ class VitLearnedParams:
               f"must be one of {', '.join(BUCKET_FRACTIONS)}")
         check(self.interpolation == "nearest-bucket" or self.bucket_fractions == "reciprocal", "bucket_fractions",
               self.bucket_fractions, "only nearest-bucket takes bucket_fractions")
+        check(self.resample_by in RESAMPLE_BY, "resample_by", self.resample_by, f"must be one of {', '.join(RESAMPLE_BY)}")
+        check(self.resample_by == "size" or (self.interpolation == "bicubic" and not self.antialias), "resample_by",
+              self.resample_by, "only plain bicubic (--interpolation bicubic --antialias false) is resampled by a "
+              "scale factor (IDEFICS')")
+        check(self.resample_by == "scale-factor" or self.scale_offset == DINO_SCALE_OFFSET, "scale_offset",
+              self.scale_offset, "only --resample-by scale-factor takes scale_offset")
+        if self.resample_by == "scale-factor":
+            check_scale_offset(self)
         check(self.class_token or not self.distillation_token, "distillation_token", self.distillation_token,
               "comes after a class token: give --class-token true too")
         limits.check_tokens([("dim", self.dim)], "x (one patch each)")
@@ -127,7 +146,24 @@ class VitLearnedParams:
     def resampling(self) -> dict[str, Any]:
         """How one axis is resampled (axis_weights' keywords)."""
         return {"a": self.cubic_coefficient, "antialias": self.antialias, "interpolation": self.interpolation,
-                "align_corners": self.align_corners, "fractions": self.bucket_fractions}
+                "align_corners": self.align_corners, "fractions": self.bucket_fractions, "by": self.resample_by,
+                "offset": self.scale_offset}
+
+
+def check_scale_offset(p: VitLearnedParams) -> None:
+    """F.interpolate(scale_factor=s) makes floor(n_in·s) rows (in float64): that must be the grid's own size."""
+    check(math.isfinite(p.scale_offset) and 0.0 <= p.scale_offset < 1.0, "scale_offset", p.scale_offset,
+          "must be in [0, 1), e.g. 0.1 (DINO's)")
+    for n_in in {p.trained_h, p.trained_w}:
+        short = next((n for n in range(1, p.max_grid + 1)
+                      if math.floor(float(n_in) * scale_factor(n_in, n, p.scale_offset)) != n), None)
+        check(short is None, "scale_offset", p.scale_offset,
+              f"F.interpolate would make floor({n_in}·({short} + offset)/{n_in}) ≠ {short} rows; give an offset like 0.1")
+
+
+def scale_factor(n_in: int, n_out: int, offset: float) -> float:
+    """The scale factor DINO's interpolate_pos_encoding passes for n_out patches: (n_out + offset)/n_in, float64."""
+    return (n_out + offset) / n_in
 
 
 # --- pure functions: the table, antialiased bicubic weights, the float64 oracle --------------------
@@ -208,10 +244,11 @@ def antialiased_weights(n_in: int, n_out: int, kernel: Any, radius: float) -> np
     return weights / weights.sum(axis=1, keepdims=True)
 
 
-def plain_bicubic_weights(n_in: int, n_out: int, a: float) -> np.ndarray:
+def plain_bicubic_weights(n_in: int, n_out: int, a: float, step: float | None = None) -> np.ndarray:
     """[n_out, n_in] weights of F.interpolate(mode="bicubic", align_corners=False, antialias=False): output i
-    samples input coordinate (i + ½)·n_in/n_out − ½ from its four neighbours, indices clamped to the edge."""
-    source = (np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5
+    samples input coordinate (i + ½)·step − ½ from its four neighbours, indices clamped to the edge; step is
+    n_in/n_out (size=n_out) or 1/s (scale_factor=s, as PyTorch's kernel takes it)."""
+    source = (np.arange(n_out) + 0.5) * (n_in / n_out if step is None else step) - 0.5
     first = np.floor(source).astype(np.int64)
     weights = np.zeros((n_out, n_in))
     for k in range(-1, 3):
@@ -260,7 +297,10 @@ def nearest_bucket_weights(n_in: int, n_out: int, fractions: str) -> np.ndarray:
 
 
 def axis_weights(n_in: int, n_out: int, a: float, antialias: bool = True, interpolation: str = "bicubic",
-                 align_corners: bool = False, fractions: str = "reciprocal") -> np.ndarray:
+                 align_corners: bool = False, fractions: str = "reciprocal", by: str = "size",
+                 offset: float = DINO_SCALE_OFFSET) -> np.ndarray:
+    if by == "scale-factor":
+        return plain_bicubic_weights(n_in, n_out, a, 1.0 / scale_factor(n_in, n_out, offset))
     if interpolation == "nearest-bucket":
         return nearest_bucket_weights(n_in, n_out, fractions)
     if interpolation == "bilinear":
@@ -269,15 +309,24 @@ def axis_weights(n_in: int, n_out: int, a: float, antialias: bool = True, interp
 
 
 def packed_weights(n_in: int, max_out: int, **resampling: Any) -> np.ndarray:
-    """Weights for every output size n = 1 … max_out stacked: size n is rows n·(n−1)/2 … n·(n+1)/2 − 1."""
-    return np.concatenate([axis_weights(n_in, n, **resampling) for n in range(1, max_out + 1)], axis=0)
+    """Weights for every output size n = 1 … max_out stacked: size n is rows n·(n−1)/2 … n·(n+1)/2 − 1; resampled
+    by a scale factor, the identity follows (rows max_out·(max_out+1)/2 …) for the trained grid, kept as it is."""
+    sizes = [axis_weights(n_in, n, **resampling) for n in range(1, max_out + 1)]
+    return np.concatenate(sizes + ([np.eye(n_in)] if resampling.get("by") == "scale-factor" else []), axis=0)
+
+
+def grid_weights(gh: int, gw: int, h: int, w: int, **resampling: Any) -> tuple[np.ndarray, np.ndarray]:
+    """[h, Gh] and [w, Gw] weights for the grid (h, w). Resampled by a scale factor, the trained grid is kept as it is
+    (interpolate_pos_encoding returns the table there), though either size alone is resampled at the others."""
+    if resampling.get("by") == "scale-factor" and (h, w) == (gh, gw):
+        return np.eye(gh), np.eye(gw)
+    return axis_weights(gh, h, **resampling), axis_weights(gw, w, **resampling)
 
 
 def resample_grid(grid: np.ndarray, h: int, w: int, a: float, antialias: bool = True, **mode: Any) -> np.ndarray:
     """grid [Gh, Gw, dim] -> [h, w, dim], separable (bicubic or bilinear, antialiased unless asked not to; or
     nearest-bucket), float64."""
-    rows = axis_weights(grid.shape[0], h, a, antialias, **mode)
-    cols = axis_weights(grid.shape[1], w, a, antialias, **mode)
+    rows, cols = grid_weights(grid.shape[0], grid.shape[1], h, w, a=a, antialias=antialias, **mode)
     return np.einsum("hi,wj,ijd->hwd", rows, cols, grid)
 
 
@@ -318,9 +367,22 @@ class VitLearnedEmbedding(torch.nn.Module):
         # arange(start, end): onnxruntime turns a Gather of a Range into a Slice, which clamps).
         return torch.nn.functional.embedding(torch.arange(n) + n * (n - 1) // 2, packed)
 
+    def scale_factor_weights(self, h: int, w: int) -> tuple[torch.Tensor, torch.Tensor]:
+        # The trained grid gathers the identity packed after every size; as tensors (not Python comparisons of the
+        # sizes), so that the export keeps both branches.
+        one = torch.ones((), dtype=torch.int64)
+        kept = ((one * h) == self.p.trained_h) & ((one * w) == self.p.trained_w)
+        identity = self.p.max_grid * (self.p.max_grid + 1) // 2
+        rows, cols = (torch.nn.functional.embedding(torch.arange(n) + torch.where(kept, identity, one * (n * (n - 1) // 2)),
+                                                    packed) for packed, n in ((self.row_weights, h), (self.col_weights, w)))
+        return rows, cols
+
     def resampled(self, h: int, w: int) -> torch.Tensor:
-        rows = self.weights_for(self.row_weights, h)  # [H, Gh]
-        cols = self.weights_for(self.col_weights, w)  # [W, Gw]
+        if self.p.resample_by == "scale-factor":
+            rows, cols = self.scale_factor_weights(h, w)
+        else:
+            rows = self.weights_for(self.row_weights, h)  # [H, Gh]
+            cols = self.weights_for(self.col_weights, w)  # [W, Gw]
         by_rows = (rows @ self.grid_table).reshape(h, self.p.trained_w, self.p.dim)  # [H, Gw, dim]
         return cols @ by_rows  # [W, Gw] @ [H, Gw, dim] -> [H, W, dim]
 
@@ -336,7 +398,8 @@ class VitLearnedEmbedding(torch.nn.Module):
 
 
 def vit_functions(p: VitLearnedParams, io: DType, op: Any) -> list[Any]:
-    gw, dim = p.trained_w, p.dim
+    gh, gw, dim = p.trained_h, p.trained_w, p.dim
+    identity = p.max_grid * (p.max_grid + 1) // 2  # where the trained grid's identity is packed (scale-factor)
     float32, out_type = onnx.TensorProto.FLOAT, io.onnx
 
     @script(POSEXPORT, default_opset=op)
@@ -355,23 +418,46 @@ def vit_functions(p: VitLearnedParams, io: DType, op: Any) -> list[Any]:
         by_rows = op.Reshape(op.MatMul(rows, grid_table), op.Constant(value_ints=[-1, gw, dim]))  # [H, Gw, dim]
         return op.MatMul(cols, by_rows)  # [W, Gw] @ [H, Gw, dim] -> [H, W, dim]
 
+    @script(POSEXPORT, default_opset=op)
+    def VitScaleFactorWeights(size, kept, packed):
+        # Size's rows of the packed weights, or the identity after them where the trained grid is kept.
+        one = op.Constant(value_int=1)
+        start = op.Where(kept, op.Constant(value_int=identity),
+                         op.Div(op.Mul(size, op.Sub(size, one)), op.Constant(value_int=2)))
+        return op.Gather(packed, op.Add(op.Range(op.Constant(value_int=0), size, one), start))
+
+    @script(POSEXPORT, default_opset=op)
+    def VitScaleFactorTable(x, row_weights, col_weights, grid_table):
+        shape = op.Shape(x)
+        h = op.Gather(shape, op.Constant(value_int=1))
+        w = op.Gather(shape, op.Constant(value_int=2))
+        kept = op.And(op.Equal(h, op.Constant(value_int=gh)), op.Equal(w, op.Constant(value_int=gw)))
+        rows = VitScaleFactorWeights(h, kept, row_weights)  # [H, Gh]
+        cols = VitScaleFactorWeights(w, kept, col_weights)  # [W, Gw]
+        by_rows = op.Reshape(op.MatMul(rows, grid_table), op.Constant(value_ints=[-1, gw, dim]))  # [H, Gw, dim]
+        return op.MatMul(cols, by_rows)  # [W, Gw] @ [H, Gw, dim] -> [H, W, dim]
+
+    scaled = p.resample_by == "scale-factor"
+    VitTable = VitScaleFactorTable if scaled else VitResampledTable
+    callees = [VitScaleFactorWeights, VitScaleFactorTable] if scaled else [VitResampleWeights, VitResampledTable]
+
     if not p.class_token:
 
         @script(POSEXPORT, default_opset=op)
         def VitLearned(x, row_weights, col_weights, grid_table):
-            pe = VitResampledTable(x, row_weights, col_weights, grid_table)
+            pe = VitTable(x, row_weights, col_weights, grid_table)
             return op.Cast(op.Add(op.Cast(x, to=float32), pe), to=out_type)
 
     else:
 
         @script(POSEXPORT, default_opset=op)
         def VitLearned(x, cls, row_weights, col_weights, grid_table, cls_table):
-            pe = VitResampledTable(x, row_weights, col_weights, grid_table)
+            pe = VitTable(x, row_weights, col_weights, grid_table)
             patches = op.Reshape(op.Add(op.Cast(x, to=float32), pe), op.Constant(value_ints=[0, -1, dim]))
             first = op.Add(op.Cast(cls, to=float32), cls_table)
             return op.Cast(op.Concat(first, patches, axis=1), to=out_type)
 
-    return [VitLearned, VitResampleWeights, VitResampledTable]  # callees before callers after the entry
+    return [VitLearned, *callees]  # callees before callers after the entry
 
 
 def build_tables(p: VitLearnedParams) -> dict[str, np.ndarray]:
@@ -393,7 +479,7 @@ def build_tables(p: VitLearnedParams) -> dict[str, np.ndarray]:
 def trained_grid_expected(p: VitLearnedParams) -> props.Expected:
     """Feeds at the trained grid and their output: x + the table rows its weights select there (every row in
     place, or nearest-bucket's selection), computed in float32 and rounded once."""
-    rows, cols = (axis_weights(n, n, **p.resampling).argmax(axis=1) for n in (p.trained_h, p.trained_w))
+    rows, cols = (w.argmax(axis=1) for w in grid_weights(p.trained_h, p.trained_w, p.trained_h, p.trained_w, **p.resampling))
 
     def expected(dtype: DType, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray]:
         feeds = {"x": random_normal(rng, (2, p.trained_h, p.trained_w, p.dim), dtype)} | class_feeds(p, 2, dtype, rng)

@@ -93,6 +93,7 @@ READERS: dict[str, str] = {
     "esm": "esm",
     "decision_transformer": "decision_transformer",
     "mpnet": "mpnet",
+    "layoutlm": "layout",
     **dict.fromkeys(("clvp", "clvp_encoder", "clvp_decoder"), "clvp"),
     "bark": "bark",
     "videoprism_text_model": "videoprism",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, clvp, composite, decoders, deepseek, pending, pix2struct, qwen_vl
+from . import READERS, clvp, composite, decoders, deepseek, pending, pix2struct, qwen_vl, vit
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
@@ -42,6 +42,8 @@ READER_ENCODINGS = {
     "navit": "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)",
     "mpnet": "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)",
     "pix2struct": "learned tables (row and column, its vision towers) or t5 bias (causal, its text decoder)",
+    "layout": "learned tables, summed: BERT's (from 0), x (at the box's left and right edges), y (top and bottom), "
+              "h (its height), w (its width)",
 }
 
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
@@ -115,6 +117,8 @@ def encodings_of(model_type: str) -> str:
                           *([tower_encodings(qwen_vl.TOWERS[f"{line.module}_vision"])] if vision else [])])
     if reader in ("clvp", "pix2struct"):
         return (clvp if reader == "clvp" else pix2struct).ENCODINGS[model_type]
+    if reader == "vit":
+        return vit_tower_encodings(vit.FAMILIES[model_type])
     if reader == "deepseek" and model_type in deepseek.MLA and deepseek.MLA[model_type].query_scale:
         return f"{READER_ENCODINGS[reader]}, query-scale"
     if reader == "composite":
@@ -133,6 +137,13 @@ def encodings_of(model_type: str) -> str:
              *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == decoders.PER_THETA
                 else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
     return ", ".join(kinds)
+
+
+def vit_tower_encodings(tower: vit.Tower) -> str:
+    """vit-learned, with how the tower resamples when not plain bicubic (ViT's)."""
+    form = (("antialiased bilinear" if tower.antialias else "bilinear at every grid") if tower.bilinear
+            else "antialiased bicubic" if tower.antialias else "bicubic by a scale factor" if tower.scale_factor else "")
+    return f"vit-learned ({form})" if form else "vit-learned"
 
 
 def tower_encodings(tower: qwen_vl.Tower) -> str:

@@ -115,19 +115,43 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         ("granite_speech_encoder", "granite_speech_plus_encoder"),
     "Phi-4-multimodal's audio Conformer: a learned relative attention bias (Phi4MultimodalAudioRelativeAttentionBias) "
     "added with the mask; not modelled": ("phi4_multimodal_audio",),
-    "BERT-like table plus 2-D layout tables (x/y/h/w bbox embeddings) or visual-box embeddings added with it; "
-    "not read yet":
-        ("layoutlm", "layoutlmv2", "layoutlmv3", "layoutxlm", "lilt", "bros", "udop", "lxmert", "visual_bert",
-         "tvp"),
+    "LayoutLMv2 and LayoutXLM (LayoutLMv2Model): its x/y/h/w box tables are concatenated into channel slices "
+    "(coordinate_size, shape_size), its visual tokens take the 1-D table at ids restarting from 0 and the box tables "
+    "at a fixed visual_bbox grid, and every layer adds a 1-D relative bias over those position_ids and a 2-D one over "
+    "each box's left and bottom edges (T5's bidirectional buckets, checked equal on ±200000, but at each sample's own "
+    "positions: posexport's t5 bias graph takes one position vector for the whole batch); not read yet, and its model "
+    "needs detectron2 to be built": ("layoutlmv2", "layoutxlm"),
+    "LayoutLMv3: its x/y/h/w box tables are concatenated into channel slices (h and w clipped to 0 … 1023), its "
+    "RoBERTa-like table counts from padding_idx + 1 while its biases count from 0, its image patches add a pos_embed "
+    "grid, and its 1-D and 2-D relative biases (T5's buckets, checked equal on ±200000; the 2-D one at each sample's "
+    "box left and bottom edges) are summed and divided by √head_dim, a scale posexport's t5 does not apply; not read yet":
+        ("layoutlmv3",),
+    "UDOP: a T5-style encoder whose relative biases (relative_bias_args) add, beside T5's 1-D buckets, horizontal and "
+    "vertical ones over the offsets of box centres scaled by 100 and truncated, plus x/y cell tables at its float "
+    "boxes · (max_2d_position_embeddings − 1) and image patches merged into the text; not modelled": ("udop",),
+    "LiLT: a RoBERTa-like table on its text stream beside a layout stream whose input is a Linear "
+    "(box_linear_embeddings) of its concatenated x/y/h/w rows plus box_position_embeddings, then LayerNorm, with "
+    "attention of its own; the layout stream is not a table added to x: not modelled": ("lilt",),
+    "BROS: sinusoids of every token pair's box-corner offsets (bbox · bbox_scale), projected by a Linear "
+    "(bbox_projection) and dotted with each query in every layer, beside a BERT table; not modelled": ("bros",),
+    "LXMERT: its object stream's positions are box_fc (a Linear of each box's coordinates) then LayerNorm, averaged "
+    "with the object features, beside BERT's table on its words; not a table: not modelled": ("lxmert",),
+    "VisualBERT: BERT's table on its words and visual_position_embeddings' row 0 on every visual token, but with "
+    "image_text_alignment a visual token's rows average the word table over its aligned word positions (as LUKE's "
+    "entities); the averaged rows are not modelled": ("visual_bert",),
+    "TVP: BERT's table on its text, and on each cell (i, j) of its video grid row_position_embeddings' row i plus "
+    "col_position_embeddings' row j, a summed grid that interpolate_pos_encoding resamples (bicubic, by a scale "
+    "factor) once the grid outgrows max_grid_row/col_position_embeddings; a grid summed from two tables and then "
+    "resampled is not a form posexport builds: not modelled": ("tvp",),
     "LUKE: RoBERTa's table on its words beside an entity table (LukeEntityEmbeddings.position_embeddings) averaged "
     "over each entity's span positions (entity_position_ids, −1 for padding); the averaged rows are not modelled":
         ("luke",),
     "Reformer: axial position embeddings (a factored 2-D learned table); not modelled": ("reformer",),
     "Perceiver: learned or Fourier position encodings of the input array, per modality; not modelled":
         ("perceiver",),
-    "its interpolate_pos_encoding resamples by a scale factor (DINOv2-with-registers' and IDEFICS' form), which "
-    "a size-based bicubic misses by order 1 at other grids (checked); not modelled":
-        ("dinov2_with_registers", "idefics_vision", "rf_detr_dinov2", "rf_detr"),
+    "RF-DETR: its DINOv2 backbone is read as its own type (rf_detr_dinov2); its decoder's query positions are DETR's "
+    "sine embeddings of the reference boxes (encode_sinusoidal_position_embedding) through an MLP; not modelled":
+        ("rf_detr",),
     "Pixio: several class tokens (n_cls_tokens) before a ViT grid; not modelled (vit-learned takes one or two)":
         ("pixio",),
     "a learned spatial table plus a temporal table (video), or space-time tables of their own layout; "

@@ -7,11 +7,12 @@ a = −0.75).
 The graph takes the patch embeddings as a grid [batch, grid_h, grid_w, hidden] and the class token
 [batch, 1, hidden] and returns the token sequence with positions added, as ViTEmbeddings does before
 dropout. The graph resamples the same way (vit-learned with --antialias false --cubic-coefficient -0.75).
-Towers that resample otherwise say so in their line: Unlimited-OCR's encoder with antialias=True (a = −0.5),
-DPT with bilinear at every grid (its _resize_pos_embed), GLM-Image by F.grid_sample at each patch's row and
-column (bilinear, half-pixel centres: the same weights), TIPSv2 bilinear with antialias=True (its register tokens
-go in after the class token once the positions are added, and take none). InternVL gives image_size and
-patch_size as [n, n].
+Towers that resample otherwise say so in their line: Unlimited-OCR's encoder, DINOv2-with-registers and RF-DETR's
+DINOv2 backbone with antialias=True (a = −0.5; the registers and RF-DETR's windows come after the positions), DPT
+with bilinear at every grid (its _resize_pos_embed), GLM-Image by F.grid_sample at each patch's row and column
+(bilinear, half-pixel centres: the same weights), TIPSv2 bilinear with antialias=True (its register tokens go in
+after the class token once the positions are added, and take none), IDEFICS' tower plain bicubic by a scale factor
+(DINO's (n + 0.1)/N; the trained grid kept as it is). InternVL gives image_size and patch_size as [n, n].
 """
 
 from __future__ import annotations
@@ -34,12 +35,15 @@ class Tower:
     requires: tuple[tuple[str, object], ...] = ()
     antialias: bool = False  # resampled with antialias=True (bicubic: torch's Keys a = −0.5, Unlimited-OCR's encoder)
     bilinear: bool = False  # resampled bilinearly (half-pixel centres), else bicubic; without antialias at every grid
+    scale_factor: bool = False  # plain bicubic by DINO's scale factor (n + 0.1)/N, the trained grid kept (IDEFICS')
+    dim_key: str = "hidden_size"  # the config key of the table's width (IDEFICS': embed_dim)
     resize: str = ""  # the embeddings' own resampling method when not interpolate_pos_encoding (DPT's)
     kind: str = "vit"  # the hf session running the tower's code (GLM-Image's: its forward, grid-sample)
     note: str = ""  # what else its embeddings do beside the table (TIPSv2's register tokens)
 
 
 CLIP_TABLE = "position_embedding.weight"
+REGISTERS = "its register tokens go in after the class token once y is formed, without positions"
 DEFAULT_MAX_GRID = 64  # vit-learned's max_grid default (importing the encoding here would import torch)
 # model_type -> its tower line.
 FAMILIES = {
@@ -47,7 +51,7 @@ FAMILIES = {
     "deit": Tower("deit.modeling_deit", "DeiTEmbeddings", 2, base="deit"),
     "vit_msn": Tower("vit_msn.modeling_vit_msn", "ViTMSNEmbeddings", 1, base="vit"),
     "ijepa": Tower("ijepa.modeling_ijepa", "IJepaEmbeddings", 0, base="ijepa"),
-    "dinov2": Tower("dinov2.modeling_dinov2", "Dinov2Embeddings", 1, base="dinov2"),
+    "dinov2": Tower("dinov2.modeling_dinov2", "Dinov2Embeddings", 1, base="dinov2", sizes=(224, 14)),
     "clip_vision_model": Tower("clip.modeling_clip", "CLIPVisionEmbeddings", 1, CLIP_TABLE, "vision_model", (224, 32)),
     "metaclip_2_vision_model": Tower("metaclip_2.modeling_metaclip_2", "MetaClip2VisionEmbeddings", 1, CLIP_TABLE,
                                     "vision_model", (224, 32)),
@@ -91,9 +95,15 @@ FAMILIES = {
                  requires=(("is_hybrid", False), ("backbone_config", None)), bilinear=True, resize="_resize_pos_embed"),
     "glm_image_vision": Tower("glm_image.modeling_glm_image", "GlmImageVisionEmbeddings", 0, CLIP_TABLE, "model",
                               (2048, 16), bilinear=True, kind="grid-sample"),
+    "idefics_vision": Tower("idefics.modeling_idefics", "IdeficsVisionEmbeddings", 1, CLIP_TABLE, "vision_model", (224, 14),
+                            scale_factor=True, dim_key="embed_dim"),
     "tipsv2_vision_model": Tower("tipsv2.modeling_tipsv2", "Tipsv2VisionEmbeddings", 1, base="vision_model", sizes=(448, 14),
-                                 antialias=True, bilinear=True,
-                                 note="its register tokens go in after the class token once y is formed, without positions"),
+                                 antialias=True, bilinear=True, note=REGISTERS),
+    "dinov2_with_registers": Tower("dinov2_with_registers.modeling_dinov2_with_registers", "Dinov2WithRegistersEmbeddings", 1,
+                                   base="dinov2_with_registers", antialias=True, note=REGISTERS),
+    "rf_detr_dinov2": Tower("rf_detr.modeling_rf_detr", "RfDetrDinov2Embeddings", 1, base="rf_detr_dinov2", sizes=(224, 14),
+                            antialias=True, note="its forward then cuts y into num_windows² windows of the grid, the "
+                                                 "class token copied into each (when num_windows > 1)"),
 }
 NOTES = ("x is the patch embeddings as a grid [batch, grid_h, grid_w, hidden] (row-major patches); cls is the class "
          "token (DeiT: then the distillation token) [batch, tokens, hidden]; y is [batch, tokens + grid_h·grid_w, "
@@ -106,7 +116,10 @@ RESAMPLED = {False: "other grids are resampled as the embeddings module does wit
              "bilinear": "every grid is resampled as the embeddings module does (bilinear, half-pixel centres, no "
                          "antialias; the trained grid too, which it leaves unchanged)",
              "antialiased bilinear": "other grids are resampled as the embeddings module does (bilinear with "
-                                     "antialias=True, half-pixel centres)"}
+                                     "antialias=True, half-pixel centres)",
+             "scale-factor": "other grids are resampled as the embeddings module does with interpolate_pos_encoding=True "
+                             "(plain bicubic, a = −0.75, by F.interpolate's scale factor (n + 0.1)/N, DINO's; the trained "
+                             "grid kept as it is)"}
 
 
 def read(cfg: ModelConfig) -> list[Role]:
@@ -115,26 +128,29 @@ def read(cfg: ModelConfig) -> list[Role]:
         if cfg.get(key, value) != value:
             cfg.fail(key, cfg.get(key), f"only {value} is read (the tower's own learned table, resampled)")
     path = f"embeddings.{tower.table}"
-    resampled = ("antialiased bilinear" if tower.antialias else "bilinear") if tower.bilinear else tower.antialias
+    resampled = ("antialiased bilinear" if tower.antialias else "bilinear") if tower.bilinear else (
+        "scale-factor" if tower.scale_factor else tower.antialias)
     notes = (*(NOTES if tower.prefix else GRID_NOTES), RESAMPLED[resampled], *((tower.note,) if tower.note else ()))
     recipe = {"kind": tower.kind, **({"table": tower.table} if tower.table != "position_embeddings" else {}),
               **({"resize": tower.resize} if tower.resize else {})}
     return [grid_role(cfg, tower.module, tower.embeddings, tower.prefix, (path, f"{tower.base}.{path}"),
-                      cfg.number("hidden_size", 768, integer=True), notes, sizes=tower.sizes, antialias=tower.antialias,
-                      bilinear=tower.bilinear, **recipe)]
+                      cfg.number(tower.dim_key, 768, integer=True), notes, sizes=tower.sizes, antialias=tower.antialias,
+                      bilinear=tower.bilinear, scale_factor=tower.scale_factor, **recipe)]
 
 
 def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys: tuple[str, ...], dim: int,
               notes: tuple[str, ...], role: str = "vit-learned", sizes: tuple[int, int] = (224, 16), antialias: bool = False,
-              bilinear: bool = False, **recipe: object) -> Role:
+              bilinear: bool = False, scale_factor: bool = False, **recipe: object) -> Role:
     """A learned patch-grid table (image_size // patch_size on each side, after ``prefix`` token rows)
     resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75; or
-    antialiased, torch's a = −0.5; or bilinear: antialiased as TIPSv2's, or not as DPT's)."""
+    antialiased, torch's a = −0.5; or bilinear: antialiased as TIPSv2's, or not as DPT's; or plain bicubic by DINO's
+    scale factor, IDEFICS')."""
     side = square(cfg, "image_size", sizes[0]) // (patch := square(cfg, "patch_size", sizes[1]))
     path, key = cfg.locate(keys)
     values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,
               "distillation_token": prefix == 2, "cubic_coefficient": -0.5 if antialias else -0.75, "antialias": antialias,
               **({"interpolation": "bilinear"} if bilinear else {}),
+              **({"resample_by": "scale-factor"} if scale_factor else {}),
               **({"max_grid": side} if side > DEFAULT_MAX_GRID else {}),  # GLM-Image's 128 × 128 grid
               "weights": str(path), "key": key}
     hf = {"kind": "vit", "key": key, "patch_size": patch, "module": f"transformers.models.{module}", "embeddings": embeddings,
