@@ -2355,16 +2355,6 @@ def pix2struct_text_folder(folder: Path) -> Path:
     # Pix2StructTextModel's weight init reads it: a standalone folder says it.
     arch_zoo.tiny("pix2struct_text_model", folder, initializer_range=0.02)
     save_file({TEXT_TABLE: np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)},
-
-
-def layoutlm_folder(folder: Path, **overrides) -> Path:
-    """A tiny LayoutLM of its own config, each of its five position tables random (and unlike the others) in a
-    checkpoint of the base model."""
-    arch_zoo.tiny("layoutlm", folder, max_position_embeddings=40, max_2d_position_embeddings=96, **overrides)
-    rng = np.random.default_rng(0)
-    save_file({f"embeddings.{table}.weight": rng.standard_normal((rows, 64)).astype(np.float32)
-               for table, rows in (("position_embeddings", 40), ("x_position_embeddings", 96), ("y_position_embeddings", 96),
-                                   ("h_position_embeddings", 96), ("w_position_embeddings", 96))},
               str(folder / "model.safetensors"))
     return folder
 
@@ -2411,6 +2401,18 @@ def test_pix2struct_text_passes_parity_from_model_and_bidirectional_buckets_fail
     report = run_model_parity(folder, wrong, ["ort-cpu"], seqs=(17, 300), batches=(2,), properties=False)
     hf = [r for r in report.results if r.runtime == "hf"]
     assert hf and all(r.status == "fail" and r.comparison.normalised > 100 * r.comparison.bound for r in hf)
+
+
+def layoutlm_folder(folder: Path, **overrides) -> Path:
+    """A tiny LayoutLM of its own config, each of its five position tables random (and unlike the others) in a
+    checkpoint of the base model."""
+    arch_zoo.tiny("layoutlm", folder, max_position_embeddings=40, max_2d_position_embeddings=96, **overrides)
+    rng = np.random.default_rng(0)
+    save_file({f"embeddings.{table}.weight": rng.standard_normal((rows, 64)).astype(np.float32)
+               for table, rows in (("position_embeddings", 40), ("x_position_embeddings", 96), ("y_position_embeddings", 96),
+                                   ("h_position_embeddings", 96), ("w_position_embeddings", 96))},
+              str(folder / "model.safetensors"))
+    return folder
 
 
 def random_boxes(rng: np.random.Generator, batch: int, seq: int, rows: int) -> np.ndarray:
