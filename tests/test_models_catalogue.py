@@ -589,6 +589,27 @@ ANTIALIASED_BICUBIC_TOWERS = {
 }
 
 
+
+def built_graph_passes_parity_from_model(folder: Path, tmp_path: Path):
+    """The folder's one graph built as a user builds it passes `parity --from-model` (ort-cpu and hf); its report."""
+    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
+    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
+    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
+    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    return report
+
+
+def misread_statuses(folder: Path, tmp_path: Path, values: dict) -> tuple[dict[str, str], dict[str, tuple[int, int]]]:
+    """A vit-learned graph built from misread ``values``, judged against the model: each case's hf status and grid."""
+    from posexport import export
+
+    wrong, _ = export.save(export.build("vit-learned", values, backend="portable"), tmp_path, "misread")
+    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    hf = [r for r in report.results if r.runtime == "hf"]
+    return {r.case: r.status for r in hf}, {r.case: (r.axes["grid_h"], r.axes["grid_w"]) for r in hf}
+
+
 @pytest.mark.parametrize("model_type", sorted(ANTIALIASED_BICUBIC_TOWERS))
 def test_antialiased_bicubic_towers_pass_parity_from_model_and_plain_bicubic_fails(tmp_path, model_type):
     """A tiny tower of its own config with a random table: its graph built as a user builds it passes `parity
@@ -596,27 +617,18 @@ def test_antialiased_bicubic_towers_pass_parity_from_model_and_plain_bicubic_fai
     DINOv2's (plain bicubic, a = −0.75) fails it on every grid but the trained one."""
     import importlib
 
-    from posexport import export
 
     module, cls = ANTIALIASED_BICUBIC_TOWERS[model_type]
     folder = arch_zoo.tiny(model_type, tmp_path / model_type)
     embeddings = getattr(importlib.import_module(f"transformers.models.{module}"), cls)(
         arch_zoo.config_class(model_type).from_pretrained(folder))
     arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
-    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
-    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
-    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
-    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
-    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    built_graph_passes_parity_from_model(folder, tmp_path)
     (role,) = read_model(folder).roles
     assert (role.values["antialias"], role.values["cubic_coefficient"]) == (True, -0.5)
-    wrong, _ = export.save(export.build("vit-learned", {**role.values, "antialias": False, "cubic_coefficient": -0.75},
-                                        backend="portable"), tmp_path, "plain-bicubic")
-    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    statuses, grids = misread_statuses(folder, tmp_path, {**role.values, "antialias": False, "cubic_coefficient": -0.75})
     trained = (role.values["trained_h"], role.values["trained_w"])
-    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
-    at_trained = {r.case: (r.axes["grid_h"], r.axes["grid_w"]) == trained for r in report.results if r.runtime == "hf"}
-    assert len(statuses) > 2 and all((s == "pass") == at_trained[c] for c, s in statuses.items()), statuses
+    assert len(statuses) > 2 and all((s == "pass") == (grids[c] == trained) for c, s in statuses.items()), statuses
 
 
 def test_dinov2_with_registers_forward_is_y_with_its_registers_after_the_class_token(tmp_path):
@@ -653,17 +665,12 @@ def test_idefics_tower_passes_parity_from_model_and_size_based_bicubic_fails(tmp
     """A tiny IDEFICS tower (embed_dim 64, not the default 768) with a random table: its graph built as a user builds it
     passes `parity --from-model` against IdeficsVisionEmbeddings.interpolate_pos_encoding (F.interpolate by the scale
     factor (n + 0.1)/N; the trained grid kept); the same table resampled by size fails on every grid but the trained one."""
-    from posexport import export
     from transformers.models.idefics.modeling_idefics import IdeficsVisionEmbeddings
 
     folder = arch_zoo.tiny("idefics_vision", tmp_path / "idefics", embed_dim=64)
     embeddings = IdeficsVisionEmbeddings(arch_zoo.config_class("idefics_vision").from_pretrained(folder))
     arch_zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
-    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
-    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
-    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
-    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
-    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    built_graph_passes_parity_from_model(folder, tmp_path)
     (role,) = read_model(folder).roles
     assert (role.values["dim"], role.values["trained_h"], role.values["resample_by"]) == (64, 16, "scale-factor")
     # One side at the trained size: resampled on both axes all the same (the table is kept at the trained grid alone).
@@ -672,12 +679,8 @@ def test_idefics_tower_passes_parity_from_model_and_size_based_bicubic_fails(tmp
     for feeds in feeds_for(encoding, p, np.random.default_rng(0), grids=((16, 9), (9, 16))):
         exact = encoding.reference(p, feeds)
         assert np.max(np.abs(SESSIONS["vit"](Built(encoding, p, entry), entry).run(feeds) - exact)) / np.max(np.abs(exact)) < 1e-5
-    wrong, _ = export.save(export.build("vit-learned", {**role.values, "resample_by": "size"}, backend="portable"),
-                           tmp_path, "by-size")
-    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
-    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
-    at_trained = {r.case: (r.axes["grid_h"], r.axes["grid_w"]) == (16, 16) for r in report.results if r.runtime == "hf"}
-    assert len(statuses) > 2 and all((s == "pass") == at_trained[c] for c, s in statuses.items()), statuses
+    statuses, grids = misread_statuses(folder, tmp_path, {**role.values, "resample_by": "size"})
+    assert len(statuses) > 2 and all((s == "pass") == (grids[c] == (16, 16)) for c, s in statuses.items()), statuses
 
 
 def test_models_page_lists_the_generated_catalogue():
@@ -2072,27 +2075,18 @@ def test_antialiased_bilinear_towers_pass_parity_from_model_and_plain_bilinear_f
     grids that shrink an axis."""
     import importlib
 
-    from posexport import export
 
     module, cls, table = ANTIALIASED_BILINEAR_TOWERS[model_type]
     folder = arch_zoo.tiny(model_type, tmp_path / model_type)
     embeddings = getattr(importlib.import_module(f"transformers.models.{module}"), cls)(
         arch_zoo.config_class(model_type).from_pretrained(folder))
     arch_zoo.table_checkpoint(folder, f"embeddings.{table}", tuple(embeddings.get_parameter(table).shape))
-    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
-    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
-    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
-    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
-    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    built_graph_passes_parity_from_model(folder, tmp_path)
     (role,) = read_model(folder).roles
     assert (role.values["interpolation"], role.values["antialias"]) == ("bilinear", True)
-    wrong, _ = export.save(export.build("vit-learned", {**role.values, "antialias": False}, backend="portable"),
-                           tmp_path, "plain-bilinear")
-    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
+    statuses, grids = misread_statuses(folder, tmp_path, {**role.values, "antialias": False})
     trained = (role.values["trained_h"], role.values["trained_w"])
-    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
-    shrinks = {r.case: any(r.axes[a] < t for a, t in zip(("grid_h", "grid_w"), trained))
-               for r in report.results if r.runtime == "hf"}
+    shrinks = {c: any(n < t for n, t in zip(grid, trained)) for c, grid in grids.items()}
     assert statuses and all((s == "fail") == shrinks[c] for c, s in statuses.items()), statuses
 
 
@@ -2111,26 +2105,18 @@ def test_navit_towers_pass_parity_from_model_and_the_other_fractions_fail(tmp_pa
     i/h skip a row there), and still agrees at one patch."""
     import importlib
 
-    from posexport import export
 
     tower = navit.FAMILIES[model_type]
     folder = arch_zoo.tiny(model_type, tmp_path / model_type)
     embeddings = getattr(importlib.import_module(f"transformers.models.{tower.module}"), tower.embeddings)(
         arch_zoo.config_class(model_type).from_pretrained(folder))
     arch_zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
-    cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
-    (graph,) = sorted((tmp_path / "built").glob("*.onnx"))
-    report = run_model_parity(folder, graph, ["ort-cpu"], batches=(2,), properties=False)
-    bad = [(r.case, r.runtime, r.message) for r in report.results if r.status != "pass"]
-    assert not bad and any(r.runtime == "hf" for r in report.results), bad
+    report = built_graph_passes_parity_from_model(folder, tmp_path)
     assert all(r.comparison.max_abs == 0 for r in report.pairwise if r.runtime == "hf vs ort-cpu"), report.pairwise
     (role,) = read_model(folder).roles
     assert (role.values["trained_h"], role.values["bucket_fractions"]) == (23, tower.fractions)
     other = next(f for f in ("reciprocal", "quotient") if f != tower.fractions)
-    wrong, _ = export.save(export.build("vit-learned", {**role.values, "bucket_fractions": other}, backend="portable"),
-                           tmp_path, "other-fractions")
-    report = run_model_parity(folder, wrong, ["ort-cpu"], batches=(2,), properties=False)
-    statuses = {r.case: r.status for r in report.results if r.runtime == "hf"}
+    statuses, _ = misread_statuses(folder, tmp_path, {**role.values, "bucket_fractions": other})
     assert statuses["trained23x23-b2"] == "fail" and statuses["grid1x1-b2"] == "pass", statuses
 
 
