@@ -1758,6 +1758,20 @@ def test_esm_rotary_refuses_a_checkpoint_inv_freq_stored_rounded(tmp_path):
     assert "\n" not in str(caught.value)
 
 
+def rows_the_table_adds(model, table: str, folder: Path, **inputs) -> np.ndarray:
+    """The rows the model's table module ``table`` adds on a forward of ``inputs`` (batch row 0), the table made
+    random and saved in the folder's checkpoint under `<table>.weight`."""
+    import torch
+
+    module = model.get_submodule(table)
+    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, f"{table}.weight", tuple(module.weight.shape)))
+    added = []
+    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
+    with torch.no_grad():
+        model(**inputs)
+    return added[0]
+
+
 def test_esm_absolute_table_adds_the_rows_its_embeddings_add(tmp_path):
     """ESM-1b's table, random in a checkpoint of it alone: the rows EsmEmbeddings adds on a forward of 9
     tokens are the graph's at position_ids from padding_idx + 1; read from 0 (a misread) they are not."""
@@ -1765,17 +1779,11 @@ def test_esm_absolute_table_adds_the_rows_its_embeddings_add(tmp_path):
 
     folder = arch_zoo.tiny("esm", tmp_path / "esm", pad_token_id=1)
     model = esm_model(folder)
-    module = model.embeddings.position_embeddings
-    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight",
-                                                                    tuple(module.weight.shape)))
-    added = []
-    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
-    with torch.no_grad():
-        model(input_ids=torch.arange(4, 13)[None])
+    added = rows_the_table_adds(model, "embeddings.position_embeddings", folder, input_ids=torch.arange(4, 13)[None])
     (role,) = read_model(folder).roles
     encoding = get_encoding(role.encoding)
     p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
-    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": np.arange(9)[None] + start}) - (x + added[0])))
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": np.arange(9)[None] + start}) - (x + added)))
               for start in (2, 0)]
     assert errors[0] < 1e-6 and errors[1] > 0.1
 
@@ -1847,17 +1855,12 @@ def test_clvp_decoder_table_adds_the_rows_its_decoder_adds(tmp_path):
     folder = arch_zoo.tiny("clvp_decoder", tmp_path / "clvp-decoder", **CLVP_DECODER)
     torch.manual_seed(0)
     model = ClvpDecoder(arch_zoo.config_class("clvp_decoder").from_pretrained(folder)).eval()
-    module = model.position_embeds_layer
-    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "position_embeds_layer.weight", (40, 64)))
-    added = []
-    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
-    with torch.no_grad():
-        model(input_ids=torch.arange(4, 13)[None])
+    added = rows_the_table_adds(model, "position_embeds_layer", folder, input_ids=torch.arange(4, 13)[None])
     (role,) = read_model(folder).roles
     encoding = get_encoding(role.encoding)
     x = np.random.default_rng(0).standard_normal((1, 9, 64))
     ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None]})
-    assert role.values["max_positions"] == 40 and np.max(np.abs(ours - (x + added[0]))) < 1e-6
+    assert role.values["max_positions"] == 40 and np.max(np.abs(ours - (x + added))) < 1e-6
 
 
 def test_clvp_reads_each_part_as_its_own(tmp_path):
@@ -1908,17 +1911,12 @@ def test_instructblip_qformer_table_is_added_to_its_text_alone(tmp_path, model_t
 
     folder = arch_zoo.tiny(model_type, tmp_path / model_type, encoder_hidden_size=32)
     model = own_model(arch_zoo.config_class(model_type).from_pretrained(folder)).eval()
-    module = model.embeddings.position_embeddings
-    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight",
-                                                                    tuple(module.weight.shape)))
-    added = []
-    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
-    with torch.no_grad():
-        model(input_ids=torch.arange(4, 13)[None], query_embeds=torch.randn(1, 4, 64), encoder_hidden_states=torch.randn(1, 5, 32))
+    added = rows_the_table_adds(model, "embeddings.position_embeddings", folder, input_ids=torch.arange(4, 13)[None],
+                                query_embeds=torch.randn(1, 4, 64), encoder_hidden_states=torch.randn(1, 5, 32))
     (role,) = read_model(folder).roles
     encoding = get_encoding(role.encoding)
     p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
-    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": np.arange(9)[None] + start}) - (x + added[0])))
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": np.arange(9)[None] + start}) - (x + added)))
               for start in (0, 4)]
     assert errors[0] < 1e-6 and errors[1] > 0.1
 
@@ -2038,23 +2036,18 @@ def test_tapas_table_adds_its_rows_at_the_ids_restarting_per_cell(tmp_path):
 
     folder = arch_zoo.tiny("tapas", tmp_path / "tapas")
     model = own_model(arch_zoo.config_class("tapas").from_pretrained(folder)).eval()
-    module = model.embeddings.position_embeddings
-    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight",
-                                                                    tuple(module.weight.shape)))
-    added = []
-    module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
     # 3 question tokens, then cells (column, row): (1, 1) × 2 tokens, (2, 1) × 3, (1, 2) × 1
     columns, rows = [0, 0, 0, 1, 1, 2, 2, 2, 1], [0, 0, 0, 1, 1, 1, 1, 1, 2]
     token_types = torch.zeros(1, 9, 7, dtype=torch.long)
     token_types[0, :, 1], token_types[0, :, 2] = torch.tensor(columns), torch.tensor(rows)
-    with torch.no_grad():
-        model(input_ids=torch.arange(4, 13)[None], token_type_ids=token_types)
+    added = rows_the_table_adds(model, "embeddings.position_embeddings", folder, input_ids=torch.arange(4, 13)[None],
+                                token_type_ids=token_types)
     (role,) = read_model(folder).roles
     assert any("restart at each table cell" in note for note in role.notes)
     encoding = get_encoding(role.encoding)
     p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
     per_cell = np.array([[0, 1, 2, 0, 1, 0, 1, 2, 0]])
-    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": ids}) - (x + added[0])))
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": ids}) - (x + added)))
               for ids in (per_cell, np.arange(9)[None])]
     assert errors[0] < 1e-6 and errors[1] > 0.1
 
