@@ -43,7 +43,8 @@ EXTRA: dict[str, dict[str, Any]] = {
     "fsmt": {"d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
              "decoder_attention_heads": 4, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "src_vocab_size": 64,
              "tgt_vocab_size": 64},
-    "kosmos_2_5_text_model": {"embed_dim": 64, "layers": 1, "attention_heads": 4, "ffn_dim": 32},
+    **dict.fromkeys(("kosmos_2_5_text_model", "kosmos_2_text_model"), {"embed_dim": 64, "layers": 1, "attention_heads": 4,
+                                                                      "ffn_dim": 32}),
     "marian": {"d_model": 64, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 4,
                "decoder_attention_heads": 4, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "pad_token_id": 1,
                "decoder_start_token_id": 1},  # its default pad id is past the tiny vocabulary
@@ -125,8 +126,11 @@ BESIDE_TEXT: dict[str, dict[str, Any]] = {
     "fun_asr_nano": {"adaptor_config": {"hidden_size": 64}},
     "granite_docling": {"vision_config": {"out_hidden_size": 64}},
 }
-# MuSE-Spark scatters its audio encoder's output onto the text embeddings: the same width.
-BESIDE_TEXT.update(muse_spark={"audio_config": {"out_hidden_size": 64}})
+# MuSE-Spark scatters its audio encoder's output onto the text embeddings: the same width. Their vision towers
+# tiny too (their defaults make a 2-billion-parameter "tiny" model).
+MUSE_TOWER = {"hidden_size": 64, "num_hidden_layers": 1, "intermediate_size": 32, "num_attention_heads": 4}
+BESIDE_TEXT.update(muse_spark={"audio_config": {"out_hidden_size": 64}, "vision_config": MUSE_TOWER},
+                   muse_glimmer={"vision_config": MUSE_TOWER})
 POS_EMBED_KEY = "model.visual.pos_embed.weight"
 # What a config class needs to be made at all.
 CONSTRUCT = {"gemma4_assistant": {"text_config": {"model_type": "gemma4_text", **NO_PER_LAYER_INPUTS}}}
