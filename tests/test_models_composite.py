@@ -36,6 +36,7 @@ from .test_models_catalogue import START, Built, feeds_for, processor_patches  #
 PART_SIZES = {
     "clap_audio_model": {"depths": [1, 1], "num_attention_heads": [2, 4], "window_size": 4, "spec_size": 64,
                          "hidden_size": 64, "patch_embeds_hidden_size": 16},
+    "esm": {**arch_zoo.sized(arch_zoo.config_class("esm"), "esm"), "pad_token_id": 1},  # its table counts from pad + 1
     "modernbert": {**arch_zoo.sized(arch_zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
 }
 # BLT's hash embeddings (500002 rows by default); Fun-ASR-Nano's adaptor sized to its text model
@@ -134,7 +135,9 @@ def rows_the_tower_adds(model, part, role, sub) -> tuple[np.ndarray, np.ndarray]
     if not hasattr(sub, "image_size"):  # a text tower, or a decoder (a BART-like table: 0-based, its offset its own)
         tokens = [i for i in range(2, 64) if i != getattr(sub, "pad_token_id", None)][:9]
         inputs = {"input_ids": torch.tensor([tokens])}
-        start = START[learned.TABLES[sub.model_type][3]](sub) if sub.model_type in learned.TABLES else 0
+        # ESM's absolute table (esm.py) counts from padding_idx + 1, as RoBERTa's
+        kind = learned.FROM_PADDING if sub.model_type == "esm" else learned.TABLES.get(sub.model_type, (None,) * 4)[3]
+        start = START[kind](sub) if kind else 0
     else:
         pixels = torch.from_numpy(np.random.default_rng(1).standard_normal((1, 3, sub.image_size, sub.image_size)))
         inputs, start = {"pixel_values": pixels.float()}, 0
@@ -166,6 +169,7 @@ def role_feeds(encoding, p, rng) -> list[dict[str, np.ndarray]]:
     # parts of other types than its defaults (BERT, ViT): a RoBERTa table from padding_idx + 1, a CLIP vision tower
     ("vision-text-dual-encoder", {"text_config": "roberta", "vision_config": "clip_vision_model"}),
     ("blip-2", {"text_config": "t5"}),  # BLIP-2 on Flan-T5: T5's bias under its language model
+    ("encoder-decoder", {"encoder": "esm", "decoder": "gpt2"}),  # ESM's table under `encoder.`, not GPT-2's
 ])
 def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_type, types):
     """Every role a part's reader gives, renamed with the part's prefix, against the composite model's own module

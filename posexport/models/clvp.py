@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import checkpoint
 from ..errors import PosexportError
 from .config import ModelConfig
 from .esm import stored_inv_freq
@@ -45,7 +44,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     roles = [encoder(text, "rope-text", ("text_encoder_model.rotary_pos_emb.inv_freq",), {"part": "text_config"}),
              encoder(speech, "rope-speech", ("speech_encoder_model.rotary_pos_emb.inv_freq",), {"part": "speech_config"}),
              decoder(dec, "learned-decoder", ("speech_decoder_model.model.decoder.position_embeds_layer.weight",))]
-    path, key = checkpoint.locate(cfg.folder, ("conditioning_encoder.text_position_embedding.weight",))
+    path, key = cfg.locate(("conditioning_encoder.text_position_embedding.weight",))
     values = {"weights": str(path), "key": key, "max_positions": dec.count("max_text_tokens", 404), "row_offset": 0}
     notes = (TABLE_CONTRACT.replace("token embeddings", "conditioning encoder's text token embeddings"),
              "position_ids are cumsum(attention_mask) − 1 over the text with the bos and eos tokens the encoder adds "
@@ -82,7 +81,7 @@ def encoder(cfg: ModelConfig, role: str, inv_freq_keys: tuple[str, ...], recipe:
 
 
 def decoder(cfg: ModelConfig, role: str, keys: tuple[str, ...]) -> Role:
-    path, key = checkpoint.locate(cfg.folder, keys)
+    path, key = cfg.locate(keys)
     values = {"weights": str(path), "key": key, "max_positions": cfg.count("max_position_embeddings", 608), "row_offset": 0}
     notes = (TABLE_CONTRACT, "position_ids are 0-based (the decoder's own: past length + token index)")
     return Role(role, "learned", values, (), notes, {"kind": "learned", "key": key})

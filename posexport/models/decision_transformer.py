@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from .. import checkpoint
 from .config import ModelConfig
 from .plan import Role
 
@@ -21,7 +20,7 @@ def read(cfg: ModelConfig) -> list[Role]:
             ("learned-gpt2", "encoder.wpe.weight", cfg.count("n_positions", 1024),
              ("x is the interleaved (return, state, action) embeddings after embed_ln [batch, 3·steps, hidden]",
               "position_ids are all 0: DecisionTransformerModel passes zeros, so every token gets row 0"))):
-        path, found = checkpoint.locate(cfg.folder, (key,))
+        path, found = cfg.locate((key,))
         values = {"weights": str(path), "key": found, "max_positions": rows, "row_offset": 0}
         roles.append(Role(role, "learned", values, (), notes, {"kind": "learned", "key": found}))
     return roles

@@ -64,7 +64,7 @@ def stored_inv_freq(cfg: ModelConfig, theta: float, rotary_dim: int, keys: tuple
     if cfg.folder is None or not checkpoint.has_weights(cfg.folder):
         return
     try:
-        path, key = checkpoint.locate(cfg.folder, keys)
+        path, key = cfg.locate(keys)
     except PosexportError:
         return  # no buffer stored: transformers computes it from rope_theta (_init_weights)
     stored = checkpoint.read_tensor(path, key)
@@ -84,7 +84,7 @@ def absolute(cfg: ModelConfig, notes: tuple[str, ...]) -> Role:
                              "start at padding_idx + 1 (create_position_ids_from_input_ids)")
     pad = cfg.number("pad_token_id", integer=True)
     cfg.ignore("rope_theta")  # the rotary form's only
-    path, key = checkpoint.locate(cfg.folder, TABLE_KEYS)
+    path, key = cfg.locate(TABLE_KEYS)
     values = {"weights": str(path), "key": key, "max_positions": cfg.count("max_position_embeddings", 1026), "row_offset": 0}
     notes = ("x is the token embeddings [batch, seq, hidden]; the graph adds the trained position row (the embeddings' "
              "LayerNorm, when emb_layer_norm_before, comes after, outside this graph)",
