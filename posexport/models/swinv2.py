@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..errors import PosexportError
 from .config import ModelConfig
 from .plan import Role
+from .vit import square
 
 MLP = "attention.self.continuous_position_bias_mlp"
 MLP_TENSORS = ("0.weight", "0.bias", "2.weight")
@@ -34,22 +35,13 @@ class Family:
     defaults: tuple[int, int, int, tuple[int, ...], tuple[int, ...]]  # image_size, patch_size, window_size, depths, num_heads
 
 
+SQUARE = "posexport reads square windows over square grids"
 FAMILIES = {
     "swinv2": Family("encoder.layers.{stage}.blocks.{block}", "swinv2", "swinv2.modeling_swinv2:Swinv2SelfAttention",
                      True, True, (224, 4, 7, (2, 2, 6, 2), (3, 6, 12, 24))),
     "swin2sr": Family("encoder.stages.{stage}.layers.{block}", "swin2sr", "swin2sr.modeling_swin2sr:Swin2SRSelfAttention",
                       False, False, (64, 1, 8, (6,) * 6, (6,) * 6)),
 }
-
-
-def side(cfg: ModelConfig, key: str, default: int) -> int:
-    """A size given as one integer or as [n, n]."""
-    value = cfg.get(key, default)
-    if isinstance(value, list) and len(value) == 2 and value[0] == value[1]:
-        value = value[0]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        cfg.fail(key, value, "expected a positive integer or [n, n] (posexport reads square windows over square grids)")
-    return value
 
 
 def mlp_key(cfg: ModelConfig, family: Family, stage: int, block: int) -> tuple[str, str]:
@@ -66,7 +58,7 @@ def mlp_key(cfg: ModelConfig, family: Family, stage: int, block: int) -> tuple[s
 def read(cfg: ModelConfig) -> list[Role]:
     family = FAMILIES[cfg.architecture]
     image, patch, window_size, depths, heads = family.defaults
-    grid = side(cfg, "image_size", image) // side(cfg, "patch_size", patch)
+    grid = square(cfg, "image_size", image, SQUARE) // square(cfg, "patch_size", patch, SQUARE)
     window_size = cfg.count("window_size", window_size)
     depths, heads = cfg.get("depths", list(depths)), cfg.get("num_heads", list(heads))
     if not (isinstance(depths, list) and isinstance(heads, list) and len(depths) == len(heads)):

@@ -158,11 +158,11 @@ def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys:
     return Role(role, "vit-learned", values, (), notes, hf)
 
 
-def square(cfg: ModelConfig, key: str, default: int) -> int:
+def square(cfg: ModelConfig, key: str, default: int, why: str = "the tower's table is a square grid") -> int:
     """A size given as one integer or (InternVL) as [height, width]; the trained grid is square either way."""
     value = cfg.get(key, default)
     if isinstance(value, list) and len(value) == 2 and value[0] == value[1]:
         value = value[0]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        cfg.fail(key, value, "expected a positive integer or [n, n] (the tower's table is a square grid)")
+        cfg.fail(key, value, f"expected a positive integer or [n, n] ({why})")
     return value
