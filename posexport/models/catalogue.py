@@ -46,6 +46,9 @@ READER_ENCODINGS = {
               "h (its height), w (its width)",
 }
 
+# Readers whose types differ in encodings: their own model_type -> encodings table.
+TYPE_ENCODINGS = {"clvp": clvp.ENCODINGS, "pix2struct": pix2struct.ENCODINGS}
+
 _SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
 _HYBRID = "Mamba layers carry order; its attention layers use no position encoding"
 _CONV = "convolutional: positions are implicit in the convolutions, no position encoding"
@@ -64,7 +67,8 @@ _PERCEIVER = ("a perceiver resampler (IDEFICS's, Idefics2's): learned latents cr
               "position_ids=None and never use them)")
 _QFORMER = ("BLIP-2's Q-Former (Blip2QFormerModel): learned query tokens (held by the model around it, not positions) "
             "through self-attention and cross-attention to image features; no token embeddings and no position code "
-            "(the BERT-like table BLIP-2 adds to text is its text model's, Blip2TextEmbeddings, in the blip-2 composite)")
+            "(BLIP-2's image-text retrieval model adds a BERT-like table to its text, Blip2TextEmbeddings, which the blip-2 "
+            "composite does not build)")
 _NO_POSITIONS_GROUPS = {
     _SSM: ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"),
     _HYBRID: ("jamba", "nemotron_h", "zamba"),
@@ -115,8 +119,8 @@ def encodings_of(model_type: str) -> str:
                  *(["interleaved pairs"] if line.pair_layout == "interleaved" else [])]
         return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
                           *([tower_encodings(qwen_vl.TOWERS[f"{line.module}_vision"])] if vision else [])])
-    if reader in ("clvp", "pix2struct"):
-        return (clvp if reader == "clvp" else pix2struct).ENCODINGS[model_type]
+    if reader in TYPE_ENCODINGS:
+        return TYPE_ENCODINGS[reader][model_type]
     if reader == "vit":
         return vit_tower_encodings(vit.FAMILIES[model_type])
     if reader == "deepseek" and model_type in deepseek.MLA and deepseek.MLA[model_type].query_scale:
