@@ -95,7 +95,7 @@ def test_no_import_circle():
 LAYERS = [
     ["contract", "dtypes", "errors"],
     ["params", "files", "limits", "guarded", "comparison", "progress"],
-    ["tables", "script", "checkpoint", "weights"],
+    ["tables", "script", "checkpoint", "weights", "onnxgraph"],
     ["encodings", "rope", "properties", "registry"],
     ["export", "extend", "indexshare"],
     ["runtimes"],

@@ -17,7 +17,7 @@ import pytest
 from posexport import surgery
 from posexport.errors import PosexportError
 from posexport.surgery.doctor import reaching
-from posexport.surgery.graph import Graph
+from posexport.onnxgraph.graph import Graph
 from posexport.verdicts import FeedCase, model_parity
 
 from . import exporter_fixtures as ef

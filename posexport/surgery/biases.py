@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 from ..encodings.alibi import alibi_slopes
-from .graph import Graph, node_label
+from ..onnxgraph.graph import Graph, node_label
 from .sites import Fault, RefusedKind, Site
 
 # Nodes an index or position tensor passes through on its way from its source.

@@ -10,12 +10,12 @@ from typing import Any
 import onnx
 
 from ..errors import PosexportError
+from ..onnxgraph.genai import context_length
+from ..onnxgraph.graph import Graph, load
 from ..rope.encoding import RopeParams
 from .exporter_faults import check_known_faults
 from .exporters import identify
-from .genai import context_length
 from .find import KINDS, find_in
-from .graph import Graph, load
 from .sites import Fault, Site
 from .source import Candidates, candidates, choose
 

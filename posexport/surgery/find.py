@@ -8,9 +8,9 @@ from pathlib import Path
 
 import onnx
 
+from ..onnxgraph.graph import Graph, load
 from .biases import AlibiKind
 from .exact import ExactKind
-from .graph import Graph, load
 from .grid_resample import GridResampleKind
 from .learned_table import LearnedTableKind
 from .rope_cache import CacheKind

@@ -19,8 +19,8 @@ import onnx
 
 from ..encodings.learned import STRATEGIES, check_rows, extend_table
 from ..errors import PosexportError
+from ..onnxgraph.graph import Graph, node_label, set_constant
 from .biases import PASS_THROUGH, position_source, readers, table_gathers
-from .graph import Graph, node_label, set_constant
 from .rope_cache import cache_gathers, chosen_limits, record_limit
 from .sincos_table import sin_cos
 from .sites import Fault, Site, SiteKind

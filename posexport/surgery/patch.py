@@ -13,10 +13,10 @@ import onnx
 from .. import guarded, params as params_mod
 from ..errors import PosexportError
 from ..files import Content, check_destination, write_files
+from ..onnxgraph.genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
+from ..onnxgraph.graph import Graph, load, serialise
 from ..rope.encoding import RopeParams
-from .genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from .find import KINDS, find_in
-from .graph import Graph, load, serialise
 from .learned_table import Extension
 from .rope_cache import CacheKind
 from .sites import Site

@@ -22,19 +22,14 @@ import onnx
 import onnx.numpy_helper as onh
 
 from ..errors import PosexportError
+from ..onnxgraph.fused import reads_caches
+from ..onnxgraph.graph import Graph, attribute, node_label, values
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, SCALINGS, decided_per_call, source_of, switch_length
 from .freqs import (LOW_PRECISION, PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache,
                     low_precision_error, recognise, rounding_bound)
-from .graph import Graph, attribute, node_label, values
 from .sites import Fault, Site, SiteKind
 
-# op type -> (cos_cache input index, sin_cache input index, pair-layout attribute)
-OPS = {
-    ("com.microsoft", "GroupQueryAttention"): (7, 8, "rotary_interleaved"),
-    ("com.microsoft", "RotaryEmbedding"): (2, 3, "interleaved"),
-    ("", "RotaryEmbedding"): (1, 2, "interleaved"),
-}
 # What a runtime does once positions reach the cache's rows.
 PAST_LIMIT = {
     "GroupQueryAttention": "onnxruntime raises (cos_cache dimension 0 shall not be less than total_sequence_length)",
@@ -43,15 +38,6 @@ PAST_LIMIT = {
 }
 METADATA_KEY = "posexport.position_limits"
 FLOATS = ("float16", "bfloat16", "float32", "float64")  # by name: numpy has no bfloat16 (ml_dtypes gives it)
-
-
-def reads_caches(node: onnx.NodeProto) -> tuple[int, int, str] | None:
-    spec = OPS.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
-    if spec is None or len(node.input) <= spec[1] or not node.input[spec[0]] or not node.input[spec[1]]:
-        return None
-    if node.op_type == "GroupQueryAttention" and not attribute(node, "do_rotary", 0):
-        return None
-    return spec
 
 
 PASSED = ("Reshape", "Cast", "Squeeze", "Unsqueeze", "Identity")

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnx.numpy_helper as onh
 
-from .graph import Graph
+from ..onnxgraph.graph import Graph
 from .rope_cache import PASSED, CachePair, CacheKind, gathered, stored
 from .sites import Site
 

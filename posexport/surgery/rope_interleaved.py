@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .graph import Graph
+from ..onnxgraph.graph import Graph
 from .rope_inv_freq import InvFreqKind, trace_product
 
 

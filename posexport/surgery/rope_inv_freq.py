@@ -17,10 +17,10 @@ import onnx
 import onnx.helper as oh
 
 from ..errors import PosexportError
+from ..onnxgraph.graph import Graph, attribute, node_label
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, TABLES, source_of, switch_length
 from .freqs import PROJECTED, RECOGNISED, close, describe, dynamic_gap, float32_error, other_regime_gap, recognise
-from .graph import Graph, attribute, node_label
 from .replace import add_cos_sin_call, remove_dead, splice_nodes, upstream
 from .sites import Fault, Site, SiteKind
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .graph import Graph, attribute
+from ..onnxgraph.graph import Graph, attribute
 from .rope_inv_freq import FLOAT_TYPES, InvFreqKind, halves_repeated
 
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import onnx
 
-from .graph import Graph
-from .rope_cache import reads_caches, rows_from, token_rows
+from ..onnxgraph.fused import reads_caches
+from ..onnxgraph.graph import Graph
+from .rope_cache import rows_from, token_rows
 from .rope_interleaved import InterleavedKind
 from .rope_inv_freq import InvFreqKind
 from .rope_matmul import MatMulKind

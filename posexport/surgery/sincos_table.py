@@ -15,12 +15,12 @@ import numpy as np
 import onnx
 
 from ..errors import PosexportError
+from ..onnxgraph.graph import Graph, attribute, node_label, set_constant
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, source_of
 from ..tables import plain_inv_freq
 from .biases import position_source, readers
 from .freqs import PRECISION_FAULT, cache_error, close_to_cache, describe, exact_from, from_cache, recognise
-from .graph import Graph, attribute, node_label, set_constant
 from .rope_cache import chosen_limits, record_limit
 from .sites import Fault, Site, SiteKind
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import PosexportError
-from .graph import Graph
+from ..onnxgraph.graph import Graph
 
 
 @dataclass

@@ -22,9 +22,9 @@ import onnx.numpy_helper as onh
 from ..contract import DOMAIN
 from ..encodings.t5 import T5Params, bias_by_rp_of, relative_bucket, t5_position_function
 from ..errors import PosexportError, one_line
+from ..onnxgraph.graph import Graph, attribute, node_label
 from ..script import newest_opset, standard_opset
 from .biases import ancestors, readers, table_gathers
-from .graph import Graph, attribute, node_label
 from .replace import add_functions, free_tag, remove_dead, renamed, splice_nodes
 from .sites import Fault, Site, SiteKind
 

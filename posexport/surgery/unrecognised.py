@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import Graph, node_label
+from ..onnxgraph.graph import Graph, node_label
 from .rope_interleaved import InterleavedKind
 from .rope_inv_freq import InvFreqKind
 from .rope_matmul import MatMulKind
