@@ -91,7 +91,7 @@ def report_files(json_out: Path | None, junit_out: Path | None, markdown_out: Pa
 def model_report(folder: Path, graph: Path | None, options: list[str], preset: str, from_config: Path | None,
                  save_outputs: Path | None, load_outputs: Path | None, run: dict):
     """parity --from-model: options that make no sense with a model are refused by the library."""
-    from posexport.models.check import parity_from_model
+    from posexport.verdicts.from_model import parity_from_model
 
     conflicts = {"--preset": preset, "--from-config": from_config, "--save-outputs": save_outputs,
                  "--load-outputs": load_outputs, **{option: True for option in options[:1]}}

@@ -23,7 +23,7 @@ from posexport.errors import PosexportError  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.models import (READERS, audio_encoders, catalogue, decoders, learned, navit, patch_table, qwen_vl, read_model,  # noqa: E402
                               sinusoids, swin, swinv2, vit)
-from posexport.models.check import run_model_parity  # noqa: E402
+from posexport.verdicts.from_model import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import mrope, scaling  # noqa: E402

@@ -20,7 +20,7 @@ from posexport.contract import Case  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.models import composite, learned, read_model, sinusoids  # noqa: E402
-from posexport.models.check import run_model_parity  # noqa: E402
+from posexport.verdicts.from_model import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import scaling  # noqa: E402

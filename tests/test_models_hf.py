@@ -18,7 +18,7 @@ from posexport.models import read_model  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.models import cli as model_cli  # noqa: E402
 from posexport.models.build import build_model, save_model  # noqa: E402
-from posexport.models.check import run_model_parity  # noqa: E402
+from posexport.verdicts.from_model import run_model_parity  # noqa: E402
 from posexport.runtimes import get_runtime  # noqa: E402
 from posexport.runtimes.hf import Hf, model_bound  # noqa: E402
 
