@@ -27,7 +27,7 @@ from posexport.verdicts.from_model import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import mrope, scaling  # noqa: E402
-from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa: E402
+from posexport.models.oracle import SESSIONS, model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
 
@@ -2449,7 +2449,7 @@ def test_layoutlm_passes_parity_from_model_and_misreads_fail(tmp_path):
     """The five graphs built as a user builds them pass `parity --from-model` against the model's own tables; the
     w table's graph judged as the h role, and the y table's as the x role, fail in every case."""
     from posexport import export, verdicts
-    from posexport.runtimes.hf import Hf
+    from posexport.models.oracle import Hf
 
     folder = layoutlm_folder(tmp_path / "layoutlm")
     cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")

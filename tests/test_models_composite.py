@@ -24,7 +24,7 @@ from posexport.verdicts.from_model import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import scaling  # noqa: E402
-from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa: E402
+from posexport.models.oracle import SESSIONS, model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
 

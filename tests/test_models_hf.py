@@ -19,8 +19,8 @@ from posexport.errors import PosexportError  # noqa: E402
 from posexport.models import cli as model_cli  # noqa: E402
 from posexport.models.build import build_model, save_model  # noqa: E402
 from posexport.verdicts.from_model import run_model_parity  # noqa: E402
-from posexport.runtimes import get_runtime  # noqa: E402
-from posexport.runtimes.hf import Hf, model_bound  # noqa: E402
+from posexport.verdicts.runners import get_runtime  # noqa: E402
+from posexport.models.oracle import Hf, model_bound  # noqa: E402
 
 from . import model_zoo  # noqa: E402
 from .conftest import normalised_error  # noqa: E402

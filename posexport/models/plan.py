@@ -17,7 +17,7 @@ class Role:
     layers:   the layers (0-based) whose attention or embedding uses it
     notes:    the contract in the model's terms (where an offset or an extra token changes what
               position_ids means, which slice of the head rotates …)
-    hf:       how the `hf` runtime runs the model's own code for this role (plain data, see runtimes/hf.py)
+    hf:       how the `hf` runtime runs the model's own code for this role (plain data, see models/oracle.py)
     """
 
     role: str

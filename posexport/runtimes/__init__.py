@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..errors import PosexportError
 from .base import Bound, ModelSession, Runtime, Session, SessionOptions
-from .hf import Hf
 from .openvino import OpenVino
 from .ort import OrtCpu
 from .ort_cuda import OrtCuda
@@ -22,16 +21,15 @@ RUNTIMES: dict[str, Runtime] = {
         OpenVino(),
     )
 }
-# Runtimes that run the model's own code instead of the graph (parity --from-model, or named with --runtimes).
-MODEL_RUNTIMES: dict[str, Runtime] = {rt.name: rt for rt in (Hf(),)}
 
 
-def get_runtime(name: str) -> Runtime:
+def get_runtime(name: str, others: dict[str, Runtime] | None = None) -> Runtime:
+    """The graph runtime ``name``, or one of ``others`` (posexport.verdicts adds the runners of the model's own code)."""
     try:
-        return {**RUNTIMES, **MODEL_RUNTIMES}[name]
+        return {**RUNTIMES, **(others or {})}[name]
     except KeyError:
-        known = ", ".join([*RUNTIMES, *MODEL_RUNTIMES])
+        known = ", ".join([*RUNTIMES, *(others or {})])
         raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {known}") from None
 
 
-__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "Bound", "ModelSession", "Runtime", "Session", "SessionOptions", "get_runtime"]
+__all__ = ["RUNTIMES", "Bound", "ModelSession", "Runtime", "Session", "SessionOptions", "get_runtime"]

@@ -1,6 +1,6 @@
 """`posexport parity --from-model DIR [GRAPH.onnx]`: every runtime against the float64 oracle as usual,
 and the graph against the model's own code (the `hf` runtime), with the model-agreement bound of
-posexport.runtimes.hf. Both numbers are in the report: `hf` (the model's code against the oracle of the
+posexport.models.oracle. Both numbers are in the report: `hf` (the model's code against the oracle of the
 graph's parameters, within the model-agreement bound) and `hf vs <runtime>` (the graph, as each runtime
 ran it, against the model's code, within twice that bound: each side is within it of the oracle).
 """
@@ -16,8 +16,8 @@ from ..dtypes import dtypes_of
 from ..errors import PosexportError
 from ..models import read_model
 from ..models.build import build_model
+from ..models.oracle import Hf
 from ..models.plan import ModelPlan, Role
-from ..runtimes.hf import Hf
 from .graphs import resolve_runtimes, run_parity
 from .report import Report
 

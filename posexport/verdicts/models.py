@@ -22,12 +22,13 @@ import numpy as np
 from ..comparison import compare
 from ..errors import PosexportError
 from ..progress import progress
-from ..runtimes import ModelSession, Runtime, get_runtime
+from ..runtimes import ModelSession, Runtime
 from ..runtimes.isolated import IsolatedModelSession, RuntimeCrash, warm
 from .graphs import describe, opened, valid_bound
 from .hf_oracle import HfOracle, cache_slot
 from .model_feeds import FeedCase, Signature, checked_model, make_feeds, misfit, signature
 from .report import CaseResult, NotCompared, Report
+from .runners import get_runtime
 
 DEFAULT_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
 TOLERANCE = 1e-4  # the default bound of a float32 (or float64) model

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import checkpoint
 from ..contract import Artifact
-from .base import Runtime, Session, SessionOptions
+from ..runtimes.base import Runtime, Session, SessionOptions
 
 # transformers forms rope angles as float32 position × float32 inverse frequency: the angle of the fastest
 # pair (θ_0 = 1) is off by up to a few float32 ulps of the position, ~6e-3 at position 100000 in practice.
