@@ -13,7 +13,7 @@ import pytest
 
 from posexport.contract import Case
 from posexport.rope.encoding import reference
-from posexport.properties import RAISES_PAST_LIMIT
+from posexport.encodings.properties import RAISES_PAST_LIMIT
 from posexport.runtimes import RUNTIMES
 from posexport.runtimes.openvino import OpenVino, partial_contrib_rotary
 
