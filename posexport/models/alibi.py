@@ -10,6 +10,7 @@ an error, as posexport's alibi has no such parameter).
 from __future__ import annotations
 
 from .config import POSITION_WORDS, ModelConfig
+from .family import Family
 from .plan import Role
 
 ROW_SHIFT = ("the model adds slope·(key position) — equal to the graph's −slope·(i − j) up to a per-query constant "
@@ -43,3 +44,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     layers = tuple(range(cfg.number("n_layers", 24, integer=True)))
     return [Role("alibi", "alibi", {"heads": heads, "causal": True}, layers, notes,
                  {"kind": "alibi", "model": "mpt", "max_seq_len": max_len})]
+
+
+FAMILY = Family(("bloom", "mpt"), read, "alibi")

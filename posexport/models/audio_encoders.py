@@ -6,6 +6,7 @@ f: the learned encoding at position_ids 0 … frames − 1."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 # the table's rows: max_source_positions, default 1500 in each config class
@@ -20,3 +21,6 @@ def read(cfg: ModelConfig) -> list[Role]:
              f"the model adds all max_source_positions = {rows} rows (its input is padded to that many frames)")
     return [Role("learned-encoder", "learned", {"weights": str(path), "key": key, "max_positions": rows, "row_offset": 0},
                  (), notes, {"kind": "learned", "key": key})]
+
+
+FAMILY = Family(FAMILIES, read, "learned table (max_source_positions frames)")

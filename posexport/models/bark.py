@@ -6,6 +6,7 @@ model's token index): three learned roles. Its codec (EnCodec) has no position e
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 PARTS = ("semantic", "coarse_acoustics", "fine_acoustics")
@@ -27,3 +28,6 @@ def part_role(cfg: ModelConfig, part: str) -> Role:
              f"its table holds block_size = {rows} rows")
     return Role(f"learned-{part}", "learned", {"weights": str(path), "key": key, "max_positions": rows, "row_offset": 0},
                 (), notes, {"kind": "learned", "key": key})
+
+
+FAMILY = Family(("bark",), read, "learned table (one per sub-model)")

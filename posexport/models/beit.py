@@ -9,6 +9,7 @@ copied: read the same way, checked against its own copy."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .vit import grid_role
 
@@ -56,3 +57,6 @@ def read(cfg: ModelConfig) -> list[Role]:
                           {"kind": "beit", "key": key, "module": f"transformers.models.{module}",
                            "bias": f"{prefix}RelativePositionBias"}))
     return roles
+
+
+FAMILY = Family(tuple(FAMILIES), read, "swin bias (class token)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 MAX_TIMESCALE = 10000.0
@@ -72,3 +73,6 @@ def read(cfg: ModelConfig) -> list[Role]:
              "is exact past them too; base = 10000^((d/2)/(d/2 − 1)) is Whisper's timescale rule")
     values = {"d_model": d, "base": MAX_TIMESCALE ** (half / (half - 1)), "pair_layout": "concat"}
     return [Role("sinusoidal-chunk", "sinusoidal", values, (), notes, {"kind": "whisper-sinusoid"})]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "sinusoidal ([sin | cos]), restarting every audio chunk")

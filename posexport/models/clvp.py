@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import PosexportError
 from .config import ModelConfig
 from .esm import stored_inv_freq
+from .family import Family
 from .plan import Role
 from .rope_family import hf_rope, rope_role
 from .rope_reading import rope_values
@@ -85,3 +86,6 @@ def decoder(cfg: ModelConfig, role: str, keys: tuple[str, ...]) -> Role:
     values = {"weights": str(path), "key": key, "max_positions": cfg.count("max_position_embeddings", 608), "row_offset": 0}
     notes = (TABLE_CONTRACT, "position_ids are 0-based (the decoder's own: past length + token index)")
     return Role(role, "learned", values, (), notes, {"kind": "learned", "key": key})
+
+
+FAMILY = Family(("clvp", "clvp_encoder", "clvp_decoder"), read, ENCODINGS)

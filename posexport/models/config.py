@@ -6,6 +6,7 @@ misread).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,12 @@ class ModelConfig:
     """config.json of one architecture; ``get`` marks a key as read, ``check_all_read`` finds the rest."""
 
     def __init__(self, data: dict[str, Any], architecture: str, source: str, folder: Path | None = None,
-                 within: str = ""):
+                 within: str = "", families: Mapping[str, Any] | None = None):
         self.data, self.architecture, self.source, self.folder = data, architecture, source, folder
         # A composite's part: the module its model holds the part under (`text_model`); its tables are found there only.
         self.within = within
+        # The catalogue's families by model type: a wrapper or a composite reads its parts as their own types.
+        self.families: Mapping[str, Any] = families or {}
         self.read: set[str] = set()
 
     def locate(self, keys: tuple[str, ...]) -> tuple[Path, str]:

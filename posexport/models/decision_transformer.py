@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 
@@ -24,3 +25,6 @@ def read(cfg: ModelConfig) -> list[Role]:
         values = {"weights": str(path), "key": found, "max_positions": rows, "row_offset": 0}
         roles.append(Role(role, "learned", values, (), notes, {"kind": "learned", "key": found}))
     return roles
+
+
+FAMILY = Family(("decision_transformer",), read, "learned table (episode timesteps), learned table (its GPT-2's row 0)")

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import ModelConfig
+from .family import Family, Lookup
 from .plan import LINEAR_ATTENTION, Role, softmax_attention
 from .rope_family import LAYER_ROLES, heads_and_dim, hf_rope, rope_role, text_part
 from .rope_reading import rope_values
@@ -432,3 +433,32 @@ def query_scale_role(cfg: ModelConfig, module: str, heads: int, head_dim: int, b
     notes = ("x is the rotated q, [batch, seq, heads, head_dim]; position_ids are the model's own",
              f"q · (1 + β·ln(1 + ⌊p / {floor}⌋)), β = llama_4_scaling_beta = {beta}: every layer, after rope")
     return Role("query-scale", "query-scale", values, tuple(range(count)), notes, hf)
+
+
+# Decoder layers without rope, named by what they are where they are not plain NoPE attention.
+NOPE_KINDS = {CROSS_ATTENTION: "cross-attention layers without rope", LINEAR_HYBRID: "linear-attention layers without rope"}
+
+
+def encodings(model_type: str, lookup: Lookup) -> str:
+    """rope, and each form its line reads beyond the plain one."""
+    spec = DECODERS[model_type]
+    kinds = ["rope" + (" per layer type" if isinstance(spec.theta, dict) else ""),
+             *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
+             *([NOPE_KINDS.get(spec.nope, "NoPE layers")] if spec.nope else []),
+             *(["heads of kv_channels"] if spec.kv_channels else []),
+             *(["scaled on rope_scaling_layers, unscaled on the others"] if spec.scaling_layers else []),
+             *(["layer_types as (attention, mlp) block pairs, recurrent layers looped"] if spec.paired_blocks else []),
+             *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == PER_THETA
+                else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
+    return ", ".join(kinds)
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "NanoChat: its rotate_half flips the signs (x2, −x1), a rotation by −θ; not modelled": ("nanochat",),
+    "DBRX: transformers 5.24 rotates with rope_parameters (default θ 10000) while attn_config.rope_theta (500000 "
+    "in published configs) goes unused; posexport will not pick one of the two": ("dbrx",),
+}
+
+
+FAMILY = Family(tuple(DECODERS), read, encodings, pending=PENDING)

@@ -6,6 +6,7 @@ those two functions of the model's module."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import CONTRACT
 from .rope_reading import rope_values
@@ -29,3 +30,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     note = f"pairs (2i, 2i+1) of the first {rotary} of {head_dim} channels rotate; the rest pass through"
     layers = tuple(range(cfg.number("n_layer", 0, integer=True)))
     return [Role("rope", "rope", values, layers, (CONTRACT, note), hf)]
+
+
+FAMILY = Family(("gptj", "codegen"), read, "rope (partial, interleaved pairs)")

@@ -15,6 +15,7 @@ The table is read from the checkpoint; the graph adds table[position_ids] to x, 
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 FROM_ZERO, FROM_PADDING, FROM_TWO = "0", "padding_idx + 1", "2"
@@ -188,3 +189,6 @@ def bart_like(cfg: ModelConfig) -> list[Role]:
         roles.append(Role(f"learned-{part}" if part else "learned", "learned", values, (), notes,
                           {"kind": "learned", "key": key, "offset": offset}))
     return roles
+
+
+FAMILY = Family((*TABLES, *BART_LIKE), read, "learned table")

@@ -8,6 +8,7 @@ does not involve positions. The vision tower's own 2-D rope is not built."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import heads_and_dim, hf_rope, rope_role, text_part
 from .rope_reading import rope_values, top_block
@@ -46,3 +47,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     if nested:
         text.check_all_read()
     return roles
+
+
+FAMILY = Family(("llama4", "llama4_text"), read, "rope, interleaved pairs, NoPE layers, query-scale")

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .learned import CONTRACT
 from .plan import Role
 
@@ -45,3 +46,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     layers = tuple(range(cfg.count("num_hidden_layers", 12)))
     return [Role("learned", "learned", table, (), TABLE_NOTES, {"kind": "learned", "key": table_key}),
             Role("t5-encoder", "t5", bias, layers, BIAS_NOTES, {"kind": "mpnet-bias", "key": bias_key})]
+
+
+FAMILY = Family(("mpnet",), read, "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)")

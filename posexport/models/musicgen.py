@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 DECODERS = {"musicgen_decoder": "musicgen", "musicgen_melody_decoder": "musicgen_melody"}
@@ -52,3 +53,6 @@ def read(cfg: ModelConfig) -> list[Role]:
                                                       "pair_layout": "concat-cos"}, (), notes,
                  {"kind": "sinusoid-table", "module": f"transformers.models.{family}.modeling_{family}",
                   "create": EMBEDDING[family]})]
+
+
+FAMILY = Family(FAMILIES, read, "sinusoidal ([cos | sin], the decoder's)")

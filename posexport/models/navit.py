@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES, square
 
@@ -68,3 +69,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     hf = {"kind": "navit", "key": key, "module": f"transformers.models.{tower.module}", "embeddings": tower.embeddings,
           **({"target_sizes": True} if tower.fractions == "quotient" else {})}
     return [Role("vit-learned", "vit-learned", values, (), notes, hf)]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)")

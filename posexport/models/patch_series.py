@@ -10,6 +10,7 @@ context_length only."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 TABLE = "encoder.positional_encoder.position_enc"
@@ -42,3 +43,6 @@ def read(cfg: ModelConfig) -> list[Role]:
              "the model takes its configured context_length only")
     return [Role("learned", "learned", {"weights": str(path), "key": key, "max_positions": rows}, (), notes,
                  {"kind": "learned", "key": key})]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "learned table (the checkpoint's, per channel over the patches)")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .vit import square
 
@@ -81,3 +82,6 @@ def read(cfg: ModelConfig) -> list[Role]:
              "the tower takes its trained input size only (it never resamples the table)")
     return [Role("learned", "learned", {"weights": str(path), "key": key, "max_positions": rows}, (), notes,
                  {"kind": "learned", "key": key})]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "learned table (the trained token grid, not resampled)")

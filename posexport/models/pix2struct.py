@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .t5 import NOTES as T5_NOTES
 
@@ -80,3 +81,6 @@ def text_decoder(cfg: ModelConfig) -> list[Role]:
     hf = {"kind": "t5", "key": key, "decoder": True, "module": "transformers.models.pix2struct.modeling_pix2struct",
           "attention": "Pix2StructTextAttention"}
     return [Role("t5-decoder", "t5", {**values, "weights": str(path), "key": key}, tuple(range(layers)), notes, hf)]
+
+
+FAMILY = Family(FAMILIES, read, ENCODINGS)

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from .. import checkpoint
 from .config import ModelConfig
+from .family import Family, Lookup
 from .plan import Role
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
 from .vit import CLIP_TABLE, grid_role
@@ -273,3 +274,47 @@ def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, rec
              f"pos_embed is a {side}×{side} grid resampled as the tower's forward does (bilinear, "
              f"align_corners={tower.corners})")
     return [rope, Role("vision-pos-embed", "vit-learned", values, (), notes, hf)]
+
+
+def encodings(model_type: str, lookup: Lookup) -> str:
+    """M-RoPE with the forms of its line, and its vision tower's where its vision_config is a Qwen-VL tower (a
+    tower's own folder: the tower's alone)."""
+    if model_type in TOWERS:
+        return tower_encodings(TOWERS[model_type])
+    line = FAMILIES[model_type]
+    vision = line.vision and not model_type.endswith("_text")
+    forms = [*(["interleaved sections"] if line.interleaved else []), *(["partial"] if line.partial is not None else []),
+             *(["interleaved pairs"] if line.pair_layout == "interleaved" else [])]
+    return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
+                      *([tower_encodings(TOWERS[f"{line.module}_vision"])] if vision else [])])
+
+
+def tower_encodings(tower: Tower) -> str:
+    return ", ".join(["mrope-vision (axial)", *(["vit-learned pos_embed (bilinear)"] if tower.pos_embed else []),
+                      *(["vit-learned grid (bicubic, by grid_sample)"] if tower.grid else [])])
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "HunYuan-VL: its sections split the doubled [θ | θ] vector (2·section each, XD-RoPE's rows), so a pair's two "
+    "channels can turn with different rows; checked against posexport's mrope: differs":
+        ("hunyuan_vl", "hunyuan_vl_text"),
+    "ERNIE-4.5-VL: sections ordered height and width alternating per frequency, then time, on interleaved pairs "
+    "(repeat_interleave(2)); checked against posexport's mrope (Qwen's layouts, half-split): differs":
+        ("ernie4_5_vl_moe", "ernie4_5_vl_moe_text"),
+    "M-RoPE text model whose rope_parameters and mrope_section are keyed by layer type (Qwen3-VL's interleaved "
+    "sections per layer type); the Qwen-VL reader reads one M-RoPE block": ("cohere_compass", "cohere_compass_text"),
+    "HY-V4-VL: Qwen3-VL's interleaved M-RoPE inside HY-V4's hybrid stack (multi-head latent attention beside "
+    "linear-attention layers without rope); layer plan not read yet": ("hy_v4_vl", "hy_v4_vl_text"),
+    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D partial rope beside a lightning indexer "
+    "(index_head_dim) that rotates its own index heads, a second rope site; not read yet":
+        ("minimax_m3_vl", "minimax_m3_vl_text"),
+    "Step-3.5/3.7: not M-RoPE (1-D rope per layer type), but its config class converts per-layer rope_theta and "
+    "partial_rotary_factors lists of published configs, sliding layers take their own heads (per_layer_config), "
+    "and a sparse indexer (sparse_attention_config) sits beside attention; not read yet": ("step3p7", "step3p5"),
+    "Dots3-Note: not M-RoPE (1-D rope per layer type, partial), on multi-head latent attention with an indexer "
+    "(index_head_dim, indexed_attention layers); not read yet": ("dots3_note", "dots3_note_text"),
+}
+
+
+FAMILY = Family((*FAMILIES, *TOWERS), read, encodings, pending=PENDING)

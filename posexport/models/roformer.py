@@ -7,6 +7,7 @@ with rotary_value it turns the values too (the same rope on a third tensor). The
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import CONTRACT
 from .rope_reading import rope_values
@@ -25,3 +26,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     layers = tuple(range(cfg.count("num_hidden_layers", 12)))
     hf = {"kind": "roformer", "module": MODULE}
     return [Role("rope", "rope", values, layers, (CONTRACT, note), hf)]
+
+
+FAMILY = Family(("roformer",), read, "rope (interleaved pairs)")

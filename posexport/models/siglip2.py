@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES
 
@@ -31,3 +32,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     hf = {"kind": "naflex", "key": key, "module": "transformers.models.siglip2.modeling_siglip2",
           "embeddings": "Siglip2VisionEmbeddings", "table": CLIP_TABLE}
     return [Role("vit-learned", "vit-learned", values, (), notes, hf)]
+
+
+FAMILY = Family(("siglip2_vision_model",), read, "vit-learned (antialiased bilinear at every grid)")

@@ -18,6 +18,7 @@ import math
 from typing import NamedTuple
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 FROM_ZERO, FROM_ONE, FROM_PADDING = "0", "1", "padding_idx + 1"
@@ -72,3 +73,6 @@ def read(cfg: ModelConfig) -> list[Role]:
                                          if table.fairseq else ""))
     return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": base, "pair_layout": "concat"}, (), notes,
                  FAIRSEQ if table.fairseq else VASWANI)]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "sinusoidal ([sin | cos])")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .vit import grid_role
 
@@ -29,7 +30,7 @@ ABSOLUTE_NOTES = ("x is the normalised patch embeddings as a grid [batch, grid_h
 
 
 @dataclass(frozen=True)
-class Family:
+class Line:
     encoder: str = "encoder"  # the stages' module path: <encoder>.layers.<stage>.blocks.<block>
     prefixes: tuple[str, ...] = ("swin",)  # the base model's name in a whole checkpoint
     heads: str = "num_heads"  # the config key giving each stage's heads
@@ -38,15 +39,15 @@ class Family:
 
 
 FAMILIES = {
-    "swin": Family(),
-    "donut-swin": Family(prefixes=("donut",), attention="donut.modeling_donut_swin:DonutSwinSelfAttention"),
-    "maskformer-swin": Family(prefixes=("model",), attention="maskformer.modeling_maskformer_swin:MaskFormerSwinSelfAttention"),
-    "clap_audio_model": Family("audio_encoder", ("audio_model",), "num_attention_heads", (8, (4, 8, 16, 32)),
+    "swin": Line(),
+    "donut-swin": Line(prefixes=("donut",), attention="donut.modeling_donut_swin:DonutSwinSelfAttention"),
+    "maskformer-swin": Line(prefixes=("model",), attention="maskformer.modeling_maskformer_swin:MaskFormerSwinSelfAttention"),
+    "clap_audio_model": Line("audio_encoder", ("audio_model",), "num_attention_heads", (8, (4, 8, 16, 32)),
                                "clap.modeling_clap:ClapAudioSelfAttention"),
 }
 
 
-def table_keys(stage: int, block: int, family: Family = FAMILIES["swin"]) -> tuple[str, ...]:
+def table_keys(stage: int, block: int, family: Line = FAMILIES["swin"]) -> tuple[str, ...]:
     inner = [f"{family.encoder}.layers.{stage}.blocks.{block}.{s}" for s in SPELLINGS]
     return (*inner, *(f"{prefix}.{k}" for prefix in family.prefixes for k in inner))
 
@@ -74,3 +75,6 @@ def read(cfg: ModelConfig) -> list[Role]:
             roles.append(Role(f"swin-s{stage}b{block}", "swin", values, (layer,), NOTES, hf))
             layer += 1
     return roles
+
+
+FAMILY = Family(tuple(FAMILIES), read, "swin bias")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import PosexportError
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .vit import square
 
@@ -26,7 +27,7 @@ NOTES = ("scores are one block's scaled cosine window scores cos(q, k)·exp(min(
 
 
 @dataclass(frozen=True)
-class Family:
+class Line:
     blocks: str  # one block's module path, of {stage} and {block}
     prefix: str  # the base model's name in a whole checkpoint
     attention: str  # transformers.models.<module>:<class>, the block's self-attention
@@ -37,14 +38,14 @@ class Family:
 
 SQUARE = "posexport reads square windows over square grids"
 FAMILIES = {
-    "swinv2": Family("encoder.layers.{stage}.blocks.{block}", "swinv2", "swinv2.modeling_swinv2:Swinv2SelfAttention",
+    "swinv2": Line("encoder.layers.{stage}.blocks.{block}", "swinv2", "swinv2.modeling_swinv2:Swinv2SelfAttention",
                      True, True, (224, 4, 7, (2, 2, 6, 2), (3, 6, 12, 24))),
-    "swin2sr": Family("encoder.stages.{stage}.layers.{block}", "swin2sr", "swin2sr.modeling_swin2sr:Swin2SRSelfAttention",
+    "swin2sr": Line("encoder.stages.{stage}.layers.{block}", "swin2sr", "swin2sr.modeling_swin2sr:Swin2SRSelfAttention",
                       False, False, (64, 1, 8, (6,) * 6, (6,) * 6)),
 }
 
 
-def mlp_key(cfg: ModelConfig, family: Family, stage: int, block: int) -> tuple[str, str]:
+def mlp_key(cfg: ModelConfig, family: Line, stage: int, block: int) -> tuple[str, str]:
     """(file, name) of the block's MLP, its three tensors in one file of the checkpoint."""
     inner = f"{family.blocks.format(stage=stage, block=block)}.{MLP}"
     path, first = cfg.locate(tuple(f"{name}.{MLP_TENSORS[0]}" for name in (inner, f"{family.prefix}.{inner}")))
@@ -94,3 +95,6 @@ def read(cfg: ModelConfig) -> list[Role]:
             roles.append(Role(f"swin-s{stage}b{block}", "swin", values, (layer,), NOTES, hf))
             layer += 1
     return roles
+
+
+FAMILY = Family(tuple(FAMILIES), read, "swin bias (its table from the block's continuous-position-bias MLP)")

@@ -10,6 +10,7 @@ use_positional_embedding (transformers' default) the model adds no position code
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 
@@ -36,3 +37,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": float(largest) ** (half / (half - 1)), "pair_layout": "concat"},
                  (), notes, {"kind": "sinusoid-module", "module": "transformers.models.timesfm.modeling_timesfm",
                              "positional": "TimesFmPositionalEmbedding"})]
+
+
+FAMILY = Family(("timesfm",), read, "sinusoidal ([sin | cos], use_positional_embedding only; rows rolled past leading padding)")

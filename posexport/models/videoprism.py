@@ -7,6 +7,7 @@ all sines first (`--pair-layout concat`)."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 MODULE = "transformers.models.videoprism.modeling_videoprism"
@@ -22,3 +23,13 @@ def read(cfg: ModelConfig) -> list[Role]:
              "class embedding appended after the tokens takes no position (outside this graph)")
     return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": 10000.0, "pair_layout": "concat"}, (), notes,
                  {"kind": "sinusoid-table", "module": MODULE, "create": "create_sinusoidal_positions"})]
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "VideoPrism: its text tower (videoprism_text_model) is read, its vision tower (videoprism_vision_model: "
+    "spatial and temporal tables) is not": ("videoprism",),
+}
+
+
+FAMILY = Family(("videoprism_text_model",), read, "sinusoidal ([sin | cos])", pending=PENDING)

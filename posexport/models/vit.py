@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import ModelConfig
+from .family import Family, Lookup
 from .plan import Role
 
 
@@ -166,3 +167,26 @@ def square(cfg: ModelConfig, key: str, default: int, why: str = "the tower's tab
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         cfg.fail(key, value, f"expected a positive integer or [n, n] ({why})")
     return value
+
+
+def encodings(model_type: str, lookup: Lookup) -> str:
+    """vit-learned, with how the tower resamples when not plain bicubic (ViT's)."""
+    tower = FAMILIES[model_type]
+    form = (("antialiased bilinear" if tower.antialias else "bilinear at every grid") if tower.bilinear
+            else "antialiased bicubic" if tower.antialias else "bicubic by a scale factor" if tower.scale_factor else "")
+    return f"vit-learned ({form})" if form else "vit-learned"
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "ViTPose: the table's class row added to every patch (position_embeddings[:, 1:] + [:, :1]), no class "
+    "token, never resampled; not vit-learned's form": ("vitpose_backbone",),
+    "LW-DETR's ViT: a table with a class row the tower drops (it has no class token), the grid resampled "
+    "(bicubic) to window-partitioned feature maps; vit-learned reads a table whole, its class row for a class "
+    "token; the detector adds DETR query positions": ("lw_detr", "lw_detr_vit"),
+    "RADIO: the learned grid resampled twice (bilinear to a max(h, w) square, cropped, bilinear again when "
+    "not square) after class and register tokens; vit-learned resamples once": ("radio",),
+}
+
+
+FAMILY = Family(tuple(FAMILIES), read, encodings, pending=PENDING)

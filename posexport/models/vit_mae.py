@@ -11,6 +11,7 @@ decoder's interpolate_pos_encoding resamples the flattened patch rows in 1-D, wh
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .vit import NOTES, RESAMPLED, grid_role, square
 
@@ -32,3 +33,6 @@ def read(cfg: ModelConfig) -> list[Role]:
              "1-D (not built)")
     return [encoder, Role("learned-decoder", "learned", {"weights": str(path), "key": key, "max_positions": rows}, (), notes,
                           {"kind": "learned", "key": key})]
+
+
+FAMILY = Family(("vit_mae",), read, "vit-learned with class token (its sincos-2d-initialised table); pretraining: and the decoder's learned table")

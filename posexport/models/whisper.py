@@ -11,6 +11,7 @@ Decoder: `decoder.embed_positions.weight`, max_target_positions rows, 0-based po
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 
 DECODER_TABLE = ("model.decoder.embed_positions.weight", "decoder.embed_positions.weight")
@@ -40,3 +41,6 @@ def read(cfg: ModelConfig) -> list[Role]:
         {"kind": "learned", "key": key},
     )
     return [encoder, decoder]
+
+
+FAMILY = Family(("whisper",), read, "sinusoidal (encoder), learned (decoder)")
