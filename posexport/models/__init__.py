@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import PosexportError
 from ..registry import get_encoding
 from . import config
-from .families import BY_TYPE, FAMILIES, READERS
+from .families import BY_TYPE, READERS
 from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 

@@ -9,8 +9,16 @@ an error, as posexport's alibi has no such parameter).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import POSITION_WORDS, ModelConfig
 from .family import Family
+from .hf_code import torch_float
 from .plan import Role
 
 ROW_SHIFT = ("the model adds slope·(key position) — equal to the graph's −slope·(i − j) up to a per-query constant "
@@ -46,4 +54,42 @@ def read(cfg: ModelConfig) -> list[Role]:
                  {"kind": "alibi", "model": "mpt", "max_seq_len": max_len})]
 
 
-FAMILY = Family(("bloom", "mpt"), read, "alibi")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class AlibiSession(Session):
+    """BLOOM's build_alibi_tensor or MPT's build_mpt_alibi_tensor (sliced to k_len as MPT's attention does),
+    shifted per query row by the bias at the query's own position, with the causal mask: the graph's form
+    of the same attention (softmax removes the per-row constant)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        self.recipe, self.heads = entry["hf"], artifact.params.heads
+
+    def model_bias(self, k_len: int) -> Any:
+        import torch
+
+        if self.recipe["model"] == "bloom":
+            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+            return build_alibi_tensor(torch.ones(1, k_len), self.heads, torch.float32)  # [heads, 1, k_len]
+        from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+        # MPT builds max_seq_len columns and keeps the last k_len; past it, the same function made longer.
+        full = max(self.recipe["max_seq_len"], k_len)
+        return build_mpt_alibi_tensor(self.heads, full)[:, :, full - k_len :].float()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        scores = torch_float(feeds["scores"])
+        q_len, k_len = scores.shape[-2:]
+        with torch.no_grad():
+            bias = self.model_bias(k_len)  # [heads, 1, k_len]
+            queries = torch.arange(k_len - q_len, k_len)
+            shifted = bias - bias[:, 0, queries].unsqueeze(-1)  # [heads, q_len, k_len]
+            future = torch.arange(k_len)[None, :] > queries[:, None]
+            shifted = shifted.masked_fill(future, float("-inf"))
+        return (scores + shifted).numpy()
+
+
+FAMILY = Family(("bloom", "mpt"), read, "alibi", sessions={"alibi": AlibiSession})

@@ -8,8 +8,17 @@ copied: read the same way, checked against its own copy."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import auto_config, import_attr, torch_float, trained
 from .plan import Role
 from .vit import grid_role
 
@@ -59,4 +68,28 @@ def read(cfg: ModelConfig) -> list[Role]:
     return roles
 
 
-FAMILY = Family(tuple(FAMILIES), read, "swin bias (class token)")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class BeitSession(Session):
+    """BeitRelativePositionBias (or the model's copy of it, as the recipe names) holding the layer's (or the
+    shared) trained table, at the trained grid."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        bias = import_attr(recipe.get("module", "transformers.models.beit.modeling_beit"),
+                           recipe.get("bias", "BeitRelativePositionBias"))
+        # Data2Vec-Vision's copy takes its window as an argument; BEiT's reads it from the config.
+        window = {"window_size": (artifact.params.window_h, artifact.params.window_w)} \
+            if "window_size" in inspect.signature(bias).parameters else {}
+        self.bias = bias(auto_config(entry), **window).eval()
+        self.bias.relative_position_bias_table.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return (torch_float(feeds["scores"]) + self.bias(self.bias.window_size)).numpy()
+
+
+FAMILY = Family(tuple(FAMILIES), read, "swin bias (class token)", sessions={"beit": BeitSession})

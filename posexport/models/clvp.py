@@ -15,12 +15,18 @@ speech decoder) and `clvp`, the whole model holding the three and a conditioning
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from ..contract import Artifact
 from ..errors import PosexportError
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .esm import stored_inv_freq
 from .family import Family
+from .hf_code import auto_config, import_attr, torch_float
 from .plan import Role
 from .rope_family import hf_rope, rope_role
 from .rope_reading import rope_values
@@ -88,4 +94,31 @@ def decoder(cfg: ModelConfig, role: str, keys: tuple[str, ...]) -> Role:
     return Role(role, "learned", values, (), notes, {"kind": "learned", "key": key})
 
 
-FAMILY = Family(("clvp", "clvp_encoder", "clvp_decoder"), read, ENCODINGS)
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class ClvpRopeSession(Session):
+    """CLVP's encoder rotary: ClvpRotaryPositionalEmbedding's angles for positions 0 … the largest, whose cos/sin
+    its apply_rotary_pos_emb indexes at position_ids, on the head's first rotary channels (its attention's split)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
+        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.bshd = artifact.params.layout == "bshd"
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        q = x.transpose(1, 2) if self.bshd else x  # transformers' [batch, heads, seq, dim]
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            angles = self.rotary(torch.zeros(1, int(positions.max()) + 1))
+            cos, sin = angles.cos().squeeze(0), angles.sin().squeeze(0)
+            rotated = q[..., : cos.shape[-1]]
+            out = torch.cat([self.apply(rotated, rotated, rotated, cos, sin, positions)[0], q[..., cos.shape[-1] :]], dim=-1)
+        return (out.transpose(1, 2) if self.bshd else out).numpy()
+
+
+FAMILY = Family(("clvp", "clvp_encoder", "clvp_decoder"), read, ENCODINGS, sessions={"clvp-rope": ClvpRopeSession})

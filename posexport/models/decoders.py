@@ -44,11 +44,17 @@ q · (1 + β·ln(1 + ⌊p / original_max_position_embeddings⌋)).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family, Lookup
+from .hf_code import import_attr, torch_float
 from .plan import LINEAR_ATTENTION, Role, softmax_attention
 from .rope_family import LAYER_ROLES, heads_and_dim, hf_rope, rope_role, text_part
 from .rope_reading import rope_values
@@ -453,6 +459,28 @@ def encodings(model_type: str, lookup: Lookup) -> str:
     return ", ".join(kinds)
 
 
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class QueryScaleSession(Session):
+    """x times the model's own get_llama_4_attn_scale(position_ids, β, F) (Ministral-3), broadcast over
+    heads and channels as the graph's layout has them."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        self.scale = import_attr(entry["hf"]["module"], entry["hf"]["scale"])
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            s = self.scale(positions, self.p.beta, self.p.floor_scale)[:, 0, :, 0].float()  # [batch, seq]
+        for axis in {"bshd": (2, 3), "bhsd": (1, 3), "bsh": (2,)}[self.p.layout]:
+            s = s.unsqueeze(axis)
+        return (torch_float(feeds["x"]) * s).numpy()
+
+
 # Its kin not read yet, and why (the catalogue's "not yet").
 PENDING: dict[str, tuple[str, ...]] = {
     "NanoChat: its rotate_half flips the signs (x2, −x1), a rotation by −θ; not modelled": ("nanochat",),
@@ -461,4 +489,4 @@ PENDING: dict[str, tuple[str, ...]] = {
 }
 
 
-FAMILY = Family(tuple(DECODERS), read, encodings, pending=PENDING)
+FAMILY = Family(tuple(DECODERS), read, encodings, pending=PENDING, sessions={"query-scale": QueryScaleSession})

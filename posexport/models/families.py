@@ -3,7 +3,6 @@ READERS, the catalogue's lines, the pending reasons and the hf runtime's session
 
 from __future__ import annotations
 
-from .family import Family
 from .alibi import FAMILY as alibi
 from .audio_encoders import FAMILY as audio_encoders
 from .bark import FAMILY as bark
@@ -17,6 +16,7 @@ from .deepseek import FAMILY as deepseek
 from .dots3_audio import FAMILY as dots3_audio
 from .esm import FAMILY as esm
 from .falcon import FAMILY as falcon
+from .family import Family
 from .gemma import FAMILY as gemma
 from .gemma4 import FAMILY as gemma4
 from .glm import FAMILY as glm

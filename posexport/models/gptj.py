@@ -5,8 +5,16 @@ those two functions of the model's module."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import from_bshd, import_attr, to_bshd
 from .plan import Role
 from .rope_family import CONTRACT
 from .rope_reading import rope_values
@@ -32,4 +40,28 @@ def read(cfg: ModelConfig) -> list[Role]:
     return [Role("rope", "rope", values, layers, (CONTRACT, note), hf)]
 
 
-FAMILY = Family(("gptj", "codegen"), read, "rope (partial, interleaved pairs)")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class GptjSession(Session):
+    """GPT-J's (CodeGen's) own create_sinusoidal_positions rows at position_ids and its apply_rotary_pos_emb
+    on the first rotary_dim channels of x [batch, seq, heads, dim], as its attention does."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.create, self.apply = import_attr(recipe["module"], recipe["create"]), import_attr(recipe["module"], recipe["apply"])
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        p, bshd = self.p, to_bshd(feeds["x"], self.p)
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            sincos = self.create(int(positions.max()) + 1, p.rotary_dim)[positions]
+            sin, cos = torch.split(sincos, p.rotary_dim // 2, dim=-1)
+            out = torch.cat([self.apply(bshd[..., : p.rotary_dim], sin, cos), bshd[..., p.rotary_dim :]], dim=-1)
+        return from_bshd(out, p)
+
+
+FAMILY = Family(("gptj", "codegen"), read, "rope (partial, interleaved pairs)", sessions={"gptj": GptjSession})

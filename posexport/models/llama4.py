@@ -7,8 +7,16 @@ does not involve positions. The vision tower's own 2-D rope is not built."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import auto_config, from_bshd, import_attr, to_bshd
 from .plan import Role
 from .rope_family import heads_and_dim, hf_rope, rope_role, text_part
 from .rope_reading import rope_values, top_block
@@ -49,4 +57,72 @@ def read(cfg: ModelConfig) -> list[Role]:
     return roles
 
 
-FAMILY = Family(("llama4", "llama4_text"), read, "rope, interleaved pairs, NoPE layers, query-scale")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+CAPTURE = "posexport_capture_query"
+
+
+def capture_query(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> tuple[Any, None]:
+    """An attention function that keeps the query it is handed (what the layer made of q) and attends to
+    nothing: the Llama-4 session reads the layer's own temperature-tuned q from it."""
+    module.captured_query = query
+    return query.new_zeros(query.shape).transpose(1, 2), None
+
+
+class PastLength:
+    """The cache Llama4TextAttention asks for the past length (its positions start there); it stores nothing."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
+
+    def update(self, key: Any, value: Any, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        return key, value
+
+
+class Llama4TemperatureSession(Session):
+    """Llama4TextAttention of a NoPE layer, q_proj the identity, run on x: its own temperature tuning scales
+    q at the cache positions; runs of consecutive positions go in one call (past length = the run's first
+    position), any other position on its own."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import copy
+
+        import torch
+        from transformers import AttentionInterface
+
+        p, recipe = artifact.params, entry["hf"]
+        AttentionInterface.register(CAPTURE, capture_query)
+        cfg = copy.deepcopy(auto_config(entry))
+        cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = p.heads * p.head_dim, p.heads, p.heads, p.head_dim
+        cfg._attn_implementation = CAPTURE
+        self.attention = import_attr(recipe["module"], recipe["attention"])(cfg, recipe["layer"]).eval()
+        with torch.no_grad():
+            self.attention.q_proj.weight.copy_(torch.eye(p.heads * p.head_dim))
+        self.p = p
+
+    def scaled(self, rows: Any, start: int) -> Any:
+        """[1, heads, seq, dim] of the layer for tokens at start, start + 1, …"""
+        import torch
+
+        with torch.no_grad():
+            self.attention(rows, position_embeddings=None, attention_mask=None, cache=PastLength(start))
+        return self.attention.captured_query
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        bshd = to_bshd(feeds["x"], self.p)
+        out = torch.empty_like(bshd)
+        for b, row in enumerate(np.asarray(feeds["position_ids"])):
+            runs = np.split(np.arange(len(row)), np.flatnonzero(np.diff(row) != 1) + 1)
+            for run in runs:
+                tokens = bshd[b : b + 1, run[0] : run[-1] + 1].flatten(-2)
+                out[b, run[0] : run[-1] + 1] = self.scaled(tokens, int(row[run[0]]))[0].transpose(0, 1)
+        return from_bshd(out, self.p)
+
+
+FAMILY = Family(("llama4", "llama4_text"), read, "rope, interleaved pairs, NoPE layers, query-scale", sessions={"llama4-temperature": Llama4TemperatureSession})

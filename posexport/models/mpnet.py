@@ -10,8 +10,17 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import auto_config, torch_float, trained
 from .learned import CONTRACT
 from .plan import Role
 
@@ -48,4 +57,30 @@ def read(cfg: ModelConfig) -> list[Role]:
             Role("t5-encoder", "t5", bias, layers, BIAS_NOTES, {"kind": "mpnet-bias", "key": bias_key})]
 
 
-FAMILY = Family(("mpnet",), read, "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class MpnetBiasSession(Session):
+    """MPNetEncoder's own compute_position_bias, the encoder built without its layers (num_hidden_layers 0) holding
+    the model's trained table. MPNet's queries are its keys (q_len = k_len): the bias of the last q_len queries
+    is the last q_len rows of its k_len × k_len bias, as with a KV cache."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
+
+        cfg = copy.deepcopy(auto_config(entry))
+        cfg.num_hidden_layers = 0
+        self.encoder = MPNetEncoder(cfg).eval()
+        self.encoder.relative_attention_bias.weight.data = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        scores = torch_float(feeds["scores"])
+        q_len, k_len = scores.shape[-2:]
+        with torch.no_grad():
+            bias = self.encoder.compute_position_bias(torch.zeros(1, k_len, 1))[:, :, k_len - q_len :]
+        return (scores + bias).numpy()
+
+
+FAMILY = Family(("mpnet",), read, "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)", sessions={"mpnet-bias": MpnetBiasSession})

@@ -17,10 +17,17 @@ patches of a batch of smaller images (patch_attention_mask false, given row 0) a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import auto_config, import_attr, torch_float, trained
 from .plan import Role
 from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES, square
 
@@ -71,4 +78,36 @@ def read(cfg: ModelConfig) -> list[Role]:
     return [Role("vit-learned", "vit-learned", values, (), notes, hf)]
 
 
-FAMILY = Family(tuple(FAMILIES), read, "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class NavitSession(Session):
+    """A NaViT tower's own embeddings forward on the model's trained table, its patch projection the identity (x's
+    patches are its pixels, one pixel a patch): Idefics2's with every patch of the grid unmasked, MiniCPM-V's image by
+    image with its (h, w) as target_sizes."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        table = self.embeddings.position_embedding.weight
+        table.data = trained(entry).reshape(table.shape)
+        self.embeddings.patch_embedding, self.embeddings.patch_size = torch.nn.Identity(), 1
+        self.target_sizes = bool(recipe.get("target_sizes"))
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        pixels = x.permute(0, 3, 1, 2)  # [batch, hidden, h, w]: the forward's flatten(2).transpose(1, 2) gives x's patches
+        with torch.no_grad():
+            if self.target_sizes:  # MiniCPM-V packs its images into one sequence: one image a call
+                y = torch.cat([self.embeddings(pixels[b : b + 1], target_sizes=torch.tensor([[h, w]])) for b in range(batch)])
+            else:
+                y = self.embeddings(pixels, patch_attention_mask=torch.ones(batch, h, w, dtype=torch.bool))
+        return y.reshape(batch, h, w, dim).numpy()
+
+
+FAMILY = Family(tuple(FAMILIES), read, "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)", sessions={"navit": NavitSession})

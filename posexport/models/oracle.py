@@ -21,7 +21,6 @@ import copy
 import importlib
 import importlib.metadata
 import importlib.util
-import inspect
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,9 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import checkpoint
 from ..contract import Artifact
 from ..runtimes.base import Runtime, Session, SessionOptions
+from .families import FAMILIES
+from .hf_code import auto_config, import_attr, torch_float, trained
+from .pix2struct import PATCH_AXES
 
 # transformers forms rope angles as float32 position × float32 inverse frequency: the angle of the fastest
 # pair (θ_0 = 1) is off by up to a few float32 ulps of the position, ~6e-3 at position 100000 in practice.
@@ -69,10 +70,6 @@ CALLABLES = {
 }
 
 
-# A Pix2Struct-style tower's id columns: flattened_patches[:, :, 0] is each patch's row, [:, :, 1] its column.
-PATCH_AXES = ("row", "column")
-
-
 def recipe_problem(entry: Mapping[str, Any]) -> str:
     """Why this model entry cannot be run ('' when it can): a local model folder, transformers code only."""
     if not isinstance(entry.get("folder"), str) or not Path(entry["folder"]).is_dir():
@@ -95,27 +92,6 @@ def recipe_problem(entry: Mapping[str, Any]) -> str:
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
         return f"recipe rope_theta {theta!r} is not a positive number"
     return ""
-
-
-def import_attr(module: str, name: str) -> Any:
-    return getattr(importlib.import_module(module), name)
-
-
-def auto_config(entry: Mapping[str, Any]) -> Any:
-    from transformers import AutoConfig
-
-    cfg = AutoConfig.from_pretrained(entry["folder"], local_files_only=True)
-    for name in entry["hf"]["part"].split(".") if "part" in entry["hf"] else ():  # a composite's part: its own config
-        cfg = getattr(cfg, name)
-    if entry["hf"].get("vision_config"):
-        return cfg.vision_config
-    return cfg.get_text_config() if entry["hf"].get("text_config") else cfg
-
-
-def torch_float(array: np.ndarray) -> Any:
-    import torch
-
-    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
 
 
 class RopeSession(Session):
@@ -162,56 +138,6 @@ class RopeSession(Session):
         return out.numpy()
 
 
-class VisionRopeSession(Session):
-    """A Qwen-VL vision tower's own axial VisionRotaryEmbedding on each patch's (height, width) and its
-    apply_rotary_pos_emb_vision, per batch row (the tower has no batch axis)."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
-        self.apply = import_attr(recipe["module"], recipe["apply"])
-        self.p = artifact.params
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        p, x = self.p, torch_float(feeds["x"])
-        bshd = x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
-        rows = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))  # [2, batch, seq]
-        with torch.no_grad():
-            out = torch.stack([self.apply(bshd[b], bshd[b], *self.rotary(bshd[b], rows[:, b].T))[0] for b in range(bshd.shape[0])])
-        return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
-
-
-class ClvpRopeSession(Session):
-    """CLVP's encoder rotary: ClvpRotaryPositionalEmbedding's angles for positions 0 … the largest, whose cos/sin
-    its apply_rotary_pos_emb indexes at position_ids, on the head's first rotary channels (its attention's split)."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
-        self.apply = import_attr(recipe["module"], recipe["apply"])
-        self.bshd = artifact.params.layout == "bshd"
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        x = torch_float(feeds["x"])
-        q = x.transpose(1, 2) if self.bshd else x  # transformers' [batch, heads, seq, dim]
-        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
-        with torch.no_grad():
-            angles = self.rotary(torch.zeros(1, int(positions.max()) + 1))
-            cos, sin = angles.cos().squeeze(0), angles.sin().squeeze(0)
-            rotated = q[..., : cos.shape[-1]]
-            out = torch.cat([self.apply(rotated, rotated, rotated, cos, sin, positions)[0], q[..., cos.shape[-1] :]], dim=-1)
-        return (out.transpose(1, 2) if self.bshd else out).numpy()
-
-
-def trained(entry: Mapping[str, Any], key: str | None = None) -> Any:
-    """The role's trained table (or its tensor ``key``), read from the model's checkpoint as a float32 torch tensor."""
-    return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (key or entry["hf"]["key"],))))
-
-
 class T5Session(Session):
     """T5Attention's (UMT5Attention's) compute_bias of a layer holding the model's trained table; queries
     sit at the end, as with a KV cache."""
@@ -232,64 +158,6 @@ class T5Session(Session):
         with torch.no_grad():
             bias = self.attention.compute_bias(q_len, k_len, past_seen_tokens=k_len - q_len)
         return (scores + bias).numpy()
-
-
-class MpnetBiasSession(Session):
-    """MPNetEncoder's own compute_position_bias, the encoder built without its layers (num_hidden_layers 0) holding
-    the model's trained table. MPNet's queries are its keys (q_len = k_len): the bias of the last q_len queries
-    is the last q_len rows of its k_len × k_len bias, as with a KV cache."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
-
-        cfg = copy.deepcopy(auto_config(entry))
-        cfg.num_hidden_layers = 0
-        self.encoder = MPNetEncoder(cfg).eval()
-        self.encoder.relative_attention_bias.weight.data = trained(entry)
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        scores = torch_float(feeds["scores"])
-        q_len, k_len = scores.shape[-2:]
-        with torch.no_grad():
-            bias = self.encoder.compute_position_bias(torch.zeros(1, k_len, 1))[:, :, k_len - q_len :]
-        return (scores + bias).numpy()
-
-
-class AlibiSession(Session):
-    """BLOOM's build_alibi_tensor or MPT's build_mpt_alibi_tensor (sliced to k_len as MPT's attention does),
-    shifted per query row by the bias at the query's own position, with the causal mask: the graph's form
-    of the same attention (softmax removes the per-row constant)."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        self.recipe, self.heads = entry["hf"], artifact.params.heads
-
-    def model_bias(self, k_len: int) -> Any:
-        import torch
-
-        if self.recipe["model"] == "bloom":
-            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-
-            return build_alibi_tensor(torch.ones(1, k_len), self.heads, torch.float32)  # [heads, 1, k_len]
-        from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
-
-        # MPT builds max_seq_len columns and keeps the last k_len; past it, the same function made longer.
-        full = max(self.recipe["max_seq_len"], k_len)
-        return build_mpt_alibi_tensor(self.heads, full)[:, :, full - k_len :].float()
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        scores = torch_float(feeds["scores"])
-        q_len, k_len = scores.shape[-2:]
-        with torch.no_grad():
-            bias = self.model_bias(k_len)  # [heads, 1, k_len]
-            queries = torch.arange(k_len - q_len, k_len)
-            shifted = bias - bias[:, 0, queries].unsqueeze(-1)  # [heads, q_len, k_len]
-            future = torch.arange(k_len)[None, :] > queries[:, None]
-            shifted = shifted.masked_fill(future, float("-inf"))
-        return (scores + shifted).numpy()
 
 
 class LearnedSession(Session):
@@ -320,255 +188,6 @@ class LearnedSession(Session):
         return (torch_float(feeds["x"]) + rows).numpy()
 
 
-class PatchCoordinatesSession(Session):
-    """Pix2Struct's (Kosmos-2.5's) vision embeddings forward on the model's trained row and column tables:
-    flattened_patches of [row ids, column ids | x], the role's position_ids in its axis's column; its patch
-    projection the identity (x is the projection's output) and the other axis's table zeroed (its rows are the
-    other role's)."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        import torch
-
-        recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
-        holder = recipe["key"].rsplit(".", 2)[0]  # the embeddings module: both tables by the class's own names
-        for axis in PATCH_AXES:
-            table = getattr(self.embeddings, f"{axis}_embedder").weight
-            table.data = trained(entry, f"{holder}.{axis}_embedder.weight") if axis == recipe["axis"] \
-                else torch.zeros_like(table)
-        self.embeddings.patch_projection = torch.nn.Identity()
-        self.column = PATCH_AXES.index(recipe["axis"])
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        x = torch_float(feeds["x"])
-        ids = torch.zeros(*x.shape[:-1], 2)
-        ids[..., self.column] = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"])).float()
-        with torch.no_grad():
-            return self.embeddings(torch.cat([ids, x], dim=-1)).numpy()
-
-
-class VitSession(Session):
-    """ViTEmbeddings' (DeiT's, BEiT's, Swin's) own interpolate_pos_encoding (DPT's _resize_pos_embed) on the
-    model's trained table, added to [class (and distillation) tokens | patches] (Swin: the patches alone, y as a grid)."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
-        self.table = recipe.get("table", "position_embeddings")  # SigLIP's: an nn.Embedding
-        table = self.embeddings.get_parameter(self.table)
-        table.data = trained(entry).reshape(table.shape)
-        self.patch = entry["hf"]["patch_size"]
-        self.resize = getattr(self.embeddings, recipe["resize"]) if "resize" in recipe else None
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        x = torch_float(feeds["x"])
-        batch, h, w, dim = x.shape
-        patches = x.reshape(batch, h * w, dim)
-        tokens = torch.cat([torch_float(feeds["cls"]), patches], dim=1) if "cls" in feeds else patches
-        with torch.no_grad():
-            if self.resize:  # DPT's: the table and the target grid
-                positions = self.resize(self.embeddings.get_parameter(self.table), h, w)
-            else:
-                positions = self.embeddings.interpolate_pos_encoding(tokens, h * self.patch, w * self.patch)
-            y = tokens + positions
-        return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
-
-
-class NaflexSession(Session):
-    """SigLIP-2's Siglip2VisionEmbeddings.resize_positional_embeddings on the model's trained table (reshaped to its
-    square grid, as its forward does), at each image's (grid_h, grid_w) with no padding, added to the patches."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
-        self.table = recipe["table"]
-        table = self.embeddings.get_parameter(self.table)
-        table.data = trained(entry).reshape(table.shape)
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        x = torch_float(feeds["x"])
-        batch, h, w, dim = x.shape
-        side = self.embeddings.position_embedding_size
-        with torch.no_grad():
-            grid = self.embeddings.get_parameter(self.table).reshape(side, side, -1)
-            positions = self.embeddings.resize_positional_embeddings(grid, torch.tensor([[h, w]] * batch), max_length=h * w)
-        return (x.reshape(batch, h * w, dim) + positions).reshape(batch, h, w, dim).numpy()
-
-
-class NavitSession(Session):
-    """A NaViT tower's own embeddings forward on the model's trained table, its patch projection the identity (x's
-    patches are its pixels, one pixel a patch): Idefics2's with every patch of the grid unmasked, MiniCPM-V's image by
-    image with its (h, w) as target_sizes."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        import torch
-
-        recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
-        table = self.embeddings.position_embedding.weight
-        table.data = trained(entry).reshape(table.shape)
-        self.embeddings.patch_embedding, self.embeddings.patch_size = torch.nn.Identity(), 1
-        self.target_sizes = bool(recipe.get("target_sizes"))
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        x = torch_float(feeds["x"])
-        batch, h, w, dim = x.shape
-        pixels = x.permute(0, 3, 1, 2)  # [batch, hidden, h, w]: the forward's flatten(2).transpose(1, 2) gives x's patches
-        with torch.no_grad():
-            if self.target_sizes:  # MiniCPM-V packs its images into one sequence: one image a call
-                y = torch.cat([self.embeddings(pixels[b : b + 1], target_sizes=torch.tensor([[h, w]])) for b in range(batch)])
-            else:
-                y = self.embeddings(pixels, patch_attention_mask=torch.ones(batch, h, w, dtype=torch.bool))
-        return y.reshape(batch, h, w, dim).numpy()
-
-
-class GridSampleSession(VitSession):
-    """GLM-Image's (GLM-4V's) vision embeddings forward on the model's trained table: each image's patches packed
-    [patches, hidden] with their row and column (raster order), the table sampled there (F.grid_sample,
-    bilinear (bicubic), border padding) and added."""
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        x = torch_float(feeds["x"])
-        batch, h, w, dim = x.shape
-        rows, cols = torch.arange(h).repeat_interleave(w), torch.arange(w).repeat(h)
-        with torch.no_grad():
-            y = [self.embeddings(x[b].reshape(h * w, dim), [h * w], torch.tensor([[1, h, w]]), rows, cols) for b in range(batch)]
-        return torch.stack(y).reshape(batch, h, w, dim).numpy()
-
-
-class GridInterpolateSession(Session):
-    """A Qwen3-VL vision tower's pos_embed as its forward adds it: transformers' own
-    get_vision_interpolation_indices_and_weights with the tower's (PaddleOCR-VL's: its embeddings') interpolation mode
-    and align_corners (built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
-    and summed with their weights. Patches in raster order (spatial_merge_size 1): the graph's grid."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        import torch
-
-        with torch.device("meta"):
-            tower = import_attr(entry["hf"]["module"], entry["hf"]["tower"])(auto_config(entry))
-        self.side, self.mode, self.corners = tower.num_grid_per_side, tower.interpolation_mode, tower.interpolation_align_corners
-        self.table = trained(entry)
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-        from transformers.vision_utils import get_vision_interpolation_indices_and_weights
-
-        x = torch_float(feeds["x"])
-        batch, h, w, dim = x.shape
-        with torch.no_grad():
-            indices, weights = get_vision_interpolation_indices_and_weights(
-                torch.tensor([[1, h, w]]), self.side, mode=self.mode, align_corners=self.corners, spatial_merge_size=1)
-            rows = (torch.nn.functional.embedding(indices, self.table) * weights[:, :, None]).sum(1)
-        return (x + rows.reshape(h, w, dim)).numpy()
-
-
-class SwinSession(Session):
-    """SwinRelativePositionBias (its own index buffer) holding the block's trained table, added to scores; or,
-    for a Swin copy that adds the bias inline (recipe attention: Donut-Swin's, CLAP's), that self-attention
-    itself, see inline_bias."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        import torch
-
-        window, heads = entry["hf"]["window"], artifact.params.heads
-        if "attention" in entry["hf"]:
-            self.bias = inline_bias(import_attr(entry["hf"]["module"], entry["hf"]["attention"]), auto_config(entry),
-                                    heads, window, trained(entry))
-            return
-        from transformers.models.swin.modeling_swin import SwinRelativePositionBias
-
-        module = SwinRelativePositionBias(heads, (window, window)).eval()
-        module.relative_position_bias_table.data = trained(entry)
-        with torch.no_grad():
-            self.bias = module()
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return (torch_float(feeds["scores"]) + self.bias).numpy()
-
-
-def inline_bias(attention_class: Any, config: Any, heads: int, window: int, table: Any) -> Any:
-    """The window bias a Swin copy's self-attention adds inline: the class built for the block (head size 1)
-    holding the trained table, see softmax_input."""
-    attention = attention_class(config, heads, heads, window).eval()
-    attention.relative_position_bias_table.data = table
-    return softmax_input(attention, heads, window)
-
-
-def softmax_input(attention: Any, heads: int, window: int) -> Any:
-    """What reaches a window self-attention's softmax (head size 1) with its query projection zeroed, run
-    forward on random hidden states: q·kᵀ (Swin-V2: cos(q, k), F.normalize making a zero q zero) is then 0,
-    so this is the bias alone (captured there)."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    attention.query.weight.data.zero_()
-    if attention.query.bias is not None:
-        attention.query.bias.data.zero_()
-    seen = []
-
-    class SoftmaxInput(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            if func in (torch.nn.functional.softmax, torch.softmax, torch.Tensor.softmax):
-                seen.append(args[0].detach().clone())
-            return func(*args, **(kwargs or {}))
-
-    hidden = torch.from_numpy(np.random.default_rng(0).standard_normal((1, window * window, heads)).astype(np.float32))
-    with torch.no_grad(), SoftmaxInput():
-        attention(hidden)
-    return seen[0]
-
-
-class ContinuousBiasSession(Session):
-    """Swin-V2's continuous position bias: the model's own self-attention class (Swinv2SelfAttention,
-    Swin2SRSelfAttention) built at the block's window and pretrained window, its continuous_position_bias_mlp
-    holding the checkpoint's tensors; the bias it adds after its scaled cosine scores (16·sigmoid of the MLP's
-    table over its own relative_coords_table, gathered) captured at its softmax, see softmax_input."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        heads, window, pretrained = artifact.params.heads, recipe["window"], recipe["pretrained_window"]
-        attention_class = import_attr(recipe["module"], recipe["attention"])
-        attention = attention_class(auto_config(entry), heads, heads, window, (pretrained, pretrained)).eval()
-        attention.continuous_position_bias_mlp.load_state_dict(
-            {name: trained(entry, f"{recipe['key']}.{name}") for name in ("0.weight", "0.bias", "2.weight")})
-        self.bias = softmax_input(attention, heads, window)
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return (torch_float(feeds["scores"]) + self.bias).numpy()
-
-
-class BeitSession(Session):
-    """BeitRelativePositionBias (or the model's copy of it, as the recipe names) holding the layer's (or the
-    shared) trained table, at the trained grid."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        bias = import_attr(recipe.get("module", "transformers.models.beit.modeling_beit"),
-                           recipe.get("bias", "BeitRelativePositionBias"))
-        # Data2Vec-Vision's copy takes its window as an argument; BEiT's reads it from the config.
-        window = {"window_size": (artifact.params.window_h, artifact.params.window_w)} \
-            if "window_size" in inspect.signature(bias).parameters else {}
-        self.bias = bias(auto_config(entry), **window).eval()
-        self.bias.relative_position_bias_table.data = trained(entry)
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        with torch.no_grad():
-            return (torch_float(feeds["scores"]) + self.bias(self.bias.window_size)).numpy()
-
-
 class SinusoidTableSession(Session):
     """x + the model's own fixed sinusoid table at position_ids: whisper's `sinusoids(length, d_model)` (what
     fills its encoder's position table), or the recipe's create_sinusoidal_positions (VideoPrism's text tower),
@@ -589,189 +208,12 @@ class SinusoidTableSession(Session):
         return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
 
 
-class SinusoidModuleSession(Session):
-    """x + the model's own sinusoid module, built from the folder's config, called on position_ids (TimesFM's
-    TimesFmPositionalEmbedding: its rows at any [batch, seq] positions)."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        self.module = import_attr(recipe["module"], recipe["positional"])(auto_config(entry)).eval()
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        positions = torch.from_numpy(np.asarray(feeds["position_ids"], dtype=np.float32))
-        with torch.no_grad():
-            return np.asarray(feeds["x"], dtype=np.float32) + self.module(position=positions).numpy()
-
-
-class QueryScaleSession(Session):
-    """x times the model's own get_llama_4_attn_scale(position_ids, β, F) (Ministral-3), broadcast over
-    heads and channels as the graph's layout has them."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        self.scale = import_attr(entry["hf"]["module"], entry["hf"]["scale"])
-        self.p = artifact.params
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
-        with torch.no_grad():
-            s = self.scale(positions, self.p.beta, self.p.floor_scale)[:, 0, :, 0].float()  # [batch, seq]
-        for axis in {"bshd": (2, 3), "bhsd": (1, 3), "bsh": (2,)}[self.p.layout]:
-            s = s.unsqueeze(axis)
-        return (torch_float(feeds["x"]) * s).numpy()
-
-
-class GptjSession(Session):
-    """GPT-J's (CodeGen's) own create_sinusoidal_positions rows at position_ids and its apply_rotary_pos_emb
-    on the first rotary_dim channels of x [batch, seq, heads, dim], as its attention does."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        self.create, self.apply = import_attr(recipe["module"], recipe["create"]), import_attr(recipe["module"], recipe["apply"])
-        self.p = artifact.params
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        p, bshd = self.p, to_bshd(feeds["x"], self.p)
-        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
-        with torch.no_grad():
-            sincos = self.create(int(positions.max()) + 1, p.rotary_dim)[positions]
-            sin, cos = torch.split(sincos, p.rotary_dim // 2, dim=-1)
-            out = torch.cat([self.apply(bshd[..., : p.rotary_dim], sin, cos), bshd[..., p.rotary_dim :]], dim=-1)
-        return from_bshd(out, p)
-
-
-def to_bshd(x: np.ndarray, p: Any) -> Any:
-    """x of a rope graph's layout as a tensor [batch, seq, heads, dim]."""
-    x = torch_float(x)
-    return x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
-
-
-def from_bshd(out: Any, p: Any) -> np.ndarray:
-    return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
-
-
-class RoformerSession(Session):
-    """RoFormer's own table (RoFormerSinusoidalPositionalEmbedding.create_weight) at position_ids and
-    RoFormerSelfAttention.apply_rotary_position_embeddings on x [batch, heads, seq, dim], as its attention does."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        module = importlib.import_module(entry["hf"]["module"])
-        self.table, self.attention = module.RoFormerSinusoidalPositionalEmbedding, module.RoFormerSelfAttention
-        self.p = artifact.params
-
-    def create(self, rows: int, dim: int) -> Any:
-        """The table's rows 0 … rows − 1 ([sin | cos] halves, as GPT-J's create_sinusoidal_positions)."""
-        return self.table(rows, dim).create_weight()
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        bhsd = to_bshd(feeds["x"], self.p).transpose(1, 2)
-        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
-        with torch.no_grad():
-            table = self.create(int(positions.max()) + 1, self.p.head_dim)[positions][:, None]
-            out, _ = self.attention.apply_rotary_position_embeddings(table, bhsd, bhsd)
-        return from_bshd(out.transpose(1, 2), self.p)
-
-
-CAPTURE = "posexport_capture_query"
-
-
-def capture_query(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> tuple[Any, None]:
-    """An attention function that keeps the query it is handed (what the layer made of q) and attends to
-    nothing: the Llama-4 session reads the layer's own temperature-tuned q from it."""
-    module.captured_query = query
-    return query.new_zeros(query.shape).transpose(1, 2), None
-
-
-class PastLength:
-    """The cache Llama4TextAttention asks for the past length (its positions start there); it stores nothing."""
-
-    def __init__(self, length: int):
-        self.length = length
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.length
-
-    def update(self, key: Any, value: Any, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        return key, value
-
-
-class Llama4TemperatureSession(Session):
-    """Llama4TextAttention of a NoPE layer, q_proj the identity, run on x: its own temperature tuning scales
-    q at the cache positions; runs of consecutive positions go in one call (past length = the run's first
-    position), any other position on its own."""
-
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        import copy
-
-        import torch
-        from transformers import AttentionInterface
-
-        p, recipe = artifact.params, entry["hf"]
-        AttentionInterface.register(CAPTURE, capture_query)
-        cfg = copy.deepcopy(auto_config(entry))
-        cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = p.heads * p.head_dim, p.heads, p.heads, p.head_dim
-        cfg._attn_implementation = CAPTURE
-        self.attention = import_attr(recipe["module"], recipe["attention"])(cfg, recipe["layer"]).eval()
-        with torch.no_grad():
-            self.attention.q_proj.weight.copy_(torch.eye(p.heads * p.head_dim))
-        self.p = p
-
-    def scaled(self, rows: Any, start: int) -> Any:
-        """[1, heads, seq, dim] of the layer for tokens at start, start + 1, …"""
-        import torch
-
-        with torch.no_grad():
-            self.attention(rows, position_embeddings=None, attention_mask=None, cache=PastLength(start))
-        return self.attention.captured_query
-
-    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        import torch
-
-        p, x = self.p, torch_float(feeds["x"])
-        bshd = x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
-        out = torch.empty_like(bshd)
-        for b, row in enumerate(np.asarray(feeds["position_ids"])):
-            runs = np.split(np.arange(len(row)), np.flatnonzero(np.diff(row) != 1) + 1)
-            for run in runs:
-                tokens = bshd[b : b + 1, run[0] : run[-1] + 1].flatten(-2)
-                out[b, run[0] : run[-1] + 1] = self.scaled(tokens, int(row[run[0]]))[0].transpose(0, 1)
-        y = out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)
-        return y.numpy()
-
-
 # The recipe's kind (posexport.models' roles) -> the session running the model's code for it.
-SESSIONS = {
-    "rope": RopeSession,
-    "t5": T5Session,
-    "mpnet-bias": MpnetBiasSession,
-    "alibi": AlibiSession,
-    "learned": LearnedSession,
-    "patch-coordinates": PatchCoordinatesSession,
-    "vit": VitSession,
-    "swin": SwinSession,
-    "swin-continuous": ContinuousBiasSession,
-    "beit": BeitSession,
-    "whisper-sinusoid": SinusoidTableSession,
-    "roformer": RoformerSession,
-    "sinusoid-table": SinusoidTableSession,
-    "sinusoid-module": SinusoidModuleSession,
-    "query-scale": QueryScaleSession,
-    "llama4-temperature": Llama4TemperatureSession,
-    "gptj": GptjSession,
-    "vision-rope": VisionRopeSession,
-    "grid-interpolate": GridInterpolateSession,
-    "clvp-rope": ClvpRopeSession,
-    "grid-sample": GridSampleSession,
-    "naflex": NaflexSession,
-    "navit": NavitSession,
-}
+# The recipe's kind (a role's `hf`) -> the session running the model's code for it: the kinds several families'
+# roles share, then each family's own.
+SHARED = {"rope": RopeSession, "t5": T5Session, "learned": LearnedSession, "whisper-sinusoid": SinusoidTableSession,
+          "sinusoid-table": SinusoidTableSession}
+SESSIONS = {**SHARED, **{kind: session for family in FAMILIES for kind, session in family.sessions.items()}}
 
 
 class Hf(Runtime):

@@ -10,10 +10,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import auto_config, import_attr, torch_float, trained
 from .plan import Role
 from .t5 import NOTES as T5_NOTES
 
@@ -83,4 +90,40 @@ def text_decoder(cfg: ModelConfig) -> list[Role]:
     return [Role("t5-decoder", "t5", {**values, "weights": str(path), "key": key}, tuple(range(layers)), notes, hf)]
 
 
-FAMILY = Family(FAMILIES, read, ENCODINGS)
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+# A Pix2Struct-style tower's id columns: flattened_patches[:, :, 0] is each patch's row, [:, :, 1] its column.
+PATCH_AXES = ("row", "column")
+
+
+class PatchCoordinatesSession(Session):
+    """Pix2Struct's (Kosmos-2.5's) vision embeddings forward on the model's trained row and column tables:
+    flattened_patches of [row ids, column ids | x], the role's position_ids in its axis's column; its patch
+    projection the identity (x is the projection's output) and the other axis's table zeroed (its rows are the
+    other role's)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        holder = recipe["key"].rsplit(".", 2)[0]  # the embeddings module: both tables by the class's own names
+        for axis in PATCH_AXES:
+            table = getattr(self.embeddings, f"{axis}_embedder").weight
+            table.data = trained(entry, f"{holder}.{axis}_embedder.weight") if axis == recipe["axis"] \
+                else torch.zeros_like(table)
+        self.embeddings.patch_projection = torch.nn.Identity()
+        self.column = PATCH_AXES.index(recipe["axis"])
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        ids = torch.zeros(*x.shape[:-1], 2)
+        ids[..., self.column] = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"])).float()
+        with torch.no_grad():
+            return self.embeddings(torch.cat([ids, x], dim=-1)).numpy()
+
+
+FAMILY = Family(FAMILIES, read, ENCODINGS, sessions={"patch-coordinates": PatchCoordinatesSession})

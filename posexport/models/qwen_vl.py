@@ -38,11 +38,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from .. import checkpoint
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family, Lookup
+from .hf_code import auto_config, from_bshd, import_attr, to_bshd, torch_float, trained
 from .plan import Role
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
 from .vit import CLIP_TABLE, grid_role
@@ -294,6 +301,56 @@ def tower_encodings(tower: Tower) -> str:
                       *(["vit-learned grid (bicubic, by grid_sample)"] if tower.grid else [])])
 
 
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class VisionRopeSession(Session):
+    """A Qwen-VL vision tower's own axial VisionRotaryEmbedding on each patch's (height, width) and its
+    apply_rotary_pos_emb_vision, per batch row (the tower has no batch axis)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
+        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        bshd = to_bshd(feeds["x"], self.p)
+        rows = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))  # [2, batch, seq]
+        with torch.no_grad():
+            out = torch.stack([self.apply(bshd[b], bshd[b], *self.rotary(bshd[b], rows[:, b].T))[0] for b in range(bshd.shape[0])])
+        return from_bshd(out, self.p)
+
+
+class GridInterpolateSession(Session):
+    """A Qwen3-VL vision tower's pos_embed as its forward adds it: transformers' own
+    get_vision_interpolation_indices_and_weights with the tower's (PaddleOCR-VL's: its embeddings') interpolation mode
+    and align_corners (built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
+    and summed with their weights. Patches in raster order (spatial_merge_size 1): the graph's grid."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        with torch.device("meta"):
+            tower = import_attr(entry["hf"]["module"], entry["hf"]["tower"])(auto_config(entry))
+        self.side, self.mode, self.corners = tower.num_grid_per_side, tower.interpolation_mode, tower.interpolation_align_corners
+        self.table = trained(entry)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+        from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        with torch.no_grad():
+            indices, weights = get_vision_interpolation_indices_and_weights(
+                torch.tensor([[1, h, w]]), self.side, mode=self.mode, align_corners=self.corners, spatial_merge_size=1)
+            rows = (torch.nn.functional.embedding(indices, self.table) * weights[:, :, None]).sum(1)
+        return (x + rows.reshape(h, w, dim)).numpy()
+
+
 # Its kin not read yet, and why (the catalogue's "not yet").
 PENDING: dict[str, tuple[str, ...]] = {
     "HunYuan-VL: its sections split the doubled [θ | θ] vector (2·section each, XD-RoPE's rows), so a pair's two "
@@ -317,4 +374,4 @@ PENDING: dict[str, tuple[str, ...]] = {
 }
 
 
-FAMILY = Family((*FAMILIES, *TOWERS), read, encodings, pending=PENDING)
+FAMILY = Family((*FAMILIES, *TOWERS), read, encodings, pending=PENDING, sessions={"vision-rope": VisionRopeSession, "grid-interpolate": GridInterpolateSession})

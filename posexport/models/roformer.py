@@ -6,8 +6,16 @@ with rotary_value it turns the values too (the same rope on a third tensor). The
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import from_bshd, import_attr, to_bshd
 from .plan import Role
 from .rope_family import CONTRACT
 from .rope_reading import rope_values
@@ -28,4 +36,32 @@ def read(cfg: ModelConfig) -> list[Role]:
     return [Role("rope", "rope", values, layers, (CONTRACT, note), hf)]
 
 
-FAMILY = Family(("roformer",), read, "rope (interleaved pairs)")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class RoformerSession(Session):
+    """RoFormer's own table (RoFormerSinusoidalPositionalEmbedding.create_weight) at position_ids and
+    RoFormerSelfAttention.apply_rotary_position_embeddings on x [batch, heads, seq, dim], as its attention does."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        module = entry["hf"]["module"]
+        self.table = import_attr(module, "RoFormerSinusoidalPositionalEmbedding")
+        self.attention = import_attr(module, "RoFormerSelfAttention")
+        self.p = artifact.params
+
+    def create(self, rows: int, dim: int) -> Any:
+        """The table's rows 0 … rows − 1 ([sin | cos] halves, as GPT-J's create_sinusoidal_positions)."""
+        return self.table(rows, dim).create_weight()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        bhsd = to_bshd(feeds["x"], self.p).transpose(1, 2)
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            table = self.create(int(positions.max()) + 1, self.p.head_dim)[positions][:, None]
+            out, _ = self.attention.apply_rotary_position_embeddings(table, bhsd, bhsd)
+        return from_bshd(out.transpose(1, 2), self.p)
+
+
+FAMILY = Family(("roformer",), read, "rope (interleaved pairs)", sessions={"roformer": RoformerSession})

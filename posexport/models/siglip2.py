@@ -11,9 +11,16 @@ order, as the processor packs them); the processor's padding patches past h·w a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import auto_config, import_attr, torch_float, trained
 from .plan import Role
 from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES
 
@@ -34,4 +41,30 @@ def read(cfg: ModelConfig) -> list[Role]:
     return [Role("vit-learned", "vit-learned", values, (), notes, hf)]
 
 
-FAMILY = Family(("siglip2_vision_model",), read, "vit-learned (antialiased bilinear at every grid)")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class NaflexSession(Session):
+    """SigLIP-2's Siglip2VisionEmbeddings.resize_positional_embeddings on the model's trained table (reshaped to its
+    square grid, as its forward does), at each image's (grid_h, grid_w) with no padding, added to the patches."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.table = recipe["table"]
+        table = self.embeddings.get_parameter(self.table)
+        table.data = trained(entry).reshape(table.shape)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        side = self.embeddings.position_embedding_size
+        with torch.no_grad():
+            grid = self.embeddings.get_parameter(self.table).reshape(side, side, -1)
+            positions = self.embeddings.resize_positional_embeddings(grid, torch.tensor([[h, w]] * batch), max_length=h * w)
+        return (x.reshape(batch, h * w, dim) + positions).reshape(batch, h, w, dim).numpy()
+
+
+FAMILY = Family(("siglip2_vision_model",), read, "vit-learned (antialiased bilinear at every grid)", sessions={"naflex": NaflexSession})

@@ -13,10 +13,17 @@ runtime runs; their absolute tables (use_absolute_embeddings) are not read."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import auto_config, import_attr, softmax_input, torch_float, trained
 from .plan import Role
 from .vit import grid_role
 
@@ -77,4 +84,39 @@ def read(cfg: ModelConfig) -> list[Role]:
     return roles
 
 
-FAMILY = Family(tuple(FAMILIES), read, "swin bias")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class SwinSession(Session):
+    """SwinRelativePositionBias (its own index buffer) holding the block's trained table, added to scores; or,
+    for a Swin copy that adds the bias inline (recipe attention: Donut-Swin's, CLAP's), that self-attention
+    itself, see inline_bias."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        import torch
+
+        window, heads = entry["hf"]["window"], artifact.params.heads
+        if "attention" in entry["hf"]:
+            self.bias = inline_bias(import_attr(entry["hf"]["module"], entry["hf"]["attention"]), auto_config(entry),
+                                    heads, window, trained(entry))
+            return
+        from transformers.models.swin.modeling_swin import SwinRelativePositionBias
+
+        module = SwinRelativePositionBias(heads, (window, window)).eval()
+        module.relative_position_bias_table.data = trained(entry)
+        with torch.no_grad():
+            self.bias = module()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return (torch_float(feeds["scores"]) + self.bias).numpy()
+
+
+def inline_bias(attention_class: Any, config: Any, heads: int, window: int, table: Any) -> Any:
+    """The window bias a Swin copy's self-attention adds inline: the class built for the block (head size 1)
+    holding the trained table, see softmax_input."""
+    attention = attention_class(config, heads, heads, window).eval()
+    attention.relative_position_bias_table.data = table
+    return softmax_input(attention, heads, window)
+
+
+FAMILY = Family(tuple(FAMILIES), read, "swin bias", sessions={"swin": SwinSession})

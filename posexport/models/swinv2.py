@@ -11,11 +11,18 @@ cannot add: refused."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from ..contract import Artifact
 from ..errors import PosexportError
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import auto_config, import_attr, softmax_input, torch_float, trained
 from .plan import Role
 from .vit import square
 
@@ -97,4 +104,26 @@ def read(cfg: ModelConfig) -> list[Role]:
     return roles
 
 
-FAMILY = Family(tuple(FAMILIES), read, "swin bias (its table from the block's continuous-position-bias MLP)")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class ContinuousBiasSession(Session):
+    """Swin-V2's continuous position bias: the model's own self-attention class (Swinv2SelfAttention,
+    Swin2SRSelfAttention) built at the block's window and pretrained window, its continuous_position_bias_mlp
+    holding the checkpoint's tensors; the bias it adds after its scaled cosine scores (16·sigmoid of the MLP's
+    table over its own relative_coords_table, gathered) captured at its softmax, see softmax_input."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        heads, window, pretrained = artifact.params.heads, recipe["window"], recipe["pretrained_window"]
+        attention_class = import_attr(recipe["module"], recipe["attention"])
+        attention = attention_class(auto_config(entry), heads, heads, window, (pretrained, pretrained)).eval()
+        attention.continuous_position_bias_mlp.load_state_dict(
+            {name: trained(entry, f"{recipe['key']}.{name}") for name in ("0.weight", "0.bias", "2.weight")})
+        self.bias = softmax_input(attention, heads, window)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return (torch_float(feeds["scores"]) + self.bias).numpy()
+
+
+FAMILY = Family(tuple(FAMILIES), read, "swin bias (its table from the block's continuous-position-bias MLP)", sessions={"swin-continuous": ContinuousBiasSession})

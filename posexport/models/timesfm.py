@@ -9,8 +9,16 @@ use_positional_embedding (transformers' default) the model adds no position code
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family
+from .hf_code import auto_config, import_attr
 from .plan import Role
 
 
@@ -39,4 +47,23 @@ def read(cfg: ModelConfig) -> list[Role]:
                              "positional": "TimesFmPositionalEmbedding"})]
 
 
-FAMILY = Family(("timesfm",), read, "sinusoidal ([sin | cos], use_positional_embedding only; rows rolled past leading padding)")
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class SinusoidModuleSession(Session):
+    """x + the model's own sinusoid module, built from the folder's config, called on position_ids (TimesFM's
+    TimesFmPositionalEmbedding: its rows at any [batch, seq] positions)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.module = import_attr(recipe["module"], recipe["positional"])(auto_config(entry)).eval()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        positions = torch.from_numpy(np.asarray(feeds["position_ids"], dtype=np.float32))
+        with torch.no_grad():
+            return np.asarray(feeds["x"], dtype=np.float32) + self.module(position=positions).numpy()
+
+
+FAMILY = Family(("timesfm",), read, "sinusoidal ([sin | cos], use_positional_embedding only; rows rolled past leading padding)", sessions={"sinusoid-module": SinusoidModuleSession})

@@ -17,10 +17,17 @@ after the class token once the positions are added, and take none), IDEFICS' tow
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .family import Family, Lookup
+from .hf_code import auto_config, import_attr, torch_float, trained
 from .plan import Role
 
 
@@ -177,6 +184,54 @@ def encodings(model_type: str, lookup: Lookup) -> str:
     return f"vit-learned ({form})" if form else "vit-learned"
 
 
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+class VitSession(Session):
+    """ViTEmbeddings' (DeiT's, BEiT's, Swin's) own interpolate_pos_encoding (DPT's _resize_pos_embed) on the
+    model's trained table, added to [class (and distillation) tokens | patches] (Swin: the patches alone, y as a grid)."""
+
+    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+        recipe = entry["hf"]
+        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.table = recipe.get("table", "position_embeddings")  # SigLIP's: an nn.Embedding
+        table = self.embeddings.get_parameter(self.table)
+        table.data = trained(entry).reshape(table.shape)
+        self.patch = entry["hf"]["patch_size"]
+        self.resize = getattr(self.embeddings, recipe["resize"]) if "resize" in recipe else None
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        patches = x.reshape(batch, h * w, dim)
+        tokens = torch.cat([torch_float(feeds["cls"]), patches], dim=1) if "cls" in feeds else patches
+        with torch.no_grad():
+            if self.resize:  # DPT's: the table and the target grid
+                positions = self.resize(self.embeddings.get_parameter(self.table), h, w)
+            else:
+                positions = self.embeddings.interpolate_pos_encoding(tokens, h * self.patch, w * self.patch)
+            y = tokens + positions
+        return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
+
+
+class GridSampleSession(VitSession):
+    """GLM-Image's (GLM-4V's) vision embeddings forward on the model's trained table: each image's patches packed
+    [patches, hidden] with their row and column (raster order), the table sampled there (F.grid_sample,
+    bilinear (bicubic), border padding) and added."""
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        rows, cols = torch.arange(h).repeat_interleave(w), torch.arange(w).repeat(h)
+        with torch.no_grad():
+            y = [self.embeddings(x[b].reshape(h * w, dim), [h * w], torch.tensor([[1, h, w]]), rows, cols) for b in range(batch)]
+        return torch.stack(y).reshape(batch, h, w, dim).numpy()
+
+
 # Its kin not read yet, and why (the catalogue's "not yet").
 PENDING: dict[str, tuple[str, ...]] = {
     "ViTPose: the table's class row added to every patch (position_embeddings[:, 1:] + [:, :1]), no class "
@@ -189,4 +244,4 @@ PENDING: dict[str, tuple[str, ...]] = {
 }
 
 
-FAMILY = Family(tuple(FAMILIES), read, encodings, pending=PENDING)
+FAMILY = Family(tuple(FAMILIES), read, encodings, pending=PENDING, sessions={"vit": VitSession, "grid-sample": GridSampleSession})

@@ -1,0 +1,74 @@
+"""The one way from a recipe into transformers' code, shared by every family's sessions: a named attribute of a
+transformers module, the folder's config (a composite's part, a wrapper's text_config, a tower's vision_config), a
+trained tensor of the checkpoint, and the tensor conversions the sessions share."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import checkpoint
+
+
+def import_attr(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(module), name)
+
+
+def auto_config(entry: Mapping[str, Any]) -> Any:
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(entry["folder"], local_files_only=True)
+    for name in entry["hf"]["part"].split(".") if "part" in entry["hf"] else ():  # a composite's part: its own config
+        cfg = getattr(cfg, name)
+    if entry["hf"].get("vision_config"):
+        return cfg.vision_config
+    return cfg.get_text_config() if entry["hf"].get("text_config") else cfg
+
+
+def torch_float(array: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+
+
+def trained(entry: Mapping[str, Any], key: str | None = None) -> Any:
+    """The role's trained table (or its tensor ``key``), read from the model's checkpoint as a float32 torch tensor."""
+    return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (key or entry["hf"]["key"],))))
+
+
+def to_bshd(x: np.ndarray, p: Any) -> Any:
+    """x of a rope graph's layout as a tensor [batch, seq, heads, dim]."""
+    x = torch_float(x)
+    return x if p.layout == "bshd" else x.transpose(1, 2) if p.layout == "bhsd" else x.unflatten(-1, (p.heads, p.head_dim))
+
+
+def from_bshd(out: Any, p: Any) -> np.ndarray:
+    return (out if p.layout == "bshd" else out.transpose(1, 2) if p.layout == "bhsd" else out.flatten(-2)).numpy()
+
+
+def softmax_input(attention: Any, heads: int, window: int) -> Any:
+    """What reaches a window self-attention's softmax (head size 1) with its query projection zeroed, run
+    forward on random hidden states: q·kᵀ (Swin-V2: cos(q, k), F.normalize making a zero q zero) is then 0,
+    so this is the bias alone (captured there)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    attention.query.weight.data.zero_()
+    if attention.query.bias is not None:
+        attention.query.bias.data.zero_()
+    seen = []
+
+    class SoftmaxInput(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in (torch.nn.functional.softmax, torch.softmax, torch.Tensor.softmax):
+                seen.append(args[0].detach().clone())
+            return func(*args, **(kwargs or {}))
+
+    hidden = torch.from_numpy(np.random.default_rng(0).standard_normal((1, window * window, heads)).astype(np.float32))
+    with torch.no_grad(), SoftmaxInput():
+        attention(hidden)
+    return seen[0]
