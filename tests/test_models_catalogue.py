@@ -27,11 +27,13 @@ from posexport.verdicts.from_model import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import mrope, scaling  # noqa: E402
-from posexport.models.oracle import SESSIONS, model_bound, recipe_problem  # noqa: E402
+from posexport.models import oracle  # noqa: E402
+from posexport.models.oracle import model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
 
 from . import arch_zoo  # noqa: E402
+from .harness import own_model  # noqa: E402
 
 # Readers that need a config only (the others read trained tables: tests/test_models_hf.py builds those).
 CONFIG_READERS = ("decoders", "llama", "falcon", "phi3", "neox", "glm", "wrapper", "qwen_vl", "llama4", "gptj", "moonshine", "gemma4", "deepseek", "roformer", "zamba2",
@@ -160,11 +162,11 @@ def feeds_for(encoding, p, rng, grids=GRIDS):
 def model_frequencies(session, role) -> tuple[np.ndarray, float]:
     """The model's inverse frequencies and attention factor: its rotary module's buffers, or (GPT-J,
     CodeGen, RoFormer) the angles of its sinusoid table's row for position 1."""
-    if role.hf["kind"] in ("gptj", "roformer"):
+    if role.hf.kind in ("gptj", "roformer"):
         row = session.create(2, session.p.rotary_dim)[1].double().numpy()
         half = session.p.rotary_dim // 2
         return np.arctan2(row[:half], row[half:]), 1.0
-    prefix = f"{role.hf['layer_type']}_" if role.hf.get("layer_type") else ""
+    prefix = f"{role.hf.layer_type}_" if role.hf.layer_type else ""
     return getattr(session.rotary, f"{prefix}inv_freq").double().numpy(), getattr(session.rotary, f"{prefix}attention_scaling")
 
 
@@ -177,7 +179,7 @@ def test_every_read_type_agrees_with_transformers(tiny_models, model_type):
         encoding = get_encoding(role.encoding)
         p = encoding.params(**role.values)
         assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         if role.encoding == "rope":  # float64 frequencies against the model's own rope init
             theirs, their_factor = model_frequencies(session, role)
             ours, factor = scaling.frequencies(p)
@@ -205,26 +207,26 @@ def rotations_in_transformers(folder: Path) -> list[tuple[tuple[int, ...], objec
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(folder)
     recipe = read_model(folder).roles[0].hf
-    module = importlib.import_module(recipe["module"])
+    module = importlib.import_module(recipe.module)
     try:
         model = AutoModel.from_config(config).eval()
     except ValueError:  # a text model no auto class maps (Mllama's): the module's <Prefix>TextModel
-        model = getattr(module, recipe["rotary"].replace("RotaryEmbedding", "TextModel"))(config).eval()
+        model = getattr(module, recipe.rotary.replace("RotaryEmbedding", "TextModel"))(config).eval()
     # A multimodal model's decoder layers are its language model's (Mllama).
     layers, current, rotating = getattr(model, "layers", None) or model.language_model.layers, [None], {}
-    apply = getattr(module, recipe["apply"])
+    apply = getattr(module, recipe.apply)
 
     def noted(*args, **kwargs):
         rotating[current[0]] = tuple(args[0].shape), args[2]
         return apply(*args, **kwargs)
 
     hooks = [layer.register_forward_pre_hook(lambda _m, _a, i=i: current.__setitem__(0, i)) for i, layer in enumerate(layers)]
-    setattr(module, recipe["apply"], noted)
+    setattr(module, recipe.apply, noted)
     try:
         with torch.no_grad():
             model(input_ids=torch.arange(1, 6)[None])
     finally:
-        setattr(module, recipe["apply"], apply)
+        setattr(module, recipe.apply, apply)
         for hook in hooks:
             hook.remove()
     return [rotating.get(i) for i in range(len(layers))]
@@ -307,7 +309,7 @@ def test_per_layer_type_plans_match_transformers_layer_types(tiny_models, model_
 
     plan = read_model(tiny_models[model_type])
     types = AutoConfig.from_pretrained(tiny_models[model_type]).layer_types
-    assert [plan.layer_rope(i).hf["layer_type"] for i in range(plan.layer_count)] == types
+    assert [plan.layer_rope(i).hf.layer_type for i in range(plan.layer_count)] == types
 
 
 @pytest.mark.parametrize("model_type, floor", [("ministral3", 16384), ("mistral4", 8192)])
@@ -400,7 +402,7 @@ def test_qwen3_vl_pos_embed_read_with_corners_aligned_and_a_misread_fails(tiny_m
     assert (role.values["interpolation"], role.values["align_corners"], role.values["trained_h"]) == ("bilinear", True, 6)
     encoding, rng = get_encoding("vit-learned"), np.random.default_rng(1)
     wrong = encoding.params(**{**role.values, "align_corners": False})
-    session = SESSIONS["grid-interpolate"](Built(encoding, wrong, plan.manifest_entry(role)), plan.manifest_entry(role))
+    session = oracle.session(Built(encoding, wrong, plan.manifest_entry(role)), plan.manifest_entry(role))
     errors = [np.max(np.abs(session.run(feeds) - encoding.reference(wrong, feeds))) for feeds in feeds_for(encoding, wrong, rng)]
     assert errors[0] < 1e-6 and min(errors[1:3]) > 0.1
 
@@ -411,25 +413,6 @@ def test_qwen3_vl_without_weights_says_its_pos_embed_was_not_built(tmp_path):
     plan = read_model(folder)
     assert [r.role for r in plan.roles] == ["mrope", "mrope-vision"]
     assert any("pos_embed" in note and "not built" in note for note in plan.role("mrope-vision").notes)
-
-
-def own_model(config):
-    """transformers' model of a config: AutoModel's, else (a tower with no AutoModel entry) the class of
-    its modeling module (a text or audio tower, a Q-Former) made for this config class."""
-    import importlib
-    import inspect
-
-    from transformers import AutoModel
-    from transformers.models.auto.configuration_auto import model_type_to_module_name
-
-    try:
-        return AutoModel.from_config(config)
-    except ValueError:
-        name = model_type_to_module_name(config.model_type)
-        module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
-        (cls,) = [c for n, c in vars(module).items() if inspect.isclass(c) and n.endswith(("TextModel", "AudioModel", "QFormerModel"))
-                  and getattr(c, "config_class", None) is type(config)]
-        return cls(config)
 
 
 START = {learned.FROM_ZERO: lambda cfg: 0, learned.FROM_PADDING: lambda cfg: cfg.pad_token_id + 1, learned.FROM_TWO: lambda cfg: 2}
@@ -472,7 +455,7 @@ def bias_roles_agree_with_hf(plan, rng: np.random.Generator, scores_shape: tuple
         encoding = get_encoding(role.encoding)
         p = encoding.params(**role.values)
         assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         feeds = {"scores": rng.standard_normal(scores_shape).astype(np.float32)}
         assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
 
@@ -564,7 +547,7 @@ def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type
     encoding = get_encoding(role.encoding)
     p = encoding.params(**{**role.values, "max_grid": max(24, role.values["trained_h"])})
     assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
-    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
     side = (role.values["trained_h"], role.values["trained_w"])
     for feeds in feeds_for(encoding, p, np.random.default_rng(0), grids=(side, *GRIDS[1:])):
         exact = encoding.reference(p, feeds)
@@ -678,7 +661,7 @@ def test_idefics_tower_passes_parity_from_model_and_size_based_bicubic_fails(tmp
     p = encoding.params(**role.values)
     for feeds in feeds_for(encoding, p, np.random.default_rng(0), grids=((16, 9), (9, 16))):
         exact = encoding.reference(p, feeds)
-        assert np.max(np.abs(SESSIONS["vit"](Built(encoding, p, entry), entry).run(feeds) - exact)) / np.max(np.abs(exact)) < 1e-5
+        assert np.max(np.abs(oracle.session(Built(encoding, p, entry), entry).run(feeds) - exact)) / np.max(np.abs(exact)) < 1e-5
     statuses, grids = misread_statuses(folder, tmp_path, {**role.values, "resample_by": "size"})
     assert len(statuses) > 2 and all((s == "pass") == (grids[c] == (16, 16)) for c, s in statuses.items()), statuses
 
@@ -727,7 +710,7 @@ def test_swin_window_biases_are_the_blocks_own(tmp_path, model_type):
         encoding = get_encoding(role.encoding)
         p = encoding.params(**role.values)
         assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         feeds = {"scores": rng.standard_normal((2, heads, 9, 9)).astype(np.float32)}
         assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
 
@@ -838,7 +821,7 @@ def test_videoprism_text_sinusoid_is_its_embeddings_own(tmp_path):
     feeds = {"x": tokens.double().numpy() * 8.0, "position_ids": np.tile(np.arange(17), (2, 1))}  # √64
     assert np.max(np.abs(encoding.reference(p, feeds) - theirs)) < 1e-5
     assert recipe_problem(plan.manifest_entry(role)) == ""  # the hf runtime accepts the recipe
-    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
     assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5
 
 
@@ -910,7 +893,7 @@ def test_florence2_reads_its_bart_tables_as_bart(tmp_path):
     for mine, barts in zip(plan.roles, theirs):
         assert recipe_problem(plan.manifest_entry(mine)) == ""  # the hf runtime accepts the recipe
         assert {**mine.values, "weights": "", "key": ""} == {**barts.values, "weights": "", "key": ""}
-        assert mine.values["key"] == f"model.language_model.{barts.values['key']}" and mine.hf["text_config"]
+        assert mine.values["key"] == f"model.language_model.{barts.values['key']}" and mine.hf.text_config
 
 
 def model_inputs(model, config, tokens):
@@ -961,7 +944,7 @@ def test_sinusoid_tables_add_the_rows_transformers_adds(tmp_path, model_type):
     for rows in added:
         assert np.max(np.abs(ours - (feeds["x"] + rows.double().numpy()))) < 1e-5
     assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
-    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
     assert np.max(np.abs(session.run(feeds) - ours)) < 1e-5
 
 
@@ -1129,7 +1112,7 @@ def test_chunked_audio_encoders_add_the_sinusoid_from_0_in_every_chunk(tmp_path,
     assert np.max(np.abs(get_runtime("ort-cpu").load(built.artifact).run(feeds) - ours)) < 1e-5
     entry = read_model(folder).manifest_entry(role)
     assert recipe_problem(entry) == ""
-    assert np.max(np.abs(SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry).run(feeds) - ours)) < 1e-5
+    assert np.max(np.abs(oracle.session(Built(encoding, p, entry), entry).run(feeds) - ours)) < 1e-5
 
 
 def test_chunked_audio_encoders_refuse_configs_their_models_misplace(tmp_path):
@@ -1173,7 +1156,7 @@ def test_dots3_note_audio_rope_is_its_towers_own(tmp_path):
     assert role.layers == (0, 1) and role.values["rotary_dim"] == 8  # partial_rotary_factor 0.5 of head_dim 16
     encoding, entry = get_encoding(role.encoding), plan.manifest_entry(role)
     p = encoding.params(**role.values)
-    session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+    session = oracle.session(Built(encoding, p, entry), entry)
     theirs, their_factor = model_frequencies(session, role)
     ours, factor = scaling.frequencies(p)
     assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs) and abs(factor - their_factor) < 1e-6
@@ -1181,7 +1164,7 @@ def test_dots3_note_audio_rope_is_its_towers_own(tmp_path):
         exact, largest = encoding.reference(p, feeds), int(feeds["position_ids"].max())
         error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
         assert error < model_bound(DTYPES["float32"].bound(largest), largest)
-    module = importlib.import_module(role.hf["module"])
+    module = importlib.import_module(role.hf.module)
     config = arch_zoo.config_class("dots3_note_audio_encoder").from_pretrained(folder)
     torch.manual_seed(0)
     tower, rotated, apply = module.Dots3NoteAudioModel(config).eval(), [], module.apply_rotary_pos_emb
@@ -1329,7 +1312,7 @@ def test_musicgen_sinusoid_is_its_decoders_own(tmp_path, model_type):
         sines_first = encoding.reference(encoding.params(**{**role.values, "pair_layout": "concat"}), feeds)
         assert np.max(np.abs(sines_first - (x + rows))) > 0.5
     assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
-    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
     assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5
     cli_build(folder, None, {}, tmp_path / "graphs", None, backend="portable")
     (graph,) = sorted((tmp_path / "graphs").glob("*.onnx"))
@@ -1397,7 +1380,7 @@ def test_time_series_sinusoid_is_each_parts_own(tmp_path, model_type):
         feeds = {"x": x, "position_ids": np.arange(len(rows))[None] + 6}
         assert np.max(np.abs(encoding.reference(p, feeds) - (x + added["decoder"]))) > 0.1
     assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
-    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
     assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5
 
 
@@ -1457,7 +1440,7 @@ def test_videomae_sinusoids_are_its_own(tmp_path, pretraining):
         sines_first = encoding.reference(encoding.params(**{**role.values, "pair_layout": "concat"}), feeds)
         assert np.max(np.abs(sines_first - (x + rows))) > 0.5, role.role
         assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+        session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
         assert np.max(np.abs(session.run(feeds) - encoding.reference(p, feeds))) < 1e-5, role.role
 
 
@@ -1500,7 +1483,7 @@ def test_timesfm_sinusoid_is_its_own_rolled_past_the_padding(tmp_path):
     unrolled = {"x": x, "position_ids": np.tile(np.arange(9), (2, 1))}
     assert np.max(np.abs(encoding.reference(p, unrolled) - (x + added))) > 0.5
     assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime runs it and agrees
-    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
     assert np.max(np.abs(session.run(rolled) - encoding.reference(p, rolled))) < 1e-5
     cli_build(folder, None, {}, tmp_path / "graphs", None, backend="portable")
     (graph,) = sorted((tmp_path / "graphs").glob("*.onnx"))
@@ -1573,7 +1556,7 @@ def test_patch_series_tables_are_the_encoders_own(tmp_path, model_type, cls_toke
     ours = encoding.reference(p, feeds)
     assert role.values["max_positions"] == rows and np.max(np.abs(ours - (feeds["x"] + added.reshape(6, rows, 16)))) < 1e-6
     assert recipe_problem(plan.manifest_entry(role)) == ""  # parity's hf runtime reads the same table
-    session = SESSIONS[role.hf["kind"]](Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
+    session = oracle.session(Built(encoding, p, plan.manifest_entry(role)), plan.manifest_entry(role))
     assert np.max(np.abs(session.run(feeds) - ours)) < 1e-5
 
 
@@ -1644,7 +1627,7 @@ def test_vit_mae_tables_are_its_own(tmp_path, pretraining):
     assert np.max(np.abs(ours[:, np.concatenate([[0], 1 + kept])] - encoder_rows.numpy())) < 1e-5
     entry = plan.manifest_entry(plan.roles[0])
     assert recipe_problem(entry) == ""  # the hf runtime accepts the recipe
-    session = SESSIONS[plan.roles[0].hf["kind"]](Built(encoding, p, entry), entry)
+    session = oracle.session(Built(encoding, p, entry), entry)
     for feeds in feeds_for(encoding, p, rng, grids=((4, 4), *GRIDS[1:])):
         exact = encoding.reference(p, feeds)
         assert np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact))) < 1e-5
@@ -1691,7 +1674,7 @@ def test_a_qwen_vl_tower_alone_reads_its_own_rope_theta_and_a_misread_fails(tmp_
     errors = {}
     for base in (100.0, 10000.0):
         p = encoding.params(**{**role.values, "base": base})
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        session = oracle.session(Built(encoding, p, entry), entry)
         errors[base] = [np.max(np.abs(session.run(f) - encoding.reference(p, f))) / max(1.0, np.max(np.abs(encoding.reference(p, f))))
                         for f in feeds_for(encoding, p, rng)]
     bound = model_bound(DTYPES["float32"].bound(5016), 5016)
@@ -1733,7 +1716,7 @@ def test_esm_rotary_is_its_own_and_a_misread_fails(tmp_path):
     assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs)
     for layout, agrees in (("half", True), ("interleaved", False)):
         p = encoding.params(**{**role.values, "pair_layout": layout})
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        session = oracle.session(Built(encoding, p, entry), entry)
         for feeds in feeds_for(encoding, p, rng):
             exact = encoding.reference(p, feeds)
             error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
@@ -1814,7 +1797,7 @@ def rope_roles_agree_with_hf(plan, roles, rng, misread=None):
         encoding, entry = get_encoding(role.encoding), plan.manifest_entry(role)
         p = encoding.params(**{**role.values, **(misread or {})})
         assert recipe_problem(entry) == ""  # the hf runtime accepts the recipe
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        session = oracle.session(Built(encoding, p, entry), entry)
         bound = model_bound(DTYPES["float32"].bound(5016), 5016)
         for feeds in feeds_for(encoding, p, rng):
             exact = encoding.reference(p, feeds)
@@ -1976,7 +1959,7 @@ def test_glm4v_tower_grid_is_bicubic_as_its_grid_sample_and_a_misread_fails(tmp_
     errors = {}
     for interpolation in ("bicubic", "bilinear"):
         p = encoding.params(**{**role.values, "interpolation": interpolation})
-        session = SESSIONS[role.hf["kind"]](Built(encoding, p, entry), entry)
+        session = oracle.session(Built(encoding, p, entry), entry)
         errors[interpolation] = [np.max(np.abs(session.run(f) - encoding.reference(p, f))) for f in feeds_for(encoding, p, rng)]
     assert max(errors["bicubic"]) < 1e-5 and errors["bilinear"][0] < 1e-5 and min(errors["bilinear"][1:3]) > 0.1, errors
 
@@ -1989,7 +1972,7 @@ def test_paddleocr_vl_tower_grid_has_half_pixel_centres_and_a_misread_fails(tmp_
     assert (role.values["align_corners"], role.values["trained_h"]) == (False, 6)
     encoding, entry, rng = get_encoding("vit-learned"), plan.manifest_entry(role), np.random.default_rng(1)
     wrong = encoding.params(**{**role.values, "align_corners": True})
-    session = SESSIONS["grid-interpolate"](Built(encoding, wrong, entry), entry)
+    session = oracle.session(Built(encoding, wrong, entry), entry)
     errors = [np.max(np.abs(session.run(feeds) - encoding.reference(wrong, feeds))) for feeds in feeds_for(encoding, wrong, rng)]
     assert errors[0] < 1e-6 and min(errors[1:3]) > 0.1
 
@@ -2022,7 +2005,7 @@ def test_decision_transformer_tables_add_the_rows_its_forward_adds(tmp_path):
 
     def error(role, positions):
         p, x = encoding.params(**role.values), rng.standard_normal((1, positions.shape[1], 32))
-        rows = added[role.hf["key"]]
+        rows = added[role.hf.key]
         return np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + rows)))
 
     assert error(plan.roles[0], timesteps.numpy()) < 1e-6

@@ -24,7 +24,8 @@ from posexport.verdicts.from_model import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import scaling  # noqa: E402
-from posexport.models.oracle import SESSIONS, model_bound, recipe_problem  # noqa: E402
+from posexport.models import oracle  # noqa: E402
+from posexport.models.oracle import model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
 
@@ -103,7 +104,7 @@ def part_of(model_type: str, role, config) -> tuple[composite.Part, object]:
     """The part a role comes from (the innermost, where a part is a composite itself), its module the whole path
     within the composite's model, and its sub-config."""
     line, modules = composite.COMPOSITES[model_type], []
-    for key in role.hf["part"].split("."):
+    for key in role.hf.part.split("."):
         part = next(p for p in line.parts if p.key == key)
         modules.append(part.module)
         config = getattr(config, key)
@@ -114,7 +115,7 @@ def part_of(model_type: str, role, config) -> tuple[composite.Part, object]:
 def hf_session(plan, role, p):
     entry = plan.manifest_entry(role)
     assert recipe_problem(entry) == ""  # the hf runtime accepts the recipe
-    return SESSIONS[role.hf["kind"]](Built(get_encoding(role.encoding), p, entry), entry)
+    return oracle.session(Built(get_encoding(role.encoding), p, entry), entry)
 
 
 def rows_the_tower_adds(model, part, role, sub) -> tuple[np.ndarray, np.ndarray]:
@@ -199,7 +200,7 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
             x = rng.standard_normal(rows.shape)
             assert np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + rows))) < 1e-6, role.role
         if role.encoding == "vit-learned":  # the composite's own embeddings module resamples its table
-            table = role.hf.get("table", "position_embeddings")
+            table = role.hf.table
             session.embeddings = model.get_submodule(role.values["key"].removesuffix(f".{table}"))
         if role.encoding == "sinusoidal" and part.role == "text":  # the composite's own fairseq table (its `weights`)
             table = next(m for m in model.get_submodule(part.module).modules() if hasattr(m, "weights")).weights
@@ -211,7 +212,7 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
         if role.encoding == "rope":  # the composite's own rotary module for the part: the frequencies the graph turns by
             rotary = next(m for m in model.get_submodule(part.module).modules()
                           if type(m).__name__.endswith("RotaryEmbedding"))
-            prefix = f"{role.hf['layer_type']}_" if role.hf.get("layer_type") else ""
+            prefix = f"{role.hf.layer_type}_" if role.hf.layer_type else ""
             theirs = getattr(rotary, f"{prefix}inv_freq").double().numpy()
             ours, factor = scaling.frequencies(p)
             assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs) and factor == 1.0, role.role

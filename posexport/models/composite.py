@@ -23,6 +23,7 @@ from .config import ModelConfig
 from .family import Family, Lookup
 from .learned import BART_LIKE
 from .plan import Role
+from .recipes import LearnedRecipe
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         sub.check_all_read()
         notes = (NOTE.format(role=part.role, key=part.key, inner=inner), *filter(None, [part.note]), *beside)
         roles += [dataclasses.replace(r, role=f"{part.role}-{r.role}", notes=(*r.notes, *notes),
-                                      hf={**r.hf, "part": ".".join((part.key, *filter(None, [r.hf.get("part")])))})
+                                      hf=dataclasses.replace(r.hf, part=".".join((part.key, *filter(None, [r.hf.part])))))
                   for r in found]
     for table in line.tables:
         sizing = ModelConfig(cfg.get(table.part), cfg.architecture, f"{cfg.source} {table.part}", cfg.folder)
@@ -197,7 +198,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         path, key = cfg.locate((table.key,))
         notes = (table.note, f"position_ids are 0 … {rows - 1} ({table.part}.{table.rows[0]} rows)")
         roles.append(Role(table.role, "learned", {"weights": str(path), "key": key, "max_positions": rows}, (), notes,
-                          {"kind": "learned", "key": key, "part": table.part}))
+                          LearnedRecipe(key=key, part=table.part)))
     return roles
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import checkpoint, guarded
 from ..errors import PosexportError
+
 # POSITION_WORDS: key names that speak of positions. A key matching it that the architecture's reader did
 # not take, or did not declare harmless, stops the build.
 from ..rope.config import POSITION_WORDS, read_json, shown

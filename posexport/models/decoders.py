@@ -44,9 +44,11 @@ q · (1 + β·ln(1 + ⌊p / original_max_position_embeddings⌋)).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -56,6 +58,7 @@ from .config import ModelConfig
 from .family import Family, Lookup
 from .hf_code import import_attr, torch_float
 from .plan import LINEAR_ATTENTION, Role, softmax_attention
+from .recipes import Recipe
 from .rope_family import LAYER_ROLES, heads_and_dim, hf_rope, rope_role, text_part
 from .rope_reading import rope_values
 
@@ -434,8 +437,7 @@ def query_scale_role(cfg: ModelConfig, module: str, heads: int, head_dim: int, b
         cfg.fail(f"rope_parameters.{QUERY_SCALE}", beta, "expected a number")
     values = {"heads": heads, "head_dim": head_dim, "beta": float(beta), "floor_scale": int(floor), "offset": 0,
               "max_positions": rope["max_positions"]}
-    hf = {"kind": "query-scale", "module": f"transformers.models.{module}.modeling_{module}",
-          "scale": "get_llama_4_attn_scale"}
+    hf = QueryScaleRecipe(module=f"transformers.models.{module}.modeling_{module}", scale="get_llama_4_attn_scale")
     notes = ("x is the rotated q, [batch, seq, heads, head_dim]; position_ids are the model's own",
              f"q · (1 + β·ln(1 + ⌊p / {floor}⌋)), β = llama_4_scaling_beta = {beta}: every layer, after rope")
     return Role("query-scale", "query-scale", values, tuple(range(count)), notes, hf)
@@ -462,12 +464,23 @@ def encodings(model_type: str, lookup: Lookup) -> str:
 # --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
 
 
+@dataclass(frozen=True, kw_only=True)
+class QueryScaleRecipe(Recipe):
+    """The model's get_llama_4_attn_scale(positions, β, F)."""
+
+    kind: ClassVar[str] = "query-scale"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"scale": re.compile(r"get_llama_4_attn_scale")}
+
+    module: str
+    scale: str
+
+
 class QueryScaleSession(Session):
     """x times the model's own get_llama_4_attn_scale(position_ids, β, F) (Ministral-3), broadcast over
     heads and channels as the graph's layout has them."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        self.scale = import_attr(entry["hf"]["module"], entry["hf"]["scale"])
+    def __init__(self, artifact: Artifact, recipe: QueryScaleRecipe, folder: Path):
+        self.scale = import_attr(recipe.module, recipe.scale)
         self.p = artifact.params
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -489,4 +502,4 @@ PENDING: dict[str, tuple[str, ...]] = {
 }
 
 
-FAMILY = Family(tuple(DECODERS), read, encodings, pending=PENDING, sessions={"query-scale": QueryScaleSession})
+FAMILY = Family(tuple(DECODERS), read, encodings, pending=PENDING, sessions={QueryScaleRecipe: QueryScaleSession})

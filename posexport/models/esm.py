@@ -20,6 +20,7 @@ from ..errors import PosexportError
 from .config import ModelConfig
 from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe
 from .rope_family import hf_rope, rope_role
 from .rope_reading import rope_values
 
@@ -91,7 +92,7 @@ def absolute(cfg: ModelConfig, notes: tuple[str, ...]) -> Role:
              "LayerNorm, when emb_layer_norm_before, comes after, outside this graph)",
              f"position_ids start at padding_idx + 1 = {pad + 1} (create_position_ids_from_input_ids); rows 0 … {pad} "
              "belong to padding", *notes)
-    return Role("learned", "learned", values, (), notes, {"kind": "learned", "key": key})
+    return Role("learned", "learned", values, (), notes, LearnedRecipe(key=key))
 
 
 # Its kin not read yet, and why (the catalogue's "not yet").

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..runtimes.base import Session
 from .config import ModelConfig
 from .plan import Role
+from .recipes import Recipe
 
 # The catalogue's line for another model type (a composite describes its parts by their own types' lines).
 Lookup = Callable[[str], str]
@@ -25,14 +26,15 @@ class Family:
     encodings: the catalogue's line of what it builds: one line for every type, a line per type, or a function of
                the type and the catalogue's lookup of other types' lines
     pending:   why its kin are not read yet: reason -> the model types it explains
-    sessions:  recipe kind -> the transformers session (posexport.runtimes.Session) that runs the model's code for it
+    sessions:  its own recipe kinds (posexport.models.recipes.Recipe), each with the session (a posexport.runtimes
+               Session, built from the graph, the recipe and the model's folder) running the model's code for it
     """
 
     types: tuple[str, ...]
     read: Callable[[ModelConfig], list[Role]]
     encodings: str | Mapping[str, str] | Callable[[str, Lookup], str]
     pending: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    sessions: Mapping[str, Any] = field(default_factory=dict)
+    sessions: Mapping[type[Recipe], type[Session]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -16,7 +16,6 @@ import dataclasses
 from typing import Any
 
 from .. import checkpoint
-
 from .config import ModelConfig
 from .family import Family
 from .plan import Role

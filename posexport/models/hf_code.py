@@ -5,28 +5,29 @@ trained tensor of the checkpoint, and the tensor conversions the sessions share.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import checkpoint
+from .recipes import Recipe
 
 
 def import_attr(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def auto_config(entry: Mapping[str, Any]) -> Any:
+def auto_config(folder: Path, recipe: Recipe) -> Any:
+    """The folder's config as transformers reads it, or the part of it the recipe names."""
     from transformers import AutoConfig
 
-    cfg = AutoConfig.from_pretrained(entry["folder"], local_files_only=True)
-    for name in entry["hf"]["part"].split(".") if "part" in entry["hf"] else ():  # a composite's part: its own config
+    cfg = AutoConfig.from_pretrained(folder, local_files_only=True)
+    for name in recipe.part.split(".") if recipe.part else ():  # a composite's part: its own config
         cfg = getattr(cfg, name)
-    if entry["hf"].get("vision_config"):
+    if recipe.vision_config:
         return cfg.vision_config
-    return cfg.get_text_config() if entry["hf"].get("text_config") else cfg
+    return cfg.get_text_config() if recipe.text_config else cfg
 
 
 def torch_float(array: np.ndarray) -> Any:
@@ -35,9 +36,9 @@ def torch_float(array: np.ndarray) -> Any:
     return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
 
 
-def trained(entry: Mapping[str, Any], key: str | None = None) -> Any:
-    """The role's trained table (or its tensor ``key``), read from the model's checkpoint as a float32 torch tensor."""
-    return torch_float(checkpoint.read_tensor(*checkpoint.locate(Path(entry["folder"]), (key or entry["hf"]["key"],))))
+def trained(folder: Path, key: str) -> Any:
+    """The checkpoint's tensor ``key`` (a role's trained table), as a float32 torch tensor."""
+    return torch_float(checkpoint.read_tensor(*checkpoint.locate(folder, (key,))))
 
 
 def to_bshd(x: np.ndarray, p: Any) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from .config import ModelConfig
 from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe
 
 POSITION_ROWS, BOX_ROWS = 512, 1024  # LayoutLMConfig's max_position_embeddings, max_2d_position_embeddings
 SUMMED = ("x is the embeddings so far [batch, seq, hidden]; LayoutLMEmbeddings sums the word embeddings, token_type's "
@@ -45,7 +46,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         path, key = cfg.locate((f"embeddings.{table}.weight", f"layoutlm.embeddings.{table}.weight"))
         values = {"weights": str(path), "key": key, "max_positions": cfg.count(rows_key, rows_default), "row_offset": 0}
         notes = (SUMMED, ids) if role == "learned" else (SUMMED, ids, BOX_IDS)
-        roles.append(Role(role, "learned", values, (), notes, {"kind": "learned", "key": key}))
+        roles.append(Role(role, "learned", values, (), notes, LearnedRecipe(key=key)))
     return roles
 
 

@@ -7,8 +7,11 @@ does not involve positions. The vision tower's own 2-D rope is not built."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -18,6 +21,7 @@ from .config import ModelConfig
 from .family import Family
 from .hf_code import auto_config, from_bshd, import_attr, to_bshd
 from .plan import Role
+from .recipes import Recipe
 from .rope_family import heads_and_dim, hf_rope, rope_role, text_part
 from .rope_reading import rope_values, top_block
 
@@ -46,8 +50,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         beta, floor = text.number("attn_scale", 0.1), text.number("floor_scale", 8192, integer=True)
         scale = {"heads": heads, "head_dim": head_dim, "beta": float(beta), "floor_scale": floor, "offset": 1,
                  "max_positions": max_positions}
-        recipe = {"kind": "llama4-temperature", "module": MODULE, "attention": "Llama4TextAttention", "layer": nope[0],
-                  "text_config": nested}
+        recipe = Llama4TemperatureRecipe(module=MODULE, attention="Llama4TextAttention", layer=nope[0], text_config=nested)
         notes = ("x is the NoPE layer's q, [batch, seq, heads, head_dim]; position_ids are the cache positions "
                  "(past length + arange(seq)), as Llama-4 counts them",
                  f"q · (1 + {beta}·ln(1 + ⌊(p + 1)/{floor}⌋)): attn_temperature_tuning on the NoPE layers")
@@ -58,6 +61,18 @@ def read(cfg: ModelConfig) -> list[Role]:
 
 
 # --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Llama4TemperatureRecipe(Recipe):
+    """Llama4TextAttention of NoPE layer ``layer``: its temperature tuning of q."""
+
+    kind: ClassVar[str] = "llama4-temperature"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"attention": re.compile(r"Llama4TextAttention")}
+
+    module: str
+    attention: str
+    layer: int
 
 
 CAPTURE = "posexport_capture_query"
@@ -88,18 +103,18 @@ class Llama4TemperatureSession(Session):
     q at the cache positions; runs of consecutive positions go in one call (past length = the run's first
     position), any other position on its own."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+    def __init__(self, artifact: Artifact, recipe: Llama4TemperatureRecipe, folder: Path):
         import copy
 
         import torch
         from transformers import AttentionInterface
 
-        p, recipe = artifact.params, entry["hf"]
+        p = artifact.params
         AttentionInterface.register(CAPTURE, capture_query)
-        cfg = copy.deepcopy(auto_config(entry))
+        cfg = copy.deepcopy(auto_config(folder, recipe))
         cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = p.heads * p.head_dim, p.heads, p.heads, p.head_dim
         cfg._attn_implementation = CAPTURE
-        self.attention = import_attr(recipe["module"], recipe["attention"])(cfg, recipe["layer"]).eval()
+        self.attention = import_attr(recipe.module, recipe.attention)(cfg, recipe.layer).eval()
         with torch.no_grad():
             self.attention.q_proj.weight.copy_(torch.eye(p.heads * p.head_dim))
         self.p = p
@@ -125,4 +140,4 @@ class Llama4TemperatureSession(Session):
         return from_bshd(out, self.p)
 
 
-FAMILY = Family(("llama4", "llama4_text"), read, "rope, interleaved pairs, NoPE layers, query-scale", sessions={"llama4-temperature": Llama4TemperatureSession})
+FAMILY = Family(("llama4", "llama4_text"), read, "rope, interleaved pairs, NoPE layers, query-scale", sessions={Llama4TemperatureRecipe: Llama4TemperatureSession})

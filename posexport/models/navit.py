@@ -17,9 +17,11 @@ patches of a batch of smaller images (patch_attention_mask false, given row 0) a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from .config import ModelConfig
 from .family import Family
 from .hf_code import auto_config, import_attr, torch_float, trained
 from .plan import Role
+from .recipes import EMBEDDINGS, Recipe
 from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES, square
 
 
@@ -73,12 +76,25 @@ def read(cfg: ModelConfig) -> list[Role]:
     notes = (*GRID_NOTES, f"each patch takes the table row of its fractional coordinate's bucket on the {side} × {side} "
                           f"grid, as {IDEFICS2 if tower.fractions == 'reciprocal' else MINICPM} (float32, bucketize); "
                           "patches in raster order, a batch's padding patches left out")
-    hf = {"kind": "navit", "key": key, "module": f"transformers.models.{tower.module}", "embeddings": tower.embeddings,
-          **({"target_sizes": True} if tower.fractions == "quotient" else {})}
+    hf = NavitRecipe(key=key, module=f"transformers.models.{tower.module}", embeddings=tower.embeddings,
+                     target_sizes=tower.fractions == "quotient")
     return [Role("vit-learned", "vit-learned", values, (), notes, hf)]
 
 
 # --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class NavitRecipe(Recipe):
+    """A NaViT tower's embeddings class, its table from the checkpoint; MiniCPM-V's takes each image's target_sizes."""
+
+    kind: ClassVar[str] = "navit"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"embeddings": EMBEDDINGS}
+
+    module: str
+    embeddings: str
+    key: str
+    target_sizes: bool = False
 
 
 class NavitSession(Session):
@@ -86,15 +102,14 @@ class NavitSession(Session):
     patches are its pixels, one pixel a patch): Idefics2's with every patch of the grid unmasked, MiniCPM-V's image by
     image with its (h, w) as target_sizes."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+    def __init__(self, artifact: Artifact, recipe: NavitRecipe, folder: Path):
         import torch
 
-        recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.embeddings = import_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
         table = self.embeddings.position_embedding.weight
-        table.data = trained(entry).reshape(table.shape)
+        table.data = trained(folder, recipe.key).reshape(table.shape)
         self.embeddings.patch_embedding, self.embeddings.patch_size = torch.nn.Identity(), 1
-        self.target_sizes = bool(recipe.get("target_sizes"))
+        self.target_sizes = bool(recipe.target_sizes)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -110,4 +125,4 @@ class NavitSession(Session):
         return y.reshape(batch, h, w, dim).numpy()
 
 
-FAMILY = Family(tuple(FAMILIES), read, "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)", sessions={"navit": NavitSession})
+FAMILY = Family(tuple(FAMILIES), read, "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)", sessions={NavitRecipe: NavitSession})

@@ -21,7 +21,6 @@ import copy
 import importlib
 import importlib.metadata
 import importlib.util
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from ..contract import Artifact
 from ..runtimes.base import Runtime, Session, SessionOptions
 from .families import FAMILIES
 from .hf_code import auto_config, import_attr, torch_float, trained
-from .pix2struct import PATCH_AXES
+from .recipes import LearnedRecipe, Recipe, RecipeError, RopeRecipe, SinusoidTableRecipe, T5Recipe, WhisperSinusoidRecipe
 
 # transformers forms rope angles as float32 position × float32 inverse frequency: the angle of the fastest
 # pair (θ_0 = 1) is off by up to a few float32 ulps of the position, ~6e-3 at position 100000 in practice.
@@ -50,70 +49,45 @@ def model_bound(graph_bound: float, largest_position: int | None) -> float:
     return graph_bound + ANGLE_ULPS * max(1, largest_position or 0)
 
 
-# A recipe names transformers code; a manifest is user input, so only these names are ever imported.
-MODULE = re.compile(r"transformers\.models\.[a-z0-9_]+\.modeling_[a-z0-9_]+")
-CALLABLES = {
-    "rotary": re.compile(r"[A-Za-z0-9_]+Rotary(Positional)?Embedding"),
-    "apply": re.compile(r"apply_rotary_pos_emb(_interleave|_vision)?|apply_rotary_emb"),
-    "attention": re.compile(r"(UM)?T5Attention|SwitchTransformersAttention|Pop2PianoAttention|Pix2StructTextAttention"
-                            r"|Llama4TextAttention"
-                            r"|(DonutSwin|MaskFormerSwin|ClapAudio|Swinv2|Swin2SR)SelfAttention"),
-    "embeddings": re.compile(r"[A-Za-z0-9_]+Embeddings"),
-    "table": re.compile(r"position_embeddings?(\.weight)?"),
-    "resize": re.compile(r"_resize_pos_embed"),
-    "scale": re.compile(r"get_llama_4_attn_scale"),
-    "create": re.compile(r"create_sinusoidal_positions|get_sinusoid_encoding_table|[A-Za-z0-9_]+SinusoidalPositionalEmbedding"),
-    "tower": re.compile(r"[A-Za-z0-9_]+Vision(Model|Encoder|Embeddings)"),
-    "bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias"),
-    "positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding"),
-    "part": re.compile(r"([a-z0-9_]+_config|encoder|decoder)(\.[a-z0-9_]+_config)*"),  # a composite's sub-config (CLVP's speech_config)
-}
-
-
 def recipe_problem(entry: Mapping[str, Any]) -> str:
     """Why this model entry cannot be run ('' when it can): a local model folder, transformers code only."""
     if not isinstance(entry.get("folder"), str) or not Path(entry["folder"]).is_dir():
         return f"the model folder {entry.get('folder')!r} is not here (a local folder is needed; nothing is downloaded)"
-    recipe = entry.get("hf")
-    if not isinstance(recipe, Mapping) or recipe.get("kind") not in SESSIONS:
+    data = entry.get("hf")
+    if not isinstance(data, Mapping) or data.get("kind") not in RECIPES:
         return f"no transformers code for {entry.get('architecture')} role {entry.get('role')}"
-    if "module" in recipe and not MODULE.fullmatch(str(recipe["module"])):
-        return f"recipe module {recipe['module']!r} is not a transformers model module"
-    for field, allowed in CALLABLES.items():
-        if field in recipe and not allowed.fullmatch(str(recipe[field])):
-            return f"recipe {field} {recipe[field]!r} is not transformers position code"
-    if recipe.get("axis", "row") not in PATCH_AXES:
-        return f"recipe axis {recipe['axis']!r} is not one of {', '.join(PATCH_AXES)}"
-    for field in ("window", "pretrained_window"):  # window sizes the model's attention class is built with
-        size = recipe.get(field, 0)
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            return f"recipe {field} {size!r} is not a window size"
-    theta = recipe.get("rope_theta", 1.0)
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
-        return f"recipe rope_theta {theta!r} is not a positive number"
+    try:
+        RECIPES[data["kind"]].from_json(data)
+    except RecipeError as e:
+        return str(e)
     return ""
+
+
+def session(artifact: Artifact, entry: Mapping[str, Any]) -> Session:
+    """The session running the model's code for a manifest's model entry (whose recipe_problem is '')."""
+    recipe = RECIPES[entry["hf"]["kind"]].from_json(entry["hf"])
+    return SESSIONS[recipe.kind](artifact, recipe, Path(entry["folder"]))
 
 
 class RopeSession(Session):
     """The model's rotary embedding class gives cos/sin (or DeepSeek-V2's complex freqs); its apply
     function rotates x as q."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        cfg = auto_config(entry)
-        if "rope_theta" in recipe:  # one of the model's rotary modules per base (Granite-SWA's layer_rope_theta)
+    def __init__(self, artifact: Artifact, recipe: RopeRecipe, folder: Path):
+        cfg = auto_config(folder, recipe)
+        if recipe.rope_theta is not None:  # one of the model's rotary modules per base (Granite-SWA's layer_rope_theta)
             cfg = copy.deepcopy(cfg)
-            cfg.rope_parameters = {**cfg.rope_parameters, "rope_theta": recipe["rope_theta"]}
+            cfg.rope_parameters = {**cfg.rope_parameters, "rope_theta": recipe.rope_theta}
         # Molmo2's layers outside rope_scaling_layers: its rotary built unscaled, as the model builds it.
-        unscaled = {"scaled": False} if recipe.get("unscaled") else {}
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=cfg, **unscaled).eval()
-        self.apply = import_attr(recipe["module"], recipe["apply"])
-        self.extra = (recipe["layer_type"],) if recipe.get("layer_type") else ()
+        unscaled = {"scaled": False} if recipe.unscaled else {}
+        self.rotary = import_attr(recipe.module, recipe.rotary)(config=cfg, **unscaled).eval()
+        self.apply = import_attr(recipe.module, recipe.apply)
+        self.extra = (recipe.layer_type,) if recipe.layer_type else ()
         self.bshd = artifact.params.layout == "bshd"
         # StableLM's attention splits off the rotary channels itself; its apply function rotates all it gets.
-        self.split = bool(recipe.get("split"))
+        self.split = recipe.split
         # Llama-4's apply_rotary_emb takes q as [batch, seq, heads, dim]; Gemma-4's rotates one tensor.
-        self.bshd_apply, self.single_apply = bool(recipe.get("bshd_apply")), bool(recipe.get("single_apply"))
+        self.bshd_apply, self.single_apply = recipe.bshd_apply, recipe.single_apply
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -142,13 +116,12 @@ class T5Session(Session):
     """T5Attention's (UMT5Attention's) compute_bias of a layer holding the model's trained table; queries
     sit at the end, as with a KV cache."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        cfg = auto_config(entry)
-        cfg.is_decoder = recipe["decoder"]
-        attention = import_attr(recipe["module"], recipe["attention"])
+    def __init__(self, artifact: Artifact, recipe: T5Recipe, folder: Path):
+        cfg = auto_config(folder, recipe)
+        cfg.is_decoder = recipe.decoder
+        attention = import_attr(recipe.module, recipe.attention)
         self.attention = attention(cfg, has_relative_attention_bias=True, layer_idx=0).eval()
-        self.attention.relative_attention_bias.weight.data = trained(entry)
+        self.attention.relative_attention_bias.weight.data = trained(folder, recipe.key)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -165,19 +138,19 @@ class LearnedSession(Session):
     hold it, or OPT's OPTLearnedPositionalEmbedding, which adds its offset of 2 itself; BART-like tables
     (recipe offset) at position_ids + their offset, as their <X>LearnedPositionalEmbedding looks them up."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+    def __init__(self, artifact: Artifact, recipe: LearnedRecipe, folder: Path):
         import torch
 
-        table = trained(entry)
+        table = trained(folder, recipe.key)
         table = table.reshape(-1, table.shape[-1])  # AST's and MGP-STR's are [1, rows, hidden] parameters
-        if entry["hf"].get("opt"):
+        if recipe.opt:
             from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
 
             self.embedding = OPTLearnedPositionalEmbedding(table.shape[0] - 2, table.shape[1])
             self.embedding.weight.data = table
             self.call = lambda positions: self.embedding(None, 0, position_ids=positions)
         else:
-            self.embedding, offset = torch.nn.Embedding.from_pretrained(table), int(entry["hf"].get("offset", 0))
+            self.embedding, offset = torch.nn.Embedding.from_pretrained(table), recipe.offset
             self.call = lambda positions: self.embedding(positions + offset)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -194,10 +167,9 @@ class SinusoidTableSession(Session):
     get_sinusoid_encoding_table (VideoMAE's, [1, rows, channels]) or <X>SinusoidalPositionalEmbedding.get_embedding
     (MusicGen's decoder)."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+    def __init__(self, artifact: Artifact, recipe: SinusoidTableRecipe | WhisperSinusoidRecipe, folder: Path):
         self.channels = artifact.params.d_model
-        recipe = entry["hf"]
-        create = import_attr(recipe["module"], recipe["create"]) if "create" in recipe else None
+        create = import_attr(recipe.module, recipe.create) if isinstance(recipe, SinusoidTableRecipe) else None
         self.create = getattr(create, "get_embedding", create)  # an embedding class builds its table with get_embedding
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -208,12 +180,13 @@ class SinusoidTableSession(Session):
         return np.asarray(feeds["x"], dtype=np.float32) + table[positions]
 
 
-# The recipe's kind (posexport.models' roles) -> the session running the model's code for it.
-# The recipe's kind (a role's `hf`) -> the session running the model's code for it: the kinds several families'
-# roles share, then each family's own.
-SHARED = {"rope": RopeSession, "t5": T5Session, "learned": LearnedSession, "whisper-sinusoid": SinusoidTableSession,
-          "sinusoid-table": SinusoidTableSession}
-SESSIONS = {**SHARED, **{kind: session for family in FAMILIES for kind, session in family.sessions.items()}}
+# The recipes several families' roles share, each with the session running the model's code for it; then each
+# family's own. RECIPES reads a manifest's recipe by its kind; SESSIONS runs it.
+SHARED = {RopeRecipe: RopeSession, T5Recipe: T5Session, LearnedRecipe: LearnedSession,
+          WhisperSinusoidRecipe: SinusoidTableSession, SinusoidTableRecipe: SinusoidTableSession}
+JUDGES = {**SHARED, **{recipe: judge for family in FAMILIES for recipe, judge in family.sessions.items()}}
+RECIPES: dict[str, type[Recipe]] = {recipe.kind: recipe for recipe in JUDGES}
+SESSIONS: dict[str, type[Session]] = {recipe.kind: judge for recipe, judge in JUDGES.items()}
 
 
 class Hf(Runtime):
@@ -256,5 +229,4 @@ class Hf(Runtime):
         return model_bound(graph_bound, encoding.source_coordinate_extent(artifact.params))
 
     def load(self, artifact: Artifact, options: SessionOptions = SessionOptions()) -> Session:
-        entry = self.entry(artifact)
-        return SESSIONS[entry["hf"]["kind"]](artifact, entry)
+        return session(artifact, self.entry(artifact))

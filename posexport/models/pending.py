@@ -5,6 +5,9 @@ counts them); the others name what posexport does not model."""
 
 from __future__ import annotations
 
+
+
+
 _GROUPS: dict[str, tuple[str, ...]] = {
     # --- rotary ---------------------------------------------------------------------------------------------
     "rotary on audio or time frames (apply_rotary_time_emb, streaming encoders, TTS flow heads) whose "

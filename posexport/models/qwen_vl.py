@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -51,8 +53,9 @@ from .config import ModelConfig
 from .family import Family, Lookup
 from .hf_code import auto_config, from_bshd, import_attr, to_bshd, torch_float, trained
 from .plan import Role
+from .recipes import APPLY, ROTARY, Recipe, RopeRecipe
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
-from .vit import CLIP_TABLE, grid_role
+from .vit import CLIP_TABLE, GridSampleRecipe, grid_role
 
 MROPE_KINDS = ("mrope", "default")
 
@@ -156,7 +159,7 @@ NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal
 
 def read(cfg: ModelConfig) -> list[Role]:
     if cfg.architecture in TOWERS:
-        return tower_roles(cfg, TOWERS[cfg.architecture], {})
+        return tower_roles(cfg, TOWERS[cfg.architecture], False)
     text = cfg
     if cfg.has("text_config"):
         text = ModelConfig(cfg.get("text_config"), cfg.architecture, f"{cfg.source} text_config", cfg.folder)
@@ -187,8 +190,8 @@ def read(cfg: ModelConfig) -> list[Role]:
               "max_positions": text.number("max_position_embeddings", line.max_positions, integer=True),
               "interleaved": interleaved}
     module, prefix = line.module, line.prefix
-    hf = {"kind": "rope", "module": f"transformers.models.{module}.modeling_{module}", "rotary": f"{prefix}RotaryEmbedding",
-          "apply": "apply_rotary_pos_emb", "text_config": True}
+    hf = RopeRecipe(module=f"transformers.models.{module}.modeling_{module}", rotary=f"{prefix}RotaryEmbedding",
+                    apply="apply_rotary_pos_emb", text_config=True)
     text.ignore("use_sliding_window", "sliding_window", "max_window_layers")
     # Qwen2.5-Omni's talker: the audio time positions get_rope_index makes (the position_ids passed in)
     text.ignore("position_id_per_seconds", "seconds_per_chunk")
@@ -201,13 +204,13 @@ def read(cfg: ModelConfig) -> list[Role]:
         if not isinstance(data, dict):
             cfg.fail("vision_config", data, "expected an object")
         vision = ModelConfig(data, cfg.architecture, f"{cfg.source} vision_config", cfg.folder)
-        roles += tower_roles(vision, TOWERS[f"{module}_vision"], {"vision_config": True})
+        roles += tower_roles(vision, TOWERS[f"{module}_vision"], True)
     return roles
 
 
-def tower_roles(vision: ModelConfig, tower: Tower, recipe: dict) -> list[Role]:
+def tower_roles(vision: ModelConfig, tower: Tower, in_model: bool) -> list[Role]:
     """The tower's axial rope and (Qwen3-VL's towers) its pos_embed, from its config: a full model's vision_config
-    (recipe: the hf runtime takes the config's vision_config) or a tower's own."""
+    (``in_model``: the hf runtime takes the config's vision_config) or a tower's own."""
     width_default, heads_default, depth_default = tower.defaults
     heads = vision.count(tower.heads, heads_default)
     width = vision.count(tower.width, width_default)
@@ -226,18 +229,18 @@ def tower_roles(vision: ModelConfig, tower: Tower, recipe: dict) -> list[Role]:
     values = {"head_dim": head_dim, "heads": heads, "base": float(block.get("rope_theta", 10000.0)), "axial": True,
               "mrope_section": (head_dim // 4, head_dim // 4), "max_positions": 32768}
     module = f"transformers.models.{tower.module}.modeling_{tower.module}"
-    hf = {"kind": "vision-rope", "module": module, "rotary": f"{tower.prefix}VisionRotaryEmbedding",
-          "apply": "apply_rotary_pos_emb_vision", **recipe}
+    hf = VisionRopeRecipe(module=module, rotary=f"{tower.prefix}VisionRotaryEmbedding", apply="apply_rotary_pos_emb_vision",
+                          vision_config=in_model)
     notes = ("x is one vision attention layer's q or k, [1, patches, heads, head_dim] (the tower's [patches, heads, "
              "head_dim] with a batch axis); position_ids are [2, 1, patches]: each patch's (height, width) row and "
              f"column, as the tower lays them out ({tower.order}: get_vision_position_ids)", *kv_note(vision, heads))
     rope = Role("mrope-vision", "mrope", values, tuple(range(vision.count(tower.depth, depth_default))), notes, hf)
     if tower.grid:
-        return grid_sampled_role(vision, tower, width, rope, recipe)
-    return [rope] if rows is None else pos_embed_role(vision, tower, rows, rope, recipe)
+        return grid_sampled_role(vision, tower, width, rope, in_model)
+    return [rope] if rows is None else pos_embed_role(vision, tower, rows, rope, in_model)
 
 
-def grid_sampled_role(vision: ModelConfig, tower: Tower, width: int, rope: Role, recipe: dict) -> list[Role]:
+def grid_sampled_role(vision: ModelConfig, tower: Tower, width: int, rope: Role, in_model: bool) -> list[Role]:
     """The vision rope role and GLM-4V's learned grid (image_size // patch_size a side), which its embeddings sample
     at each patch's centre with F.grid_sample (bicubic, border padding): vit-learned's bicubic weights (a = −0.75,
     no antialias; checked against the embeddings' own forward). A folder without weights gets the rope role only."""
@@ -249,7 +252,7 @@ def grid_sampled_role(vision: ModelConfig, tower: Tower, width: int, rope: Role,
              "every grid is resampled as the embeddings do (F.grid_sample at each patch's centre, bicubic, border "
              "padding: F.interpolate's bicubic weights, a = −0.75; the trained grid unchanged)")
     role = grid_role(vision, f"{tower.module}.modeling_{tower.module}", tower.grid, 0, GRID_KEYS, width, notes,
-                     "vision-pos-embed", (336, 14), kind="grid-sample", table=CLIP_TABLE, **recipe)
+                     "vision-pos-embed", (336, 14), recipe=GridSampleRecipe, table=CLIP_TABLE, vision_config=in_model)
     return [rope, role]
 
 
@@ -259,7 +262,7 @@ GRID_KEYS = ("embeddings.position_embedding.weight", "model.visual.embeddings.po
 POS_EMBED_GRID = 128
 
 
-def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, recipe: dict) -> list[Role]:
+def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, in_model: bool) -> list[Role]:
     """The vision rope role and the tower's learned pos_embed, resampled to the image's patch grid as
     its tower does; a folder without weights gets the rope role only, its notes saying so (as Gemma-3's)."""
     if not checkpoint.has_weights(vision.folder):
@@ -272,8 +275,8 @@ def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, rec
     values = {"dim": vision.count("hidden_size", tower.defaults[0]), "trained_h": side, "trained_w": side,
               "interpolation": "bilinear", "align_corners": tower.corners, "antialias": False,
               "max_grid": max(POS_EMBED_GRID, side), "weights": str(path), "key": key}
-    hf = {"kind": "grid-interpolate", "module": f"transformers.models.{tower.module}.modeling_{tower.module}",
-          "tower": tower.pos_embed, "key": key, **recipe}
+    hf = GridInterpolateRecipe(module=f"transformers.models.{tower.module}.modeling_{tower.module}", tower=tower.pos_embed,
+                               key=key, vision_config=in_model)
     order = ("the tower's own order" if tower.image_grid else
              "the tower orders them in spatial_merge_size blocks: reorder before and after")
     notes = (f"x is the patch embeddings of one image (patch_embed's output) as a grid [batch, grid_h, grid_w, hidden], "
@@ -304,14 +307,37 @@ def tower_encodings(tower: Tower) -> str:
 # --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
 
 
+@dataclass(frozen=True, kw_only=True)
+class VisionRopeRecipe(Recipe):
+    """A Qwen-VL tower's VisionRotaryEmbedding and apply_rotary_pos_emb_vision."""
+
+    kind: ClassVar[str] = "vision-rope"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"rotary": ROTARY, "apply": APPLY}
+
+    module: str
+    rotary: str
+    apply: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridInterpolateRecipe(Recipe):
+    """A Qwen3-VL tower class (built on the meta device) for its interpolation, its pos_embed from the checkpoint."""
+
+    kind: ClassVar[str] = "grid-interpolate"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"tower": re.compile(r"[A-Za-z0-9_]+Vision(Model|Encoder|Embeddings)")}
+
+    module: str
+    tower: str
+    key: str
+
+
 class VisionRopeSession(Session):
     """A Qwen-VL vision tower's own axial VisionRotaryEmbedding on each patch's (height, width) and its
     apply_rotary_pos_emb_vision, per batch row (the tower has no batch axis)."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
-        self.apply = import_attr(recipe["module"], recipe["apply"])
+    def __init__(self, artifact: Artifact, recipe: VisionRopeRecipe, folder: Path):
+        self.rotary = import_attr(recipe.module, recipe.rotary)(auto_config(folder, recipe)).eval()
+        self.apply = import_attr(recipe.module, recipe.apply)
         self.p = artifact.params
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -330,13 +356,13 @@ class GridInterpolateSession(Session):
     and align_corners (built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
     and summed with their weights. Patches in raster order (spatial_merge_size 1): the graph's grid."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+    def __init__(self, artifact: Artifact, recipe: GridInterpolateRecipe, folder: Path):
         import torch
 
         with torch.device("meta"):
-            tower = import_attr(entry["hf"]["module"], entry["hf"]["tower"])(auto_config(entry))
+            tower = import_attr(recipe.module, recipe.tower)(auto_config(folder, recipe))
         self.side, self.mode, self.corners = tower.num_grid_per_side, tower.interpolation_mode, tower.interpolation_align_corners
-        self.table = trained(entry)
+        self.table = trained(folder, recipe.key)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -374,4 +400,4 @@ PENDING: dict[str, tuple[str, ...]] = {
 }
 
 
-FAMILY = Family((*FAMILIES, *TOWERS), read, encodings, pending=PENDING, sessions={"vision-rope": VisionRopeSession, "grid-interpolate": GridInterpolateSession})
+FAMILY = Family((*FAMILIES, *TOWERS), read, encodings, pending=PENDING, sessions={VisionRopeRecipe: VisionRopeSession, GridInterpolateRecipe: GridInterpolateSession})

@@ -7,7 +7,9 @@ with rotary_value it turns the values too (the same rope on a third tensor). The
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from .config import ModelConfig
 from .family import Family
 from .hf_code import from_bshd, import_attr, to_bshd
 from .plan import Role
+from .recipes import Recipe
 from .rope_family import CONTRACT
 from .rope_reading import rope_values
 
@@ -32,19 +35,28 @@ def read(cfg: ModelConfig) -> list[Role]:
     on = "queries, keys and values" if cfg.get("rotary_value", False) else "queries and keys"
     note = f"pairs (2i, 2i+1) of all {head_dim} channels of the {on} rotate; position_ids are 0 … seq − 1"
     layers = tuple(range(cfg.count("num_hidden_layers", 12)))
-    hf = {"kind": "roformer", "module": MODULE}
+    hf = RoformerRecipe(module=MODULE)
     return [Role("rope", "rope", values, layers, (CONTRACT, note), hf)]
 
 
 # --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
 
 
+@dataclass(frozen=True, kw_only=True)
+class RoformerRecipe(Recipe):
+    """RoFormer's sinusoid table class and its attention's apply_rotary_position_embeddings."""
+
+    kind: ClassVar[str] = "roformer"
+
+    module: str
+
+
 class RoformerSession(Session):
     """RoFormer's own table (RoFormerSinusoidalPositionalEmbedding.create_weight) at position_ids and
     RoFormerSelfAttention.apply_rotary_position_embeddings on x [batch, heads, seq, dim], as its attention does."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        module = entry["hf"]["module"]
+    def __init__(self, artifact: Artifact, recipe: RoformerRecipe, folder: Path):
+        module = recipe.module
         self.table = import_attr(module, "RoFormerSinusoidalPositionalEmbedding")
         self.attention = import_attr(module, "RoFormerSelfAttention")
         self.p = artifact.params
@@ -64,4 +76,4 @@ class RoformerSession(Session):
         return from_bshd(out.transpose(1, 2), self.p)
 
 
-FAMILY = Family(("roformer",), read, "rope (interleaved pairs)", sessions={"roformer": RoformerSession})
+FAMILY = Family(("roformer",), read, "rope (interleaved pairs)", sessions={RoformerRecipe: RoformerSession})

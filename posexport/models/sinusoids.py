@@ -20,11 +20,11 @@ from typing import NamedTuple
 from .config import ModelConfig
 from .family import Family
 from .plan import Role
+from .recipes import SinusoidTableRecipe, WhisperSinusoidRecipe
 
 FROM_ZERO, FROM_ONE, FROM_PADDING = "0", "1", "padding_idx + 1"
-VASWANI = {"kind": "sinusoid-table", "module": "transformers.models.videoprism.modeling_videoprism",
-           "create": "create_sinusoidal_positions"}
-FAIRSEQ = {"kind": "whisper-sinusoid"}
+VASWANI = SinusoidTableRecipe(module="transformers.models.videoprism.modeling_videoprism", create="create_sinusoidal_positions")
+FAIRSEQ = WhisperSinusoidRecipe()
 
 
 class Table(NamedTuple):

@@ -13,9 +13,11 @@ runtime runs; their absolute tables (use_absolute_embeddings) are not read."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from .config import ModelConfig
 from .family import Family
 from .hf_code import auto_config, import_attr, softmax_input, torch_float, trained
 from .plan import Role
+from .recipes import Recipe, window_size
 from .vit import grid_role
 
 SPELLINGS = ("attention.relative_position_bias.relative_position_bias_table", "attention.self.relative_position_bias_table")
@@ -77,8 +80,7 @@ def read(cfg: ModelConfig) -> list[Role]:
             path, key = cfg.locate(table_keys(stage, block, family))
             values = {"window_h": window, "window_w": window, "heads": stage_heads, "weights": str(path), "key": key}
             module, attention = family.attention.split(":") if family.attention else ("swin.modeling_swin", "")
-            hf = {"kind": "swin", "key": key, "window": window, "module": f"transformers.models.{module}",
-                  **({"attention": attention} if attention else {})}
+            hf = SwinRecipe(key=key, window=window, module=f"transformers.models.{module}", attention=attention)
             roles.append(Role(f"swin-s{stage}b{block}", "swin", values, (layer,), NOTES, hf))
             layer += 1
     return roles
@@ -87,23 +89,41 @@ def read(cfg: ModelConfig) -> list[Role]:
 # --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
 
 
+@dataclass(frozen=True, kw_only=True)
+class SwinRecipe(Recipe):
+    """SwinRelativePositionBias at the block's window, or a Swin copy's own self-attention (``attention``), holding
+    the checkpoint's table ``key``."""
+
+    kind: ClassVar[str] = "swin"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"attention": re.compile(r"(DonutSwin|MaskFormerSwin|ClapAudio)SelfAttention")}
+    described: ClassVar[Mapping[str, str]] = {"window": "a window size"}
+
+    module: str
+    key: str
+    window: int
+    attention: str = ""
+
+    def check(self) -> None:
+        window_size(self.window, "window")
+
+
 class SwinSession(Session):
     """SwinRelativePositionBias (its own index buffer) holding the block's trained table, added to scores; or,
     for a Swin copy that adds the bias inline (recipe attention: Donut-Swin's, CLAP's), that self-attention
     itself, see inline_bias."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
+    def __init__(self, artifact: Artifact, recipe: SwinRecipe, folder: Path):
         import torch
 
-        window, heads = entry["hf"]["window"], artifact.params.heads
-        if "attention" in entry["hf"]:
-            self.bias = inline_bias(import_attr(entry["hf"]["module"], entry["hf"]["attention"]), auto_config(entry),
-                                    heads, window, trained(entry))
+        window, heads = recipe.window, artifact.params.heads
+        if recipe.attention:
+            self.bias = inline_bias(import_attr(recipe.module, recipe.attention), auto_config(folder, recipe),
+                                    heads, window, trained(folder, recipe.key))
             return
         from transformers.models.swin.modeling_swin import SwinRelativePositionBias
 
         module = SwinRelativePositionBias(heads, (window, window)).eval()
-        module.relative_position_bias_table.data = trained(entry)
+        module.relative_position_bias_table.data = trained(folder, recipe.key)
         with torch.no_grad():
             self.bias = module()
 
@@ -119,4 +139,4 @@ def inline_bias(attention_class: Any, config: Any, heads: int, window: int, tabl
     return softmax_input(attention, heads, window)
 
 
-FAMILY = Family(tuple(FAMILIES), read, "swin bias", sessions={"swin": SwinSession})
+FAMILY = Family(tuple(FAMILIES), read, "swin bias", sessions={SwinRecipe: SwinSession})

@@ -11,9 +11,11 @@ cannot add: refused."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -24,6 +26,7 @@ from .config import ModelConfig
 from .family import Family
 from .hf_code import auto_config, import_attr, softmax_input, torch_float, trained
 from .plan import Role
+from .recipes import Recipe, window_size
 from .vit import square
 
 MLP = "attention.self.continuous_position_bias_mlp"
@@ -97,8 +100,8 @@ def read(cfg: ModelConfig) -> list[Role]:
             path, key = mlp_key(cfg, family, stage, block)
             values = {"window_h": window, "window_w": window, "heads": stage_heads, "table_source": "mlp",
                       "pretrained_window": pretrained[stage], "weights": path, "key": key}
-            hf = {"kind": "swin-continuous", "key": key, "window": window, "pretrained_window": pretrained[stage],
-                  "module": f"transformers.models.{module}", "attention": attention}
+            hf = ContinuousBiasRecipe(key=key, window=window, pretrained_window=pretrained[stage],
+                                      module=f"transformers.models.{module}", attention=attention)
             roles.append(Role(f"swin-s{stage}b{block}", "swin", values, (layer,), NOTES, hf))
             layer += 1
     return roles
@@ -107,23 +110,42 @@ def read(cfg: ModelConfig) -> list[Role]:
 # --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
 
 
+@dataclass(frozen=True, kw_only=True)
+class ContinuousBiasRecipe(Recipe):
+    """The model's self-attention class at the block's window and pretrained window, its continuous-position-bias
+    MLP from the checkpoint (under ``key``)."""
+
+    kind: ClassVar[str] = "swin-continuous"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"attention": re.compile(r"(Swinv2|Swin2SR)SelfAttention")}
+    described: ClassVar[Mapping[str, str]] = {"window": "a window size", "pretrained_window": "a window size"}
+
+    module: str
+    attention: str
+    key: str
+    window: int
+    pretrained_window: int
+
+    def check(self) -> None:
+        window_size(self.window, "window")
+        window_size(self.pretrained_window, "pretrained_window")
+
+
 class ContinuousBiasSession(Session):
     """Swin-V2's continuous position bias: the model's own self-attention class (Swinv2SelfAttention,
     Swin2SRSelfAttention) built at the block's window and pretrained window, its continuous_position_bias_mlp
     holding the checkpoint's tensors; the bias it adds after its scaled cosine scores (16·sigmoid of the MLP's
     table over its own relative_coords_table, gathered) captured at its softmax, see softmax_input."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        heads, window, pretrained = artifact.params.heads, recipe["window"], recipe["pretrained_window"]
-        attention_class = import_attr(recipe["module"], recipe["attention"])
-        attention = attention_class(auto_config(entry), heads, heads, window, (pretrained, pretrained)).eval()
+    def __init__(self, artifact: Artifact, recipe: ContinuousBiasRecipe, folder: Path):
+        heads, window, pretrained = artifact.params.heads, recipe.window, recipe.pretrained_window
+        attention_class = import_attr(recipe.module, recipe.attention)
+        attention = attention_class(auto_config(folder, recipe), heads, heads, window, (pretrained, pretrained)).eval()
         attention.continuous_position_bias_mlp.load_state_dict(
-            {name: trained(entry, f"{recipe['key']}.{name}") for name in ("0.weight", "0.bias", "2.weight")})
+            {name: trained(folder, f"{recipe.key}.{name}") for name in ("0.weight", "0.bias", "2.weight")})
         self.bias = softmax_input(attention, heads, window)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         return (torch_float(feeds["scores"]) + self.bias).numpy()
 
 
-FAMILY = Family(tuple(FAMILIES), read, "swin bias (its table from the block's continuous-position-bias MLP)", sessions={"swin-continuous": ContinuousBiasSession})
+FAMILY = Family(tuple(FAMILIES), read, "swin bias (its table from the block's continuous-position-bias MLP)", sessions={ContinuousBiasRecipe: ContinuousBiasSession})

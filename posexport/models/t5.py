@@ -9,6 +9,7 @@ from __future__ import annotations
 from .config import ModelConfig
 from .family import Family
 from .plan import Role
+from .recipes import T5Recipe
 
 TABLE = "{stack}.block.{block}.layer.0.SelfAttention.relative_attention_bias.weight"
 # model_type -> (transformers module, attention class, num_heads and num_layers defaults): T5's attention,
@@ -38,8 +39,8 @@ def read(cfg: ModelConfig) -> list[Role]:
         for block in range(count) if per_layer else (0,):
             path, key = cfg.locate((TABLE.format(stack=stack, block=block),))
             values = {**common, "bidirectional": bidirectional, "weights": str(path), "key": key}
-            hf = {"kind": "t5", "key": key, "decoder": not bidirectional, "module": f"transformers.models.{module}",
-                  "attention": attention}
+            hf = T5Recipe(key=key, decoder=not bidirectional, module=f"transformers.models.{module}",
+                            attention=attention)
             name, layers = (f"t5-{stack}-{block}", (block,)) if per_layer else (f"t5-{stack}", tuple(range(count)))
             roles.append(Role(name, "t5", values, layers, (*NOTES, side), hf))
     return roles

@@ -11,9 +11,9 @@ from __future__ import annotations
 from .config import ModelConfig
 from .family import Family
 from .plan import Role
+from .recipes import SinusoidTableRecipe
 
-RECIPE = {"kind": "sinusoid-table", "module": "transformers.models.videomae.modeling_videomae",
-          "create": "get_sinusoid_encoding_table"}
+RECIPE = SinusoidTableRecipe(module="transformers.models.videomae.modeling_videomae", create="get_sinusoid_encoding_table")
 
 
 def side(cfg: ModelConfig, key: str, default: int) -> tuple[int, int]:

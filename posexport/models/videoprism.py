@@ -9,6 +9,7 @@ from __future__ import annotations
 from .config import ModelConfig
 from .family import Family
 from .plan import Role
+from .recipes import SinusoidTableRecipe
 
 MODULE = "transformers.models.videoprism.modeling_videoprism"
 
@@ -22,7 +23,7 @@ def read(cfg: ModelConfig) -> list[Role]:
              f"the model's table holds max_position_embeddings = {rows} rows; the graph is exact past them too; the "
              "class embedding appended after the tokens takes no position (outside this graph)")
     return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": 10000.0, "pair_layout": "concat"}, (), notes,
-                 {"kind": "sinusoid-table", "module": MODULE, "create": "create_sinusoidal_positions"})]
+                 SinusoidTableRecipe(module=MODULE, create="create_sinusoidal_positions"))]
 
 
 # Its kin not read yet, and why (the catalogue's "not yet").

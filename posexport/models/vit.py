@@ -17,9 +17,11 @@ after the class token once the positions are added, and take none), IDEFICS' tow
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from .config import ModelConfig
 from .family import Family, Lookup
 from .hf_code import auto_config, import_attr, torch_float, trained
 from .plan import Role
+from .recipes import EMBEDDINGS, Recipe
 
 
 @dataclass(frozen=True)
@@ -139,20 +142,22 @@ def read(cfg: ModelConfig) -> list[Role]:
     resampled = ("antialiased bilinear" if tower.antialias else "bilinear") if tower.bilinear else (
         "scale-factor" if tower.scale_factor else tower.antialias)
     notes = (*(NOTES if tower.prefix else GRID_NOTES), RESAMPLED[resampled], *((tower.note,) if tower.note else ()))
-    recipe = {"kind": tower.kind, **({"table": tower.table} if tower.table != "position_embeddings" else {}),
-              **({"resize": tower.resize} if tower.resize else {})}
     return [grid_role(cfg, tower.module, tower.embeddings, tower.prefix, (path, f"{tower.base}.{path}"),
                       cfg.number(tower.dim_key, 768, integer=True), notes, sizes=tower.sizes, antialias=tower.antialias,
-                      bilinear=tower.bilinear, scale_factor=tower.scale_factor, **recipe)]
+                      bilinear=tower.bilinear, scale_factor=tower.scale_factor,
+                      recipe=GridSampleRecipe if tower.kind == GridSampleRecipe.kind else VitRecipe, table=tower.table,
+                      resize=tower.resize)]
 
 
 def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys: tuple[str, ...], dim: int,
               notes: tuple[str, ...], role: str = "vit-learned", sizes: tuple[int, int] = (224, 16), antialias: bool = False,
-              bilinear: bool = False, scale_factor: bool = False, **recipe: object) -> Role:
+              bilinear: bool = False, scale_factor: bool = False, recipe: type[VitRecipe] | None = None,
+              **where: Any) -> Role:
     """A learned patch-grid table (image_size // patch_size on each side, after ``prefix`` token rows)
     resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75; or
     antialiased, torch's a = −0.5; or bilinear: antialiased as TIPSv2's, or not as DPT's; or plain bicubic by DINO's
-    scale factor, IDEFICS')."""
+    scale factor, IDEFICS'); the hf runtime runs the embeddings' code (``recipe``, VitRecipe by default; ``where``:
+    its fields beyond the table's key, patch and classes)."""
     side = square(cfg, "image_size", sizes[0]) // (patch := square(cfg, "patch_size", sizes[1]))
     path, key = cfg.locate(keys)
     values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,
@@ -161,8 +166,8 @@ def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys:
               **({"resample_by": "scale-factor"} if scale_factor else {}),
               **({"max_grid": side} if side > DEFAULT_MAX_GRID else {}),  # GLM-Image's 128 × 128 grid
               "weights": str(path), "key": key}
-    hf = {"kind": "vit", "key": key, "patch_size": patch, "module": f"transformers.models.{module}", "embeddings": embeddings,
-          **recipe}
+    hf = (recipe or VitRecipe)(key=key, patch_size=patch, module=f"transformers.models.{module}", embeddings=embeddings,
+                               **where)
     return Role(role, "vit-learned", values, (), notes, hf)
 
 
@@ -187,18 +192,44 @@ def encodings(model_type: str, lookup: Lookup) -> str:
 # --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
 
 
+TABLE = re.compile(r"position_embeddings?(\.weight)?")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VitRecipe(Recipe):
+    """The tower's embeddings class, its table (``table`` inside it) from the checkpoint's ``key``; resampled by its
+    interpolate_pos_encoding, or by ``resize`` (DPT's)."""
+
+    kind: ClassVar[str] = "vit"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"embeddings": EMBEDDINGS, "table": TABLE,
+                                                       "resize": re.compile(r"_resize_pos_embed")}
+
+    module: str
+    embeddings: str
+    key: str
+    patch_size: int
+    table: str = "position_embeddings"
+    resize: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridSampleRecipe(VitRecipe):
+    """As VitRecipe, run through the embeddings' forward, which samples the table at each patch (GLM-Image's)."""
+
+    kind: ClassVar[str] = "grid-sample"
+
+
 class VitSession(Session):
     """ViTEmbeddings' (DeiT's, BEiT's, Swin's) own interpolate_pos_encoding (DPT's _resize_pos_embed) on the
     model's trained table, added to [class (and distillation) tokens | patches] (Swin: the patches alone, y as a grid)."""
 
-    def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
-        self.table = recipe.get("table", "position_embeddings")  # SigLIP's: an nn.Embedding
+    def __init__(self, artifact: Artifact, recipe: VitRecipe, folder: Path):
+        self.embeddings = import_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
+        self.table = recipe.table  # SigLIP's: an nn.Embedding
         table = self.embeddings.get_parameter(self.table)
-        table.data = trained(entry).reshape(table.shape)
-        self.patch = entry["hf"]["patch_size"]
-        self.resize = getattr(self.embeddings, recipe["resize"]) if "resize" in recipe else None
+        table.data = trained(folder, recipe.key).reshape(table.shape)
+        self.patch = recipe.patch_size
+        self.resize = getattr(self.embeddings, recipe.resize) if recipe.resize else None
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -244,4 +275,4 @@ PENDING: dict[str, tuple[str, ...]] = {
 }
 
 
-FAMILY = Family(tuple(FAMILIES), read, encodings, pending=PENDING, sessions={"vit": VitSession, "grid-sample": GridSampleSession})
+FAMILY = Family(tuple(FAMILIES), read, encodings, pending=PENDING, sessions={VitRecipe: VitSession, GridSampleRecipe: GridSampleSession})

@@ -34,7 +34,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     text = ModelConfig(data, inner, f"{cfg.source} text_config", cfg.folder, families=cfg.families)
     roles = family.read(text)
     text.check_all_read()
-    return [dataclasses.replace(r, notes=(*r.notes, NOTE.format(inner=inner)), hf={**r.hf, "text_config": True})
+    return [dataclasses.replace(r, notes=(*r.notes, NOTE.format(inner=inner)), hf=dataclasses.replace(r.hf, text_config=True))
             for r in roles]
 
 
