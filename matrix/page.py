@@ -57,7 +57,8 @@ def render(data: dict[str, Any]) -> str:
              "```sh", "make matrix    # runs: " + meta["command"], "```", "",
              f"Run {meta['time_utc']} UTC, {meta['seconds'] / 60:.1f} min on {meta['cpu_count']} CPU(s); "
              f"{len(cells)} of {meta.get('cells_planned', len(cells))} cells run: {counts(cells)}.", "",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + " (the project's lock, "
+             "locks/project.txt; the exporters' venvs: locks/optimum.txt, locks/mobius.txt)", ""]
     lines += [line for rerun in meta.get("reruns", []) for line in rerun_lines(rerun, meta["versions"])]
     lines += [f"- `{name}`: {label}" for name, label in meta["exporters"].items()] + ["", "## Verdicts", ""]
     lines += md_table(["architecture", *exporters],
