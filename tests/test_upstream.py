@@ -97,3 +97,15 @@ def test_list_models_names_the_checked_version_and_the_unknown_types(new_type_fo
     out = posexport_cli("list", "--models", check=True).stdout
     assert f"checked against the installed transformers {CHECKED_TRANSFORMERS}" in out
     assert re.search(rf"1 of its model types is unknown to posexport's catalogue: {PROBE}\b", out), out[-400:]
+
+
+def test_recorded_benchmark_pages_were_made_with_the_lock():
+    """benchmarks/*.md name their environment by the lock (benchmarks/README.md): each Versions line's packages at
+    the lock's versions."""
+    pages = sorted((ROOT / "benchmarks").glob("*.md"))
+    lines = {page.name: line for page in pages for line in page.read_text().splitlines() if line.startswith("Versions: ")}
+    assert lines, "no recorded page states its versions"
+    for page, line in lines.items():
+        for package, version in re.findall(r"([a-z0-9_.-]+) ([0-9][^,\s]*)", line.removeprefix("Versions: ")):
+            if package != "posexport":
+                assert version == locked_version(package), f"benchmarks/{page}: {package} {version} is not the lock's"

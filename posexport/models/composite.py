@@ -150,14 +150,14 @@ COMPOSITES: dict[str, Composite] = {
     # Pix2Struct: its text decoder's T5 bias and its vision encoder's row and column tables
     "pix2struct": Composite((Part("text_config", "pix2struct_text_model", "text", "decoder"),
                              Part("vision_config", "pix2struct_vision_model", "vision", "encoder"))),
+    # Kosmos-2.5: its image-to-text projection's latent queries cross-attend to the tower's output without positions
+    "kosmos-2.5": Composite((Part("text_config", "kosmos_2_5_text_model", "text", "text_model"),
+                             Part("vision_config", "kosmos_2_5_vision_model", "vision", "vision_model"))),
     # π0.5: the action expert's position_ids continue the prefix's (attention-mask cumsum), computed by PI05Model
     "pi05": Composite((Part("vlm_config", "paligemma", "vlm", "model.vlm"),
                        Part("dit_config", "gemma", "dit", "model.dit",
                             note="PI05Model gives the action expert the positions after the prefix's "
                                  "(cumsum of the prefix and action attention mask − 1)"))),
-    # Kosmos-2.5: its image-to-text projection's latent queries cross-attend to the tower's output without positions
-    "kosmos-2.5": Composite((Part("text_config", "kosmos_2_5_text_model", "text", "text_model"),
-                             Part("vision_config", "kosmos_2_5_vision_model", "vision", "vision_model"))),
 }
 NOTE = "the {role} part ({key}, model_type {inner}) read as a {inner} folder"
 
