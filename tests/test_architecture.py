@@ -135,7 +135,7 @@ def test_a_circle_between_packages_fails_the_package_rule(tmp_path):
 # The layer order of docs/architecture.md, bottom first: a module imports only from its own layer or below.
 LAYERS = [
     ["contract", "dtypes", "errors"],
-    ["params", "files", "limits", "guarded", "comparison", "progress"],
+    ["params", "files", "limits", "guarded", "comparison", "progress", "upstream"],
     ["tables", "script", "checkpoint", "weights", "onnxgraph"],
     ["encodings", "rope", "registry"],
     ["export", "extend", "indexshare"],

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import difflib
+
 from ..errors import PosexportError
 from ..registry import get_encoding
+from ..upstream import CHECKED_TRANSFORMERS, installed_transformers, versions_note
 from . import config
-from .families import BY_TYPE, READERS
+from .families import BY_TYPE, NOT_YET, NO_POSITIONS, READERS
 from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 
@@ -31,17 +34,44 @@ def read_model(folder: str | Path) -> ModelPlan:
     source = str(folder / "config.json")
     architecture = data.get("model_type")
     if not isinstance(architecture, str):
-        raise PosexportError(f"{source}: no model_type; posexport reads {', '.join(supported_architectures())}")
+        raise PosexportError(f"{source}: no model_type (a string naming the architecture, as transformers writes it); "
+                             "`posexport list --models` shows the types posexport reads")
     if architecture not in READERS:
-        raise PosexportError(f"{source}: model_type {architecture!r} is not in posexport's catalogue; "
-                             f"supported: {', '.join(supported_architectures())}")
-    cfg = config.ModelConfig(data, architecture, source, folder, families=BY_TYPE)
+        raise PosexportError(f"{source}: {not_read(architecture)}")
+    cfg = config.ModelConfig(data, architecture, source, folder, catalogue=config.Catalogue(BY_TYPE, not_read))
     roles = BY_TYPE[architecture].read(cfg)
     cfg.check_all_read()
     for role in roles:
         judged(role, source)
     count, without, linear = layer_info(data)
     return ModelPlan(architecture, folder, tuple(roles), count, without, linear)
+
+
+def not_read(architecture: str) -> str:
+    """Why posexport reads no encoding from this model_type, in one line: no positional encoding, not read yet
+    (and why), new to posexport (a transformers release newer than the one it was checked against), or no
+    transformers type at all (and the nearest one posexport reads)."""
+    if architecture in NO_POSITIONS:
+        return f"model_type {architecture!r} has no positional encoding to build: {NO_POSITIONS[architecture]}"
+    if architecture in NOT_YET:
+        return f"model_type {architecture!r} is not read yet: {NOT_YET[architecture]}"
+    if transformers_registers(architecture):
+        return (f"model_type {architecture!r} is new to posexport: transformers {installed_transformers()} registers it; "
+                f"posexport's catalogue, checked against transformers {CHECKED_TRANSFORMERS}, does not know it "
+                "(`posexport list --models` shows what it reads)")
+    near = difflib.get_close_matches(architecture, READERS, n=1)
+    return (f"model_type {architecture!r} is not a transformers model type posexport knows"
+            f"{f' (did you mean {near[0]!r}?)' if near else ''}; {versions_note()}; `posexport list --models` shows "
+            "the types it reads")
+
+
+def transformers_registers(architecture: str) -> bool:
+    """Whether the installed transformers (if any) has a config class for this model_type."""
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return False
+    return architecture in CONFIG_MAPPING
 
 
 def judged(role: Role, source: str) -> None:

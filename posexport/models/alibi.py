@@ -18,6 +18,7 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import POSITION_WORDS, ModelConfig
 from .family import Family
 from .hf_code import torch_float
@@ -86,10 +87,9 @@ class AlibiSession(Session):
         import torch
 
         if self.recipe.model == "bloom":
-            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-
+            build_alibi_tensor = transformers_attr("transformers.models.bloom.modeling_bloom", "build_alibi_tensor")
             return build_alibi_tensor(torch.ones(1, k_len), self.heads, torch.float32)  # [heads, 1, k_len]
-        from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+        build_mpt_alibi_tensor = transformers_attr("transformers.models.mpt.modeling_mpt", "build_mpt_alibi_tensor")
 
         # MPT builds max_seq_len columns and keeps the last k_len; past it, the same function made longer.
         full = max(self.recipe.max_seq_len, k_len)

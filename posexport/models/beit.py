@@ -19,9 +19,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import auto_config, import_attr, torch_float, trained
+from .hf_code import auto_config, torch_float, trained
 from .plan import Role
 from .recipes import Recipe
 from .vit import grid_role
@@ -92,7 +93,7 @@ class BeitSession(Session):
     shared) trained table, at the trained grid."""
 
     def __init__(self, artifact: Artifact, recipe: BeitRecipe, folder: Path):
-        bias = import_attr(recipe.module,
+        bias = transformers_attr(recipe.module,
                            recipe.bias)
         # Data2Vec-Vision's copy takes its window as an argument; BEiT's reads it from the config.
         window = {"window_size": (artifact.params.window_h, artifact.params.window_w)} \

@@ -26,10 +26,11 @@ import numpy as np
 from ..contract import Artifact
 from ..errors import PosexportError
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .esm import stored_inv_freq
 from .family import Family
-from .hf_code import auto_config, import_attr, torch_float
+from .hf_code import auto_config, torch_float
 from .plan import Role
 from .recipes import APPLY, ROTARY, LearnedRecipe, Recipe
 from .rope_family import rope_role
@@ -119,8 +120,8 @@ class ClvpRopeSession(Session):
     its apply_rotary_pos_emb indexes at position_ids, on the head's first rotary channels (its attention's split)."""
 
     def __init__(self, artifact: Artifact, recipe: ClvpRopeRecipe, folder: Path):
-        self.rotary = import_attr(recipe.module, recipe.rotary)(auto_config(folder, recipe)).eval()
-        self.apply = import_attr(recipe.module, recipe.apply)
+        self.rotary = transformers_attr(recipe.module, recipe.rotary)(auto_config(folder, recipe)).eval()
+        self.apply = transformers_attr(recipe.module, recipe.apply)
         self.bshd = artifact.params.layout == "bshd"
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -6,7 +6,8 @@ misread).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +21,25 @@ from ..rope.config import POSITION_WORDS, read_json, shown
 MISSING = object()
 
 
+@dataclass(frozen=True)
+class Catalogue:
+    """What a wrapper or a composite needs of the catalogue to read its parts as their own types: the family reading
+    each model type, and why a type is not read (one line)."""
+
+    families: Mapping[str, Any] = field(default_factory=dict)
+    why_not: Callable[[str], str] = lambda model_type: f"model_type {model_type!r} is not in posexport's catalogue"
+
+
 class ModelConfig:
     """config.json of one architecture; ``get`` marks a key as read, ``check_all_read`` finds the rest."""
 
     def __init__(self, data: dict[str, Any], architecture: str, source: str, folder: Path | None = None,
-                 within: str = "", families: Mapping[str, Any] | None = None):
+                 within: str = "", catalogue: Catalogue = Catalogue()):
         self.data, self.architecture, self.source, self.folder = data, architecture, source, folder
         # A composite's part: the module its model holds the part under (`text_model`); its tables are found there only.
         self.within = within
-        # The catalogue's families by model type: a wrapper or a composite reads its parts as their own types.
-        self.families: Mapping[str, Any] = families or {}
+        # A wrapper or a composite reads its parts as their own types, through the catalogue.
+        self.catalogue = catalogue
         self.read: set[str] = set()
 
     def locate(self, keys: tuple[str, ...]) -> tuple[Path, str]:

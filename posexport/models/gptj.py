@@ -15,9 +15,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import from_bshd, import_attr, to_bshd
+from .hf_code import from_bshd, to_bshd
 from .plan import Role
 from .recipes import APPLY, CREATE, Recipe
 from .rope_family import CONTRACT
@@ -64,7 +65,7 @@ class GptjSession(Session):
     on the first rotary_dim channels of x [batch, seq, heads, dim], as its attention does."""
 
     def __init__(self, artifact: Artifact, recipe: GptjRecipe, folder: Path):
-        self.create, self.apply = import_attr(recipe.module, recipe.create), import_attr(recipe.module, recipe.apply)
+        self.create, self.apply = transformers_attr(recipe.module, recipe.create), transformers_attr(recipe.module, recipe.apply)
         self.p = artifact.params
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:

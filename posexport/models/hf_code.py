@@ -1,10 +1,9 @@
-"""The one way from a recipe into transformers' code, shared by every family's sessions: a named attribute of a
-transformers module, the folder's config (a composite's part, a wrapper's text_config, a tower's vision_config), a
-trained tensor of the checkpoint, and the tensor conversions the sessions share."""
+"""What every family's sessions share on their way into transformers' code (each named piece of which they reach
+through posexport.upstream.transformers_attr, the one door): the folder's config (a composite's part, a wrapper's
+text_config, a tower's vision_config), a trained tensor of the checkpoint, and the tensor conversions."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +11,6 @@ import numpy as np
 
 from .. import checkpoint
 from .recipes import Recipe
-
-
-def import_attr(module: str, name: str) -> Any:
-    return getattr(importlib.import_module(module), name)
 
 
 def auto_config(folder: Path, recipe: Recipe) -> Any:

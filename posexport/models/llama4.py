@@ -17,9 +17,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import auto_config, from_bshd, import_attr, to_bshd
+from .hf_code import auto_config, from_bshd, to_bshd
 from .plan import Role
 from .recipes import Recipe
 from .rope_family import heads_and_dim, hf_rope, rope_role, text_part
@@ -114,7 +115,7 @@ class Llama4TemperatureSession(Session):
         cfg = copy.deepcopy(auto_config(folder, recipe))
         cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = p.heads * p.head_dim, p.heads, p.heads, p.head_dim
         cfg._attn_implementation = CAPTURE
-        self.attention = import_attr(recipe.module, recipe.attention)(cfg, recipe.layer).eval()
+        self.attention = transformers_attr(recipe.module, recipe.attention)(cfg, recipe.layer).eval()
         with torch.no_grad():
             self.attention.q_proj.weight.copy_(torch.eye(p.heads * p.head_dim))
         self.p = p

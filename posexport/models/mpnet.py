@@ -20,6 +20,7 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
 from .hf_code import auto_config, torch_float, trained
@@ -78,11 +79,10 @@ class MpnetBiasSession(Session):
     is the last q_len rows of its k_len × k_len bias, as with a KV cache."""
 
     def __init__(self, artifact: Artifact, recipe: MpnetBiasRecipe, folder: Path):
-        from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
-
+        encoder_class = transformers_attr("transformers.models.mpnet.modeling_mpnet", "MPNetEncoder")
         cfg = copy.deepcopy(auto_config(folder, recipe))
         cfg.num_hidden_layers = 0
-        self.encoder = MPNetEncoder(cfg).eval()
+        self.encoder = encoder_class(cfg).eval()
         self.encoder.relative_attention_bias.weight.data = trained(folder, recipe.key)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:

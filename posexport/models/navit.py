@@ -27,9 +27,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import auto_config, import_attr, torch_float, trained
+from .hf_code import auto_config, torch_float, trained
 from .plan import Role
 from .recipes import EMBEDDINGS, Recipe
 from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES, square
@@ -105,7 +106,7 @@ class NavitSession(Session):
     def __init__(self, artifact: Artifact, recipe: NavitRecipe, folder: Path):
         import torch
 
-        self.embeddings = import_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
+        self.embeddings = transformers_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
         table = self.embeddings.position_embedding.weight
         table.data = trained(folder, recipe.key).reshape(table.shape)
         self.embeddings.patch_embedding, self.embeddings.patch_size = torch.nn.Identity(), 1

@@ -29,8 +29,9 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Runtime, Session, SessionOptions
+from ..upstream import transformers_attr
 from .families import FAMILIES
-from .hf_code import auto_config, import_attr, torch_float, trained
+from .hf_code import auto_config, torch_float, trained
 from .recipes import LearnedRecipe, Recipe, RecipeError, RopeRecipe, SinusoidTableRecipe, T5Recipe, WhisperSinusoidRecipe
 
 # transformers forms rope angles as float32 position × float32 inverse frequency: the angle of the fastest
@@ -80,8 +81,8 @@ class RopeSession(Session):
             cfg.rope_parameters = {**cfg.rope_parameters, "rope_theta": recipe.rope_theta}
         # Molmo2's layers outside rope_scaling_layers: its rotary built unscaled, as the model builds it.
         unscaled = {"scaled": False} if recipe.unscaled else {}
-        self.rotary = import_attr(recipe.module, recipe.rotary)(config=cfg, **unscaled).eval()
-        self.apply = import_attr(recipe.module, recipe.apply)
+        self.rotary = transformers_attr(recipe.module, recipe.rotary)(config=cfg, **unscaled).eval()
+        self.apply = transformers_attr(recipe.module, recipe.apply)
         self.extra = (recipe.layer_type,) if recipe.layer_type else ()
         self.bshd = artifact.params.layout == "bshd"
         # StableLM's attention splits off the rotary channels itself; its apply function rotates all it gets.
@@ -119,7 +120,7 @@ class T5Session(Session):
     def __init__(self, artifact: Artifact, recipe: T5Recipe, folder: Path):
         cfg = auto_config(folder, recipe)
         cfg.is_decoder = recipe.decoder
-        attention = import_attr(recipe.module, recipe.attention)
+        attention = transformers_attr(recipe.module, recipe.attention)
         self.attention = attention(cfg, has_relative_attention_bias=True, layer_idx=0).eval()
         self.attention.relative_attention_bias.weight.data = trained(folder, recipe.key)
 
@@ -144,9 +145,8 @@ class LearnedSession(Session):
         table = trained(folder, recipe.key)
         table = table.reshape(-1, table.shape[-1])  # AST's and MGP-STR's are [1, rows, hidden] parameters
         if recipe.opt:
-            from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
-
-            self.embedding = OPTLearnedPositionalEmbedding(table.shape[0] - 2, table.shape[1])
+            opt_embedding = transformers_attr("transformers.models.opt.modeling_opt", "OPTLearnedPositionalEmbedding")
+            self.embedding = opt_embedding(table.shape[0] - 2, table.shape[1])
             self.embedding.weight.data = table
             self.call = lambda positions: self.embedding(None, 0, position_ids=positions)
         else:
@@ -169,11 +169,11 @@ class SinusoidTableSession(Session):
 
     def __init__(self, artifact: Artifact, recipe: SinusoidTableRecipe | WhisperSinusoidRecipe, folder: Path):
         self.channels = artifact.params.d_model
-        create = import_attr(recipe.module, recipe.create) if isinstance(recipe, SinusoidTableRecipe) else None
+        create = transformers_attr(recipe.module, recipe.create) if isinstance(recipe, SinusoidTableRecipe) else None
         self.create = getattr(create, "get_embedding", create)  # an embedding class builds its table with get_embedding
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        from transformers.models.whisper.modeling_whisper import sinusoids
+        sinusoids = transformers_attr("transformers.models.whisper.modeling_whisper", "sinusoids")
 
         positions = np.asarray(feeds["position_ids"])
         table = (self.create or sinusoids)(int(positions.max()) + 1, self.channels).numpy().reshape(-1, self.channels)

@@ -20,9 +20,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import auto_config, import_attr, torch_float, trained
+from .hf_code import auto_config, torch_float, trained
 from .plan import Role
 from .recipes import EMBEDDINGS, Recipe, RecipeError, T5Recipe
 from .t5 import NOTES as T5_NOTES
@@ -126,7 +127,7 @@ class PatchCoordinatesSession(Session):
     def __init__(self, artifact: Artifact, recipe: PatchCoordinatesRecipe, folder: Path):
         import torch
 
-        self.embeddings = import_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
+        self.embeddings = transformers_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
         holder = recipe.key.rsplit(".", 2)[0]  # the embeddings module: both tables by the class's own names
         for axis in PATCH_AXES:
             table = getattr(self.embeddings, f"{axis}_embedder").weight

@@ -49,9 +49,10 @@ import numpy as np
 from .. import checkpoint
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family, Lookup
-from .hf_code import auto_config, from_bshd, import_attr, to_bshd, torch_float, trained
+from .hf_code import auto_config, from_bshd, to_bshd, torch_float, trained
 from .plan import Role
 from .recipes import APPLY, ROTARY, Recipe, RopeRecipe
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
@@ -336,8 +337,8 @@ class VisionRopeSession(Session):
     apply_rotary_pos_emb_vision, per batch row (the tower has no batch axis)."""
 
     def __init__(self, artifact: Artifact, recipe: VisionRopeRecipe, folder: Path):
-        self.rotary = import_attr(recipe.module, recipe.rotary)(auto_config(folder, recipe)).eval()
-        self.apply = import_attr(recipe.module, recipe.apply)
+        self.rotary = transformers_attr(recipe.module, recipe.rotary)(auto_config(folder, recipe)).eval()
+        self.apply = transformers_attr(recipe.module, recipe.apply)
         self.p = artifact.params
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -360,13 +361,14 @@ class GridInterpolateSession(Session):
         import torch
 
         with torch.device("meta"):
-            tower = import_attr(recipe.module, recipe.tower)(auto_config(folder, recipe))
+            tower = transformers_attr(recipe.module, recipe.tower)(auto_config(folder, recipe))
         self.side, self.mode, self.corners = tower.num_grid_per_side, tower.interpolation_mode, tower.interpolation_align_corners
         self.table = trained(folder, recipe.key)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
-        from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+        get_vision_interpolation_indices_and_weights = transformers_attr(
+            "transformers.vision_utils", "get_vision_interpolation_indices_and_weights")
 
         x = torch_float(feeds["x"])
         batch, h, w, dim = x.shape

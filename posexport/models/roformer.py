@@ -15,9 +15,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import from_bshd, import_attr, to_bshd
+from .hf_code import from_bshd, to_bshd
 from .plan import Role
 from .recipes import Recipe
 from .rope_family import CONTRACT
@@ -57,8 +58,8 @@ class RoformerSession(Session):
 
     def __init__(self, artifact: Artifact, recipe: RoformerRecipe, folder: Path):
         module = recipe.module
-        self.table = import_attr(module, "RoFormerSinusoidalPositionalEmbedding")
-        self.attention = import_attr(module, "RoFormerSelfAttention")
+        self.table = transformers_attr(module, "RoFormerSinusoidalPositionalEmbedding")
+        self.attention = transformers_attr(module, "RoFormerSelfAttention")
         self.p = artifact.params
 
     def create(self, rows: int, dim: int) -> Any:

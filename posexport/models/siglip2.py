@@ -21,9 +21,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import auto_config, import_attr, torch_float, trained
+from .hf_code import auto_config, torch_float, trained
 from .plan import Role
 from .recipes import EMBEDDINGS, Recipe
 from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES, TABLE
@@ -66,7 +67,7 @@ class NaflexSession(Session):
     square grid, as its forward does), at each image's (grid_h, grid_w) with no padding, added to the patches."""
 
     def __init__(self, artifact: Artifact, recipe: NaflexRecipe, folder: Path):
-        self.embeddings = import_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
+        self.embeddings = transformers_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
         self.table = recipe.table
         table = self.embeddings.get_parameter(self.table)
         table.data = trained(folder, recipe.key).reshape(table.shape)

@@ -23,9 +23,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import auto_config, import_attr, softmax_input, torch_float, trained
+from .hf_code import auto_config, softmax_input, torch_float, trained
 from .plan import Role
 from .recipes import Recipe, window_size
 from .vit import grid_role
@@ -117,12 +118,11 @@ class SwinSession(Session):
 
         window, heads = recipe.window, artifact.params.heads
         if recipe.attention:
-            self.bias = inline_bias(import_attr(recipe.module, recipe.attention), auto_config(folder, recipe),
+            self.bias = inline_bias(transformers_attr(recipe.module, recipe.attention), auto_config(folder, recipe),
                                     heads, window, trained(folder, recipe.key))
             return
-        from transformers.models.swin.modeling_swin import SwinRelativePositionBias
-
-        module = SwinRelativePositionBias(heads, (window, window)).eval()
+        swin_bias = transformers_attr("transformers.models.swin.modeling_swin", "SwinRelativePositionBias")
+        module = swin_bias(heads, (window, window)).eval()
         module.relative_position_bias_table.data = trained(folder, recipe.key)
         with torch.no_grad():
             self.bias = module()

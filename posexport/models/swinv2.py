@@ -22,9 +22,10 @@ import numpy as np
 from ..contract import Artifact
 from ..errors import PosexportError
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import auto_config, import_attr, softmax_input, torch_float, trained
+from .hf_code import auto_config, softmax_input, torch_float, trained
 from .plan import Role
 from .recipes import Recipe, window_size
 from .vit import square
@@ -138,7 +139,7 @@ class ContinuousBiasSession(Session):
 
     def __init__(self, artifact: Artifact, recipe: ContinuousBiasRecipe, folder: Path):
         heads, window, pretrained = artifact.params.heads, recipe.window, recipe.pretrained_window
-        attention_class = import_attr(recipe.module, recipe.attention)
+        attention_class = transformers_attr(recipe.module, recipe.attention)
         attention = attention_class(auto_config(folder, recipe), heads, heads, window, (pretrained, pretrained)).eval()
         attention.continuous_position_bias_mlp.load_state_dict(
             {name: trained(folder, f"{recipe.key}.{name}") for name in ("0.weight", "0.bias", "2.weight")})

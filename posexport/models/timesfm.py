@@ -19,9 +19,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family
-from .hf_code import auto_config, import_attr
+from .hf_code import auto_config
 from .plan import Role
 from .recipes import Recipe
 
@@ -70,7 +71,7 @@ class SinusoidModuleSession(Session):
     TimesFmPositionalEmbedding: its rows at any [batch, seq] positions)."""
 
     def __init__(self, artifact: Artifact, recipe: SinusoidModuleRecipe, folder: Path):
-        self.module = import_attr(recipe.module, recipe.positional)(auto_config(folder, recipe)).eval()
+        self.module = transformers_attr(recipe.module, recipe.positional)(auto_config(folder, recipe)).eval()
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch

@@ -27,9 +27,10 @@ import numpy as np
 
 from ..contract import Artifact
 from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .family import Family, Lookup
-from .hf_code import auto_config, import_attr, torch_float, trained
+from .hf_code import auto_config, torch_float, trained
 from .plan import Role
 from .recipes import EMBEDDINGS, Recipe
 
@@ -224,7 +225,7 @@ class VitSession(Session):
     model's trained table, added to [class (and distillation) tokens | patches] (Swin: the patches alone, y as a grid)."""
 
     def __init__(self, artifact: Artifact, recipe: VitRecipe, folder: Path):
-        self.embeddings = import_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
+        self.embeddings = transformers_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
         self.table = recipe.table  # SigLIP's: an nn.Embedding
         table = self.embeddings.get_parameter(self.table)
         table.data = trained(folder, recipe.key).reshape(table.shape)

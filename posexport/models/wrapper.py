@@ -20,7 +20,7 @@ WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipll
             "idefics3", "internvl", "janus", "jev", "kimi_k25", "lfm3_vl", "minicpm_ocr", "minicpmv4_6", "minicpmv4_7",
             "modernvbert", "moss_transcribe_diarize", "omniasr", "ovis2", "pp_chart2table", "qianfan_ocr", "qwen2_audio",
             "qwen3_asr", "smolvlm", "ultravbert", "vibevoice", "vibevoice_asr", "video_llama_3", "voxtral", "florence2",
-            "paddleocr_vl", "cosmos3_edge")
+            "paddleocr_vl", "cosmos3_edge", "llava_onevision1_5", "ovis2_5")
 NOTE = "the language model's positions (text_config, model_type {inner}); the other towers' own (vision, audio) are not built"
 
 
@@ -28,10 +28,11 @@ def read(cfg: ModelConfig) -> list[Role]:
     data = cfg.get("text_config")
     cfg.ignore(*BESIDE_TEXT)
     inner = data.get("model_type") if isinstance(data, dict) else None
-    family = cfg.families.get(inner)
+    family = cfg.catalogue.families.get(inner)
     if family is None or family.read is read:
-        cfg.fail("text_config.model_type", inner, "the text model is not in posexport's catalogue")
-    text = ModelConfig(data, inner, f"{cfg.source} text_config", cfg.folder, families=cfg.families)
+        cfg.fail("text_config.model_type", inner, f"the text model is not read: {cfg.catalogue.why_not(inner)}"
+                 if isinstance(inner, str) else "the text model's model_type is missing")
+    text = ModelConfig(data, inner, f"{cfg.source} text_config", cfg.folder, catalogue=cfg.catalogue)
     roles = family.read(text)
     text.check_all_read()
     return [dataclasses.replace(r, notes=(*r.notes, NOTE.format(inner=inner)), hf=dataclasses.replace(r.hf, text_config=True))
