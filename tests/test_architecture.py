@@ -191,3 +191,15 @@ def test_contract_registry_and_cli_start_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_no_site_kind_imports_another():
+    """Surgery's site kinds (find.KINDS) share matching through helper modules (pattern.py, per_call.py, caches.py),
+    never by importing each other; a kind that needs others' sites (the per-token caches, the unrecognised pairs) is
+    handed them by find.py."""
+    from posexport.surgery.find import KINDS
+
+    graph = import_graph()
+    kinds = {type(k).__module__ for k in KINDS.values()}
+    assert len(kinds) == 13
+    assert {m: sorted(graph[m] & kinds) for m in kinds if graph[m] & kinds} == {}

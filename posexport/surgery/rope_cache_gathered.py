@@ -18,7 +18,7 @@ import onnx
 import onnx.numpy_helper as onh
 
 from ..onnxgraph.graph import Graph
-from .rope_cache import PASSED, CachePair, CacheKind, gathered, stored
+from .caches import PASSED, CachePair, CacheSites, gathered, stored
 from .sites import Site
 
 
@@ -94,7 +94,7 @@ def stacked(graph: Graph, cos: str, sin: str, offset: int) -> list[CachePair] | 
     return [CachePair(*parts[0], writer(0)), CachePair(*parts[1], writer(1))]
 
 
-class GatheredCacheKind(CacheKind):
+class GatheredCacheKind(CacheSites):
     name = "rope-cache-gathered"
     summary = "fused rotary op reading cos/sin rows gathered by position from constant caches (mobius-onnx)"
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..onnxgraph.graph import Graph
-from .rope_inv_freq import InvFreqKind, trace_product
+from .per_call import PerCallKind, trace_product
 
 
 def repeated_twice(graph: Graph, angle: str) -> tuple[str, list[str]] | None:
@@ -32,7 +32,7 @@ def repeated_twice(graph: Graph, angle: str) -> tuple[str, list[str]] | None:
     return unsqueeze.input[0], [unsqueeze.name, expand.name, reshape.name]
 
 
-class InterleavedKind(InvFreqKind):
+class InterleavedKind(PerCallKind):
     name = "rope-interleaved"
     summary = "cos/sin recomputed per call, each frequency repeated twice in a row in the graph (Cohere)"
 

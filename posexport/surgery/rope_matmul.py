@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from ..onnxgraph.graph import Graph, attribute
-from .rope_inv_freq import FLOAT_TYPES, InvFreqKind, halves_repeated
+from .per_call import FLOAT_TYPES, PerCallKind, halves_repeated
 
 
 def through_casts(graph: Graph, name: str) -> tuple[onnx.NodeProto | None, list[str], int | None]:
@@ -47,7 +47,7 @@ def matmul_product(graph: Graph, node: onnx.NodeProto | None) -> dict[str, Any] 
             "positions": unsqueeze.input[0], "squeeze": False, "nodes": nodes, "float_type": float_type}
 
 
-class MatMulKind(InvFreqKind):
+class MatMulKind(PerCallKind):
     name = "rope-matmul"
     summary = "cos/sin recomputed per call from inv_freq × position_ids as a MatMul (transformers 4.x, optimum-onnx)"
 
