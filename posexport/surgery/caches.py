@@ -26,6 +26,7 @@ from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, SCALINGS, decided_per_call, source_of, switch_length
 from .freqs import (LOW_PRECISION, PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache,
                     low_precision_error, recognise, rounding_bound)
+from .pattern import Miss, through, up
 from .rebuilds import ROPE
 from .recorded import chosen_limits, record_limit
 from .sites import Fault, Site, SiteKind
@@ -68,9 +69,7 @@ def token_rows(graph: Graph, node: onnx.NodeProto) -> bool:
     folded = graph.array(node.input[index])
     if folded is not None:
         return folded.size > 0 and np.array_equal(folded.ravel(), np.arange(folded.size))
-    source = graph.producer.get(node.input[index])
-    while source is not None and source.op_type in PASSED:
-        source = graph.producer.get(source.input[0])
+    _, source = through(graph, node.input[index], PASSED)
     if source is None or source.op_type != "Range":
         return False
     start, delta = graph.array(source.input[0]), graph.array(source.input[2])
@@ -83,22 +82,23 @@ def per_token(graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) ->
     return rows is not None and graph.array(rows) is None and token_rows(graph, node)
 
 
-def gathered_from(graph: Graph, cache: str) -> onnx.NodeProto | None:
+def gathered_from(graph: Graph, cache: str) -> onnx.NodeProto | Miss:
     """The Gather (axis 0) of a stored 2-D float table that a cache input's rows are, under
     Reshape/Cast/Squeeze/Unsqueeze: the rope-cache-gathered kind's caches."""
-    node = graph.producer.get(cache)
-    while node is not None and node.op_type in PASSED:
-        node = graph.producer.get(node.input[0])
-    if node is None or node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or attribute(node, "axis", 0) != 0:
-        return None
-    table = graph.initializers.get(node.input[0])
-    return node if table is not None and len(table.dims) == 2 and table.data_type in (1, 10, 11, 16) else None
+    rows, _ = through(graph, cache, PASSED)
+    node = up(graph, rows, "Gather")
+    if node and (node.domain not in ("", "ai.onnx") or attribute(node, "axis", 0) != 0):
+        return Miss(f"{node_label(node)} gathers along axis {attribute(node, 'axis', 0)} (or in domain {node.domain!r}), not rows")
+    table = graph.initializers.get(node.input[0]) if node else None
+    if node and (table is None or len(table.dims) != 2 or table.data_type not in (1, 10, 11, 16)):
+        return Miss(f"{node_label(node)} gathers from {node.input[0]}, not a stored 2-D float table")
+    return node
 
 
 def gathered(graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
     """The (cos, sin) Gathers an op's caches are, when both are rows gathered from stored tables."""
     cos, sin = gathered_from(graph, node.input[spec[0]]), gathered_from(graph, node.input[spec[1]])
-    return (cos, sin) if cos is not None and sin is not None else None
+    return (cos, sin) if cos and sin else None
 
 
 def cache_gathers(graph: Graph) -> set[str]:

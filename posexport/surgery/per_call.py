@@ -95,29 +95,29 @@ def frequencies(graph: Graph, name: str, positions: str) -> dict[str, Any] | Non
             "regime_nodes": [where.name, *switch[1]]}
 
 
-def halves_repeated(graph: Graph, angle: str) -> tuple[onnx.NodeProto | None, list[str]] | None:
-    """(the node under an optional Concat(a, a) on the last axis, the Concat's name if there is one)."""
+def halves_repeated(graph: Graph, angle: str) -> tuple[str, list[str]] | Miss:
+    """(the angles under an optional Concat(a, a) on the last axis, the Concat's name if there is one)."""
     node = graph.producer.get(angle)
     if node is not None and node.op_type == "Concat" and len(node.input) == 2 and node.input[0] == node.input[1]:
         if int(attribute(node, "axis", 0)) not in (-1, 2):
-            return None
-        return graph.producer.get(node.input[0]), [node.name]
-    return node, []
+            return Miss(f"{node_label(node)} repeats the angles along axis {attribute(node, 'axis', 0)}, not the last")
+        return node.input[0], [node.name]
+    return angle, []
 
 
-def trace_angle(graph: Graph, angle: str) -> dict[str, Any] | None:
-    """The pattern behind a Cos/Sin input, or None."""
+def trace_angle(graph: Graph, angle: str) -> dict[str, Any] | Miss:
+    """Mul(Cast(positions unsqueezed), frequencies) behind a Cos/Sin input, widened or not by Concat(a, a)."""
     under = halves_repeated(graph, angle)
-    found = trace_product(graph, under[0]) if under else None
-    if found is None:
-        return None
+    found = trace_product(graph, graph.producer.get(under[0])) if under else under
+    if not found:
+        return found
     return found | {"nodes": found["nodes"] + under[1], "full_width": bool(under[1])}
 
 
-def trace_product(graph: Graph, node: onnx.NodeProto | None) -> dict[str, Any] | None:
+def trace_product(graph: Graph, node: onnx.NodeProto | None) -> dict[str, Any] | Miss:
     """Mul(Cast(positions unsqueezed), frequencies): the angles [..., n] before any widening."""
     if node is None or node.op_type != "Mul":
-        return None
+        return Miss(f"the angles are made by {node_label(node) if node is not None else 'no node'}, not by Mul")
     for pos_side, freq_side in ((0, 1), (1, 0)):
         cast = graph.producer.get(node.input[pos_side])
         if cast is None or cast.op_type != "Cast" or int(attribute(cast, "to", 0)) not in FLOAT_TYPES:
@@ -125,12 +125,13 @@ def trace_product(graph: Graph, node: onnx.NodeProto | None) -> dict[str, Any] |
         source = positions_source(graph, cast.input[0])
         found = frequencies(graph, node.input[freq_side], source[0]) if source else None
         if found is None:
-            return None
+            return Miss(f"{node_label(node)}'s frequencies are neither a stored [n] vector nor LongRoPE's Where of two"
+                        if source else f"{node_label(cast)} casts no positions unsqueezed at the last axis")
         positions, passed, squeeze = source
         nodes = passed + [cast.name, node.name] + found.pop("regime_nodes", [])
         return found | {"freq_name": node.input[freq_side], "positions": positions, "squeeze": squeeze, "nodes": nodes,
                         "float_type": int(attribute(cast, "to"))}
-    return None
+    return Miss(f"{node_label(node)} multiplies no positions cast to a float")
 
 
 # How a graph widens cos/sin [..., n] to the width its rotation reads (False: it does not), and the same

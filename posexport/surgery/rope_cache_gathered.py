@@ -19,16 +19,13 @@ import onnx.numpy_helper as onh
 
 from ..onnxgraph.graph import Graph
 from .caches import PASSED, CachePair, CacheSites, gathered, stored
+from .pattern import through
 from .sites import Site
 
 
 def under_passed(graph: Graph, name: str) -> str:
     """The tensor ``name`` is, under Reshape/Cast/Squeeze/Unsqueeze/Identity."""
-    node = graph.producer.get(name)
-    while node is not None and node.op_type in PASSED:
-        name = node.input[0]
-        node = graph.producer.get(name)
-    return name
+    return through(graph, name, PASSED)[0]
 
 
 def graph_input(graph: Graph, name: str) -> str | None:
