@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from . import arch_zoo
+import zoo
 
 
 def normalised_error(out: np.ndarray, ref: np.ndarray) -> float:
@@ -43,7 +43,7 @@ def with_weights(model_type: str, folder: Path, **overrides: Any) -> Path:
     import torch
     from transformers import AutoConfig
 
-    arch_zoo.tiny(model_type, folder, **overrides)
+    zoo.tiny(model_type, folder, **overrides)
     torch.manual_seed(0)
     own_model(AutoConfig.from_pretrained(folder)).save_pretrained(folder)
     return folder

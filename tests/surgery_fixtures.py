@@ -1,6 +1,6 @@
 """Tiny random transformers models in temp folders (no downloads), exported by the real exporters:
 torch.onnx (dynamo, and the TorchScript exporter), onnxscript's onnxruntime fusions and onnxruntime-genai's
-model builder (the exports themselves: tests/exporter_fixtures.py). Each export is made once per test
+model builder (the exports themselves: zoo/exporters.py). Each export is made once per test
 session, in a temp folder removed at exit."""
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from . import exporter_fixtures as ef
+import zoo
+from zoo import exporters as ef
 
 ROOT = Path(tempfile.mkdtemp(prefix="posexport-surgery-"))
 atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
-VOCAB, TINY = ef.VOCAB, ef.TINY  # 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, weights std 0.3
+VOCAB, TINY = zoo.VOCAB, zoo.TINY  # 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, weights std 0.3
 
 # Rope scalings of the fixtures, as transformers' config spells them (max_position_embeddings 64 unless set).
 SCALINGS: dict[str, dict[str, Any] | None] = {
@@ -60,7 +61,7 @@ def tiny_gemma3(name: str = "gemma3") -> Path:
 
 def save(name: str, config: Any) -> Path:
     """The seeded model of ``config`` and a WordLevel tokenizer, in ROOT/name (made once)."""
-    return ef.save_model(config, ROOT / name)
+    return zoo.save_model(config, ROOT / name)
 
 
 def as_plain(folder: Path) -> Path:

@@ -32,7 +32,7 @@ from posexport.models.oracle import model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
 
-from . import arch_zoo  # noqa: E402
+import zoo  # noqa: E402
 from .harness import own_model  # noqa: E402
 from .sampling import stratified  # noqa: E402
 
@@ -58,7 +58,7 @@ class TinyModels(dict):
         self.root = root
 
     def __missing__(self, model_type: str) -> Path:
-        self[model_type] = folder = arch_zoo.tiny(model_type, self.root / model_type)
+        self[model_type] = folder = zoo.tiny(model_type, self.root / model_type)
         return folder
 
 
@@ -166,7 +166,7 @@ def test_decoder_defaults_are_the_config_classes_own():
         return None
 
     for model_type, spec in decoders.DECODERS.items():
-        cls = arch_zoo.config_class(model_type)
+        cls = zoo.config_class(model_type)
         text = type(cls().get_text_config()) if spec.text else cls
         theta = declared(text, "default_theta")
         assert declared(text, "max_position_embeddings") == spec.max_positions, model_type
@@ -288,7 +288,7 @@ def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, mod
     assert plan_mismatches(folder, folder) == []
     # The verdict fails a plan read backwards (onnxruntime's builder read SmolLM3's flags so).
     if model_type == "smollm3":
-        backwards = arch_zoo.tiny("smollm3", tmp_path / "backwards", no_rope_layers=[0, 1, 1, 1])
+        backwards = zoo.tiny("smollm3", tmp_path / "backwards", no_rope_layers=[0, 1, 1, 1])
         assert plan_mismatches(backwards, folder) == [0, 3]
 
 
@@ -417,7 +417,7 @@ def test_a_misread_glm4v_m_rope_fails_against_the_model(tiny_models, tmp_path, m
 def test_glm4v_sections_off_its_rotary_width_refused_in_one_line(tmp_path, block, message):
     import json
 
-    folder = arch_zoo.tiny("glm4v_text", tmp_path / "glm4v-text")
+    folder = zoo.tiny("glm4v_text", tmp_path / "glm4v-text")
     config = json.loads((folder / "config.json").read_text())
     config["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, **block}
     (folder / "config.json").write_text(json.dumps(config))
@@ -440,7 +440,7 @@ def test_qwen3_vl_pos_embed_read_with_corners_aligned_and_a_misread_fails(tiny_m
 
 
 def test_qwen3_vl_without_weights_says_its_pos_embed_was_not_built(tmp_path):
-    folder = arch_zoo.tiny("qwen3_vl", tmp_path / "qwen3-vl")
+    folder = zoo.tiny("qwen3_vl", tmp_path / "qwen3-vl")
     (folder / "model.safetensors").unlink()
     plan = read_model(folder)
     assert [r.role for r in plan.roles] == ["mrope", "mrope-vision"]
@@ -458,14 +458,14 @@ def test_learned_tables_add_the_rows_transformers_adds(tmp_path, model_type):
     import torch
     from transformers import AutoConfig
 
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     config = AutoConfig.from_pretrained(folder)
     torch.manual_seed(0)
     model = own_model(config).eval()
     keys, rows_key, rows_default, start = learned.TABLES[model_type]
     assert getattr(type(config)(), rows_key) == rows_default  # the line's default is the config class's
     module = model.get_submodule(keys[0].removesuffix(".weight"))
-    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, keys[0], tuple(module.weight.shape)))
+    module.weight.data = torch.from_numpy(zoo.table_checkpoint(folder, keys[0], tuple(module.weight.shape)))
     added = []
     # I-BERT's QuantEmbedding returns (rows, scaling factor)
     module.register_forward_hook(lambda _m, _a, rows: added.append((rows[0] if isinstance(rows, tuple) else rows)[0, :9].double().numpy()))
@@ -506,7 +506,7 @@ def test_encoder_decoder_tables_add_the_rows_transformers_adds(tmp_path, model_t
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     config = AutoConfig.from_pretrained(folder)
     torch.manual_seed(0)
     parts, _, defaults, _ = learned.BART_LIKE[model_type]
@@ -536,7 +536,7 @@ def test_t5_copies_bias_as_their_own_attention(tmp_path, model_type):
     reference against the copy's own compute_bias (queries at the end, as with a cache)."""
     from posexport.models.t5 import TABLE
 
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     rng = np.random.default_rng(0)
     save_file({TABLE.format(stack=stack, block=0): rng.standard_normal((32, 4)).astype(np.float32)
                for stack in ("encoder", "decoder")}, str(folder / "model.safetensors"))
@@ -549,9 +549,9 @@ def test_data2vec_vision_bias_as_its_own_copy_of_beits(tmp_path):
     """Per-layer tables read back from a checkpoint, against Data2VecVisionRelativePositionBias itself."""
     from transformers.models.data2vec.modeling_data2vec_vision import Data2VecVisionRelativePositionBias
 
-    folder = arch_zoo.tiny("data2vec-vision", tmp_path / "data2vec-vision", use_relative_position_bias=True,
+    folder = zoo.tiny("data2vec-vision", tmp_path / "data2vec-vision", use_relative_position_bias=True,
                            image_size=64, patch_size=16)
-    shape = tuple(Data2VecVisionRelativePositionBias(arch_zoo.config_class("data2vec-vision").from_pretrained(folder),
+    shape = tuple(Data2VecVisionRelativePositionBias(zoo.config_class("data2vec-vision").from_pretrained(folder),
                                                      window_size=(4, 4)).relative_position_bias_table.shape)
     rng = np.random.default_rng(0)
     save_file({f"encoder.layer.{i}.attention.attention.relative_position_bias.relative_position_bias_table":
@@ -569,11 +569,11 @@ def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type
 
     tower = vit.FAMILIES[model_type]
     assert vit.DEFAULT_MAX_GRID == get_encoding("vit-learned").params().max_grid
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     embeddings = getattr(importlib.import_module(f"transformers.models.{tower.module}"), tower.embeddings)(
-        arch_zoo.config_class(model_type).from_pretrained(folder))
+        zoo.config_class(model_type).from_pretrained(folder))
     table = embeddings.get_parameter(tower.table)
-    arch_zoo.table_checkpoint(folder, f"embeddings.{tower.table}", tuple(table.shape))
+    zoo.table_checkpoint(folder, f"embeddings.{tower.table}", tuple(table.shape))
     plan = read_model(folder)
     (role,) = plan.roles
     encoding = get_encoding(role.encoding)
@@ -589,7 +589,7 @@ def test_vision_tower_grids_resample_as_the_towers_own_code(tmp_path, model_type
 @pytest.mark.parametrize("model_type", sorted(vit.FAMILIES))
 def test_tower_lines_default_sizes_are_their_config_classes(model_type):
     """A config.json without image_size or patch_size means its class's default: the line's fallback is that default."""
-    config = arch_zoo.config_class(model_type)()
+    config = zoo.config_class(model_type)()
     assert [square_side(config.image_size), square_side(config.patch_size)] == list(vit.FAMILIES[model_type].sizes)
 
 
@@ -634,10 +634,10 @@ def test_antialiased_bicubic_towers_pass_parity_from_model_and_plain_bicubic_fai
 
 
     module, cls = ANTIALIASED_BICUBIC_TOWERS[model_type]
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     embeddings = getattr(importlib.import_module(f"transformers.models.{module}"), cls)(
-        arch_zoo.config_class(model_type).from_pretrained(folder))
-    arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
+        zoo.config_class(model_type).from_pretrained(folder))
+    zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
     built_graph_passes_parity_from_model(folder, tmp_path)
     (role,) = read_model(folder).roles
     assert (role.values["antialias"], role.values["cubic_coefficient"]) == (True, -0.5)
@@ -653,10 +653,10 @@ def test_dinov2_with_registers_forward_is_y_with_its_registers_after_the_class_t
     import torch
     from transformers.models.dinov2_with_registers.modeling_dinov2_with_registers import Dinov2WithRegistersEmbeddings
 
-    folder = arch_zoo.tiny("dinov2_with_registers", tmp_path / "registers")
-    config = arch_zoo.config_class("dinov2_with_registers").from_pretrained(folder)
+    folder = zoo.tiny("dinov2_with_registers", tmp_path / "registers")
+    config = zoo.config_class("dinov2_with_registers").from_pretrained(folder)
     embeddings = Dinov2WithRegistersEmbeddings(config).eval()
-    table = arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
+    table = zoo.table_checkpoint(folder, "embeddings.position_embeddings", tuple(embeddings.position_embeddings.shape))
     embeddings.position_embeddings.data = torch.from_numpy(table)
     torch.manual_seed(0)
     embeddings.register_tokens.data.normal_()
@@ -682,9 +682,9 @@ def test_idefics_tower_passes_parity_from_model_and_size_based_bicubic_fails(tmp
     factor (n + 0.1)/N; the trained grid kept); the same table resampled by size fails on every grid but the trained one."""
     from transformers.models.idefics.modeling_idefics import IdeficsVisionEmbeddings
 
-    folder = arch_zoo.tiny("idefics_vision", tmp_path / "idefics", embed_dim=64)
-    embeddings = IdeficsVisionEmbeddings(arch_zoo.config_class("idefics_vision").from_pretrained(folder))
-    arch_zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
+    folder = zoo.tiny("idefics_vision", tmp_path / "idefics", embed_dim=64)
+    embeddings = IdeficsVisionEmbeddings(zoo.config_class("idefics_vision").from_pretrained(folder))
+    zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
     built_graph_passes_parity_from_model(folder, tmp_path)
     (role,) = read_model(folder).roles
     assert (role.values["dim"], role.values["trained_h"], role.values["resample_by"]) == (64, 16, "scale-factor")
@@ -730,7 +730,7 @@ def test_swin_window_biases_are_the_blocks_own(tmp_path, model_type):
     from transformers import AutoConfig
 
     family = swin.FAMILIES[model_type]
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, depths=[1, 1], window_size=3, **{family.heads: [2, 4]})
+    folder = zoo.tiny(model_type, tmp_path / model_type, depths=[1, 1], window_size=3, **{family.heads: [2, 4]})
     names = own_model(AutoConfig.from_pretrained(folder)).state_dict()
     rng = np.random.default_rng(0)
     tables = {next(k for k in swin.table_keys(stage, 0, family) if k in names): rng.standard_normal((25, heads))
@@ -767,7 +767,7 @@ def test_swinv2_continuous_biases_pass_parity_from_model_and_misreads_fail(tmp_p
     from posexport import export
     from posexport.encodings.swin import log_spaced_offsets, mlp_weights, relative_index
 
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **CONTINUOUS_SIZES[model_type])
+    folder = zoo.tiny(model_type, tmp_path / model_type, **CONTINUOUS_SIZES[model_type])
     model = own_model(AutoConfig.from_pretrained(folder))
     rng = np.random.default_rng(0)
     save_file({name: (rng.standard_normal(tuple(t.shape)) * (512**-0.5 if name.endswith("2.weight") else 1.0)).astype(np.float32)
@@ -820,7 +820,7 @@ REFUSED_CONTINUOUS = [
 def test_swinv2_configs_it_cannot_read_are_refused_in_one_line(tmp_path, model_type, overrides, message):
     two_stages = {"depths": [1, 1], "num_heads": [2, 2], **({"pretrained_window_sizes": [0, 0]} if model_type == "swinv2" else {})}
     values = {**CONTINUOUS_SIZES[model_type], **two_stages, **overrides}
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **values)
+    folder = zoo.tiny(model_type, tmp_path / model_type, **values)
     mlp = f"encoder.layers.0.blocks.0.{swinv2.MLP}"
     rng = np.random.default_rng(0)
     shards = {"first.safetensors": {f"{mlp}.0.weight": rng.standard_normal((512, 2)).astype(np.float32)},
@@ -841,8 +841,8 @@ def test_videoprism_text_sinusoid_is_its_embeddings_own(tmp_path):
     import torch
     from transformers.models.videoprism.modeling_videoprism import VideoPrismTextEmbeddings
 
-    folder = arch_zoo.tiny("videoprism_text_model", tmp_path / "videoprism", max_position_embeddings=24)
-    embeddings = VideoPrismTextEmbeddings(arch_zoo.config_class("videoprism_text_model").from_pretrained(folder)).eval()
+    folder = zoo.tiny("videoprism_text_model", tmp_path / "videoprism", max_position_embeddings=24)
+    embeddings = VideoPrismTextEmbeddings(zoo.config_class("videoprism_text_model").from_pretrained(folder)).eval()
     tokens = torch.from_numpy(np.random.default_rng(0).standard_normal((2, 17, 64)).astype(np.float32))
     with torch.no_grad():
         theirs = embeddings(inputs_embeds=tokens)[:, :17].double().numpy()
@@ -880,13 +880,13 @@ def test_patch_tables_add_the_rows_the_towers_add(tmp_path, model_type):
     import torch
 
     name, cls, sizes, shape = PATCH_EMBEDDINGS[model_type]
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **sizes)
+    folder = zoo.tiny(model_type, tmp_path / model_type, **sizes)
     embeddings = getattr(importlib.import_module(f"transformers.models.{name}.modeling_{name}"), cls)(
-        arch_zoo.config_class(model_type).from_pretrained(folder)).eval()
+        zoo.config_class(model_type).from_pretrained(folder)).eval()
     (param,) = [n for n, _ in embeddings.named_parameters() if "pos" in n]
     assert patch_table.FAMILIES[model_type].table.endswith(f"embeddings.{param}")
     table = embeddings.get_parameter(param)
-    table.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, patch_table.FAMILIES[model_type].table, tuple(table.shape)))
+    table.data = torch.from_numpy(zoo.table_checkpoint(folder, patch_table.FAMILIES[model_type].table, tuple(table.shape)))
     (role,) = read_model(folder).roles
     rows = role.values["max_positions"]
     inputs = torch.from_numpy(np.random.default_rng(1).standard_normal(shape).astype(np.float32))
@@ -909,7 +909,7 @@ def test_florence2_reads_its_bart_tables_as_bart(tmp_path):
     from transformers.models.bart.modeling_bart import BartModel
     from transformers.models.florence2.modeling_florence2 import Florence2ForConditionalGeneration
 
-    folder = arch_zoo.tiny("florence2", tmp_path / "florence2")
+    folder = zoo.tiny("florence2", tmp_path / "florence2")
     with torch.device("meta"):
         model = Florence2ForConditionalGeneration(AutoConfig.from_pretrained(folder))
     assert isinstance(model.model.language_model, BartModel)
@@ -918,7 +918,7 @@ def test_florence2_reads_its_bart_tables_as_bart(tmp_path):
     tables = {next(k for k in learned.table_keys(part) if k in names): rng.standard_normal((rows, 64)).astype(np.float32)
               for part in ("encoder", "decoder")}
     save_file(tables, str(folder / "model.safetensors"))
-    bart = arch_zoo.tiny("bart", tmp_path / "bart", max_position_embeddings=rows - 2)
+    bart = zoo.tiny("bart", tmp_path / "bart", max_position_embeddings=rows - 2)
     save_file({k.removeprefix("model.language_model."): v for k, v in tables.items()}, str(bart / "model.safetensors"))
     plan, theirs = read_model(folder), read_model(bart).roles
     assert [r.role for r in plan.roles] == ["learned-encoder", "learned-decoder"]
@@ -950,7 +950,7 @@ def test_sinusoid_tables_add_the_rows_transformers_adds(tmp_path, model_type):
     import torch
     from transformers import AutoConfig
 
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     config = AutoConfig.from_pretrained(folder)
     table = sinusoids.FAMILIES[model_type]
     fresh = type(config)()
@@ -988,13 +988,13 @@ def test_audio_encoder_tables_add_the_rows_the_encoders_add(tmp_path, model_type
     import torch
     from transformers import AutoConfig
 
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, max_source_positions=8)
+    folder = zoo.tiny(model_type, tmp_path / model_type, max_source_positions=8)
     config = AutoConfig.from_pretrained(folder)
     assert type(config)().max_source_positions == 1500
     torch.manual_seed(0)
     model = own_model(config).eval()
     table = model.embed_positions.weight
-    table.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, "embed_positions.weight", tuple(table.shape)))
+    table.data = torch.from_numpy(zoo.table_checkpoint(folder, "embed_positions.weight", tuple(table.shape)))
     reached = []
     model.layers[0].register_forward_pre_hook(lambda _m, args: reached.append(args[0].double().numpy()))
     features = torch.from_numpy(np.random.default_rng(1).standard_normal((1, config.num_mel_bins, 16)).astype(np.float32))
@@ -1020,7 +1020,7 @@ def test_bark_sub_models_add_the_rows_they_add(tmp_path):
 
     tiny = {"hidden_size": 64, "num_layers": 1, "num_heads": 4, "block_size": 32, "input_vocab_size": 64,
             "output_vocab_size": 64}
-    folder = arch_zoo.tiny("bark", tmp_path / "bark", **{f"{part}_config": tiny for part in ("semantic", "coarse_acoustics", "fine_acoustics")})
+    folder = zoo.tiny("bark", tmp_path / "bark", **{f"{part}_config": tiny for part in ("semantic", "coarse_acoustics", "fine_acoustics")})
     config, rng, added, tables = AutoConfig.from_pretrained(folder), np.random.default_rng(0), {}, {}
     models = {"semantic": bark.BarkSemanticModel(config.semantic_config),
               "coarse_acoustics": bark.BarkCoarseModel(config.coarse_acoustics_config),
@@ -1051,8 +1051,8 @@ def test_fun_asr_nano_sinusoid_is_its_position_embeddings_own(tmp_path):
     import torch
     from transformers.models.fun_asr_nano.modeling_fun_asr_nano import FunAsrNanoPositionEmbedding
 
-    folder = arch_zoo.tiny("fun_asr_nano_encoder", tmp_path / "fun_asr", num_mel_bins=8, num_stacked_frames=2)
-    config = arch_zoo.config_class("fun_asr_nano_encoder").from_pretrained(folder)
+    folder = zoo.tiny("fun_asr_nano_encoder", tmp_path / "fun_asr", num_mel_bins=8, num_stacked_frames=2)
+    config = zoo.config_class("fun_asr_nano_encoder").from_pretrained(folder)
     fresh, table = type(config)(), sinusoids.FAMILIES["fun_asr_nano_encoder"]
     assert {k: getattr(fresh, k) for k in table.defaults} == table.defaults
     with torch.no_grad():
@@ -1078,7 +1078,7 @@ def chunked_encoder(model_type, folder):
     import importlib
 
     module, name, _, _ = CHUNKED_AUDIO[model_type]
-    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    config = zoo.config_class(model_type).from_pretrained(folder)
     return getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), name)(config).eval()
 
 
@@ -1108,8 +1108,8 @@ def test_chunked_audio_encoders_add_the_sinusoid_from_0_in_every_chunk(tmp_path,
     from posexport.runtimes import get_runtime
 
     _, _, convolutions, sizes = CHUNKED_AUDIO[model_type]
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **AUDIO_TINY, **sizes)
-    fresh, (role,) = arch_zoo.config_class(model_type)(), read_model(folder).roles
+    folder = zoo.tiny(model_type, tmp_path / model_type, **AUDIO_TINY, **sizes)
+    fresh, (role,) = zoo.config_class(model_type)(), read_model(folder).roles
     family = chunked_audio.FAMILIES[model_type]  # its defaults are the config class's
     assert (fresh.d_model, fresh.n_window, getattr(fresh, family.rows_key)) == (family.d_model, family.n_window, family.rows)
     torch.manual_seed(0)
@@ -1156,7 +1156,7 @@ def test_chunked_audio_encoders_refuse_configs_their_models_misplace(tmp_path):
     from posexport.errors import PosexportError
 
     sizes = {**AUDIO_TINY, "downsample_hidden_size": 8}
-    folder = arch_zoo.tiny("qwen3_omni_moe_audio_encoder", tmp_path / "omni", **sizes, n_window=53)
+    folder = zoo.tiny("qwen3_omni_moe_audio_encoder", tmp_path / "omni", **sizes, n_window=53)
     with pytest.raises(PosexportError, match="'n_window' = 53: .* gives 14 frames .* counts 13"):
         read_model(folder)
     reached = []
@@ -1165,7 +1165,7 @@ def test_chunked_audio_encoders_refuse_configs_their_models_misplace(tmp_path):
     with torch.no_grad():
         chunked_forward(model, "qwen3_omni_moe_audio_encoder", torch.randn(16, 106 + 106 + 54))
     assert reached == [33]
-    folder = arch_zoo.tiny("qwen3_asr_encoder", tmp_path / "asr", **sizes, max_position_embeddings=12)
+    folder = zoo.tiny("qwen3_asr_encoder", tmp_path / "asr", **sizes, max_position_embeddings=12)
     with pytest.raises(PosexportError, match="'max_position_embeddings' = 12: the table has fewer rows than a chunk's 13"):
         read_model(folder)
     with torch.no_grad(), pytest.raises(RuntimeError):
@@ -1181,7 +1181,7 @@ def test_dots3_note_audio_rope_is_its_towers_own(tmp_path):
 
     import torch
 
-    folder = arch_zoo.tiny("dots3_note_audio_encoder", tmp_path / "dots3", adapter_input_size=64, num_hidden_layers=2,
+    folder = zoo.tiny("dots3_note_audio_encoder", tmp_path / "dots3", adapter_input_size=64, num_hidden_layers=2,
                            feature_size=16, downsample_hidden_size=8)
     plan = read_model(folder)
     (role,) = plan.roles
@@ -1197,7 +1197,7 @@ def test_dots3_note_audio_rope_is_its_towers_own(tmp_path):
         error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
         assert error < model_bound(DTYPES["float32"].bound(largest), largest)
     module = importlib.import_module(role.hf.module)
-    config = arch_zoo.config_class("dots3_note_audio_encoder").from_pretrained(folder)
+    config = zoo.config_class("dots3_note_audio_encoder").from_pretrained(folder)
     torch.manual_seed(0)
     tower, rotated, apply = module.Dots3NoteAudioModel(config).eval(), [], module.apply_rotary_pos_emb
 
@@ -1230,12 +1230,12 @@ def test_dots3_note_audio_reads_a_released_whisper_config_as_transformers_does(t
     transformers overwrites: the rope's heads, head_dim and max_positions are those transformers' config class loads."""
     import json
 
-    folder = arch_zoo.tiny("dots3_note_audio_encoder", tmp_path / "saved", adapter_input_size=64)
+    folder = zoo.tiny("dots3_note_audio_encoder", tmp_path / "saved", adapter_input_size=64)
     raw = {**json.loads((folder / "config.json").read_text()), "head_dim": 7,
            "whisper_config": {"d_model": 64, "encoder_attention_heads": 2, "max_source_positions": 100}}
     (tmp_path / "released").mkdir()
     (tmp_path / "released" / "config.json").write_text(json.dumps(raw))
-    loaded = arch_zoo.config_class("dots3_note_audio_encoder").from_pretrained(tmp_path / "released")
+    loaded = zoo.config_class("dots3_note_audio_encoder").from_pretrained(tmp_path / "released")
     (role,) = read_model(tmp_path / "released").roles
     assert (role.values["heads"], role.values["head_dim"], role.values["max_positions"], role.values["rotary_dim"]) == \
         (loaded.num_attention_heads, loaded.head_dim, loaded.max_position_embeddings, 16) == (2, 32, 100, 16)
@@ -1253,11 +1253,11 @@ def test_audio_embedders_without_positions_carry_none(tmp_path):
 
     rng = np.random.default_rng(0)
     torch.manual_seed(0)
-    text = arch_zoo.config_class("gemma4_unified_text")(hidden_size=16)
+    text = zoo.config_class("gemma4_unified_text")(hidden_size=16)
     embedders = [
-        (gemma.Gemma4UnifiedMultimodalEmbedder(arch_zoo.config_class("gemma4_unified_audio")(audio_embed_dim=8), text),
+        (gemma.Gemma4UnifiedMultimodalEmbedder(zoo.config_class("gemma4_unified_audio")(audio_embed_dim=8), text),
          torch.from_numpy(rng.standard_normal((1, 12, 8)).astype(np.float32))),
-        (inkling.InklingAudioModel(arch_zoo.config_class("inkling_audio")(n_mel_bins=4, mel_vocab_size=8, text_hidden_size=16)),
+        (inkling.InklingAudioModel(zoo.config_class("inkling_audio")(n_mel_bins=4, mel_vocab_size=8, text_hidden_size=16)),
          torch.from_numpy(rng.integers(0, 8, (1, 12, 4)))),
     ]
     order = torch.from_numpy(rng.permutation(12))
@@ -1270,7 +1270,7 @@ def test_audio_embedders_without_positions_carry_none(tmp_path):
         assert np.max(np.abs(shuffled - out[:, order.numpy()])) < 1e-6
         positioned = [sinusoid.reference(table, {"x": o, "position_ids": np.arange(12)[None]}) for o in (out, shuffled)]
         assert np.max(np.abs(positioned[1] - positioned[0][:, order.numpy()])) > 0.1
-    config = arch_zoo.config_class("muse_spark_audio")(patch_sizes=[2, 2], hidden_sizes=[8, 16], depths=[1, 1],
+    config = zoo.config_class("muse_spark_audio")(patch_sizes=[2, 2], hidden_sizes=[8, 16], depths=[1, 1],
                                                        num_hidden_layers=2, conv_kernel_size=3, out_hidden_size=16)
     model = muse.MuseSparkAudioModel(config).eval()
     wave = torch.from_numpy(rng.standard_normal((1, 4 * 12)).astype(np.float32))
@@ -1292,8 +1292,8 @@ def musicgen_folder(model_type: str, folder: Path) -> Path:
 
     from posexport.models import musicgen
 
-    decoder = arch_zoo.config_class(musicgen.COMPOSITES.get(model_type, model_type))(**MUSICGEN_SIZES)
-    config = decoder if model_type in musicgen.DECODERS else arch_zoo.config_class(model_type)(
+    decoder = zoo.config_class(musicgen.COMPOSITES.get(model_type, model_type))(**MUSICGEN_SIZES)
+    config = decoder if model_type in musicgen.DECODERS else zoo.config_class(model_type)(
         text_encoder=AutoConfig.for_model("t5").to_dict(), audio_encoder=AutoConfig.for_model("encodec").to_dict(),
         decoder=decoder.to_dict())
     config.save_pretrained(folder)
@@ -1316,12 +1316,12 @@ def test_musicgen_sinusoid_is_its_decoders_own(tmp_path, model_type):
 
     decoder_type = musicgen.COMPOSITES.get(model_type, model_type)
     module_name, model_class, embedding_class = MUSICGEN[decoder_type]
-    assert {k: getattr(arch_zoo.config_class(decoder_type)(), k) for k in ("hidden_size", "max_position_embeddings")} \
+    assert {k: getattr(zoo.config_class(decoder_type)(), k) for k in ("hidden_size", "max_position_embeddings")} \
         == {"hidden_size": 1024, "max_position_embeddings": 2048}  # the reader's defaults are the config class's
     folder = musicgen_folder(model_type, tmp_path / model_type)
     modeling = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
     torch.manual_seed(0)
-    model = getattr(modeling, model_class)(arch_zoo.config_class(decoder_type)(**MUSICGEN_SIZES)).eval()
+    model = getattr(modeling, model_class)(zoo.config_class(decoder_type)(**MUSICGEN_SIZES)).eval()
     embed = model.decoder.embed_positions
     assert type(embed).__name__ == embedding_class
     added = []
@@ -1362,7 +1362,7 @@ def test_musicgen_odd_width_is_refused_in_one_line(tmp_path):
     from posexport.errors import PosexportError
 
     folder = tmp_path / "odd"
-    arch_zoo.config_class("musicgen_decoder")(**{**MUSICGEN_SIZES, "hidden_size": 47}).save_pretrained(folder)
+    zoo.config_class("musicgen_decoder")(**{**MUSICGEN_SIZES, "hidden_size": 47}).save_pretrained(folder)
     with pytest.raises(PosexportError, match=r"'hidden_size' = 47: the model zero-pads") as raised:
         read_model(folder)
     assert "\n" not in str(raised.value)
@@ -1382,10 +1382,10 @@ def test_time_series_sinusoid_is_each_parts_own(tmp_path, model_type):
     import torch
     from transformers import AutoModel
 
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, **TIME_SERIES_SIZES,
+    folder = zoo.tiny(model_type, tmp_path / model_type, **TIME_SERIES_SIZES,
                            **({"label_length": 4} if model_type == "autoformer" else {}))
-    config = arch_zoo.config_class(model_type).from_pretrained(folder)
-    assert arch_zoo.config_class(model_type)(prediction_length=3).d_model == 64  # the reader's default
+    config = zoo.config_class(model_type).from_pretrained(folder)
+    assert zoo.config_class(model_type)(prediction_length=3).d_model == 64  # the reader's default
     torch.manual_seed(0)
     model = AutoModel.from_config(config).eval()
     added = {}
@@ -1420,7 +1420,7 @@ def test_autoformer_label_past_the_context_is_refused_in_one_line(tmp_path):
     """label_length > context_length would start the decoder at a negative row: one PosexportError naming the key."""
     from posexport.errors import PosexportError
 
-    folder = arch_zoo.tiny("autoformer", tmp_path / "autoformer", **{**TIME_SERIES_SIZES, "label_length": 7})
+    folder = zoo.tiny("autoformer", tmp_path / "autoformer", **{**TIME_SERIES_SIZES, "label_length": 7})
     with pytest.raises(PosexportError, match=r"'label_length' = 7: the decoder's positions would start at .* -1") as raised:
         read_model(folder)
     assert "\n" not in str(raised.value)
@@ -1438,8 +1438,8 @@ def test_videomae_sinusoids_are_its_own(tmp_path, pretraining):
     sizes = {"image_size": 32, "patch_size": 8, "num_frames": 4, "tubelet_size": 2, "decoder_hidden_size": 32,
              "decoder_num_hidden_layers": 1, "decoder_num_attention_heads": 4, "decoder_intermediate_size": 32}
     architectures = ["VideoMAEForPreTraining" if pretraining else "VideoMAEForVideoClassification"]
-    folder = arch_zoo.tiny("videomae", tmp_path / "videomae", **sizes, architectures=architectures)
-    config = arch_zoo.config_class("videomae").from_pretrained(folder)
+    folder = zoo.tiny("videomae", tmp_path / "videomae", **sizes, architectures=architectures)
+    config = zoo.config_class("videomae").from_pretrained(folder)
     assert {k: getattr(type(config)(), k) for k in ("hidden_size", "decoder_hidden_size", "image_size", "patch_size",
                                                     "num_frames", "tubelet_size")} == \
         {"hidden_size": 768, "decoder_hidden_size": 384, "image_size": 224, "patch_size": 16, "num_frames": 16, "tubelet_size": 2}
@@ -1486,8 +1486,8 @@ def test_timesfm_sinusoid_is_its_own_rolled_past_the_padding(tmp_path):
 
     sizes = {"use_positional_embedding": True, "max_timescale": 500, "hidden_size": 32, "intermediate_size": 32,
              "head_dim": 8, "num_attention_heads": 4, "num_hidden_layers": 1, "patch_length": 4, "context_length": 36}
-    folder = arch_zoo.tiny("timesfm", tmp_path / "timesfm", **sizes)
-    config = arch_zoo.config_class("timesfm").from_pretrained(folder)
+    folder = zoo.tiny("timesfm", tmp_path / "timesfm", **sizes)
+    config = zoo.config_class("timesfm").from_pretrained(folder)
     fresh = type(config)()
     assert (fresh.hidden_size, fresh.min_timescale, fresh.max_timescale) == (1280, 1, 10000)  # the reader's defaults
     torch.manual_seed(0)
@@ -1531,7 +1531,7 @@ def test_timesfm_without_its_form_is_refused_in_one_line(tmp_path, values, needl
     """No positional embedding (the default), or frequencies scaled by min_timescale: one PosexportError naming the key."""
     from posexport.errors import PosexportError
 
-    folder = arch_zoo.tiny("timesfm", tmp_path / "timesfm", **values)
+    folder = zoo.tiny("timesfm", tmp_path / "timesfm", **values)
     with pytest.raises(PosexportError, match=needle) as raised:
         read_model(folder)
     assert "\n" not in str(raised.value)
@@ -1558,8 +1558,8 @@ def test_patch_series_tables_are_the_encoders_own(tmp_path, model_type, cls_toke
 
     name, cls, sizes = PATCH_SERIES[model_type]
     extra = {"positional_encoding_type": kind, **({"use_cls_token": True} if cls_token else {})}
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, d_model=16, num_input_channels=3, **sizes, **extra)
-    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    folder = zoo.tiny(model_type, tmp_path / model_type, d_model=16, num_input_channels=3, **sizes, **extra)
+    config = zoo.config_class(model_type).from_pretrained(folder)
     fresh = type(config)()
     assert (fresh.patch_length, fresh.patch_stride, fresh.context_length) == (*patch_series.FAMILIES[model_type], 32)
     torch.manual_seed(0)
@@ -1573,7 +1573,7 @@ def test_patch_series_tables_are_the_encoders_own(tmp_path, model_type, cls_toke
             "x": x, "position_ids": np.arange(rows)[None]}) - x)[0]
         assert np.max(np.abs(initial - (vaswani - vaswani.mean()) / (vaswani.std(ddof=1) * 10))) < 1e-6
         assert np.max(np.abs(initial - vaswani)) > 0.5
-    encoder.position_enc.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, f"model.{patch_series.TABLE}", (rows, 16)))
+    encoder.position_enc.data = torch.from_numpy(zoo.table_checkpoint(folder, f"model.{patch_series.TABLE}", (rows, 16)))
     patches = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 3, rows - cls_token, 16)).astype(np.float32))
     with torch.no_grad():
         out = encoder(patches)
@@ -1596,7 +1596,7 @@ def test_patchtsmixer_without_positions_is_refused_in_one_line(tmp_path):
     """PatchTSMixer's default adds no position code: one PosexportError naming use_positional_encoding."""
     from posexport.errors import PosexportError
 
-    folder = arch_zoo.tiny("patchtsmixer", tmp_path / "patchtsmixer")
+    folder = zoo.tiny("patchtsmixer", tmp_path / "patchtsmixer")
     with pytest.raises(PosexportError, match=r"'use_positional_encoding' = false: PatchTSMixer then adds no position code") as raised:
         read_model(folder)
     assert "\n" not in str(raised.value)
@@ -1615,8 +1615,8 @@ def test_vit_mae_tables_are_its_own(tmp_path, pretraining):
     sizes = {"image_size": 32, "patch_size": 8, "decoder_hidden_size": 32, "decoder_num_hidden_layers": 1,
              "decoder_num_attention_heads": 4, "decoder_intermediate_size": 32}
     architectures = ["ViTMAEForPreTraining" if pretraining else "ViTMAEForImageClassification"]
-    folder = arch_zoo.tiny("vit_mae", tmp_path / "vit_mae", **sizes, architectures=architectures)
-    config = arch_zoo.config_class("vit_mae").from_pretrained(folder)
+    folder = zoo.tiny("vit_mae", tmp_path / "vit_mae", **sizes, architectures=architectures)
+    config = zoo.config_class("vit_mae").from_pretrained(folder)
     fresh = type(config)()
     assert (fresh.hidden_size, fresh.image_size, fresh.patch_size) == (768, 224, 16)  # the reader's defaults
     torch.manual_seed(0)
@@ -1681,9 +1681,9 @@ def test_qwen_vl_tower_lines_are_the_towers_own(tmp_path):
     from transformers import AutoConfig, PreTrainedModel
 
     for model_type, tower in qwen_vl.TOWERS.items():
-        assert tuple(getattr(arch_zoo.config_class(model_type)(), key) for key in (tower.width, tower.heads, tower.depth)) \
+        assert tuple(getattr(zoo.config_class(model_type)(), key) for key in (tower.width, tower.heads, tower.depth)) \
             == tower.defaults, model_type
-        config = AutoConfig.from_pretrained(arch_zoo.tiny(model_type, tmp_path / model_type))
+        config = AutoConfig.from_pretrained(zoo.tiny(model_type, tmp_path / model_type))
         module = importlib.import_module(f"transformers.models.{tower.module}.modeling_{tower.module}")
         towers = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, PreTrainedModel)
                   and getattr(c, "config_class", None) is type(config)]
@@ -1698,7 +1698,7 @@ def test_qwen_vl_tower_lines_are_the_towers_own(tmp_path):
 def test_a_qwen_vl_tower_alone_reads_its_own_rope_theta_and_a_misread_fails(tmp_path, model_type):
     """A tower's own config saying rope_theta 100: read, the tower's rotary agrees; the default 10000 (a
     misread) misses it at every case."""
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, rope_parameters={"rope_type": "axial", "rope_theta": 100.0})
+    folder = zoo.tiny(model_type, tmp_path / model_type, rope_parameters={"rope_type": "axial", "rope_theta": 100.0})
     plan = read_model(folder)
     role = plan.role("mrope-vision")
     assert (role.values["base"], role.layers, plan.layer_count) == (100.0, (0, 1), 2)
@@ -1714,7 +1714,7 @@ def test_a_qwen_vl_tower_alone_reads_its_own_rope_theta_and_a_misread_fails(tmp_
 
 
 def test_a_qwen_vl_tower_without_a_table_refuses_a_table_size_in_one_line(tmp_path):
-    folder = arch_zoo.tiny("qwen2_5_vl_vision", tmp_path / "tower", num_position_embeddings=36)
+    folder = zoo.tiny("qwen2_5_vl_vision", tmp_path / "tower", num_position_embeddings=36)
     with pytest.raises(PosexportError, match="'num_position_embeddings' = 36") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
@@ -1733,7 +1733,7 @@ def test_esm_rotary_is_its_own_and_a_misread_fails(tmp_path):
     position_ids its forward gives the rotary (0 … seq − 1); half-split pairs read as interleaved fail."""
     import torch
 
-    folder = arch_zoo.tiny("esm", tmp_path / "esm", position_embedding_type="rotary", rope_theta=500.0, pad_token_id=1)
+    folder = zoo.tiny("esm", tmp_path / "esm", position_embedding_type="rotary", rope_theta=500.0, pad_token_id=1)
     model = esm_model(folder)
     seen = []
     model.rotary_embeddings.register_forward_hook(lambda _m, args, _out: seen.append(args[1].numpy()))
@@ -1762,7 +1762,7 @@ def test_esm_rotary_is_its_own_and_a_misread_fails(tmp_path):
 def test_esm_rotary_refuses_a_checkpoint_inv_freq_stored_rounded(tmp_path):
     """The model rotates with the checkpoint's inv_freq buffer: float32 as transformers forms it is read,
     float16-rounded (as the load_hook warns older checkpoints may be) is refused in one line."""
-    folder = arch_zoo.tiny("esm", tmp_path / "esm", position_embedding_type="rotary")
+    folder = zoo.tiny("esm", tmp_path / "esm", position_embedding_type="rotary")
     inv_freq = esm_model(folder).rotary_embeddings.inv_freq.numpy()
     save_file({"esm.rotary_embeddings.inv_freq": inv_freq}, str(folder / "model.safetensors"))
     assert read_model(folder).roles[0].values["base"] == 10000.0
@@ -1779,7 +1779,7 @@ def rows_the_table_adds(model, table: str, folder: Path, **inputs) -> np.ndarray
     import torch
 
     module = model.get_submodule(table)
-    module.weight.data = torch.from_numpy(arch_zoo.table_checkpoint(folder, f"{table}.weight", tuple(module.weight.shape)))
+    module.weight.data = torch.from_numpy(zoo.table_checkpoint(folder, f"{table}.weight", tuple(module.weight.shape)))
     added = []
     module.register_forward_hook(lambda _m, _a, rows: added.append(rows[0].double().numpy()))
     with torch.no_grad():
@@ -1792,7 +1792,7 @@ def test_esm_absolute_table_adds_the_rows_its_embeddings_add(tmp_path):
     tokens are the graph's at position_ids from padding_idx + 1; read from 0 (a misread) they are not."""
     import torch
 
-    folder = arch_zoo.tiny("esm", tmp_path / "esm", pad_token_id=1)
+    folder = zoo.tiny("esm", tmp_path / "esm", pad_token_id=1)
     model = esm_model(folder)
     added = rows_the_table_adds(model, "embeddings.position_embeddings", folder, input_ids=torch.arange(4, 13)[None])
     (role,) = read_model(folder).roles
@@ -1809,8 +1809,8 @@ def test_esm_absolute_table_adds_the_rows_its_embeddings_add(tmp_path):
     ({"pad_token_id": 1, "is_folding_model": True}, "ESMFold's folding trunk adds relative position bins"),
 ])
 def test_esm_configs_it_cannot_read_exactly_are_refused_in_one_line(tmp_path, overrides, message):
-    folder = arch_zoo.tiny("esm", tmp_path / "esm", **overrides)
-    arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight", (1026, 64))
+    folder = zoo.tiny("esm", tmp_path / "esm", **overrides)
+    zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight", (1026, 64))
     with pytest.raises(PosexportError, match=message) as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
@@ -1843,9 +1843,9 @@ def test_clvp_encoder_rotary_is_its_own_and_a_misread_fails(tmp_path):
     import torch
     from transformers.models.clvp.modeling_clvp import ClvpEncoder
 
-    folder = arch_zoo.tiny("clvp_encoder", tmp_path / "clvp-encoder", **CLVP_ENCODER)
+    folder = zoo.tiny("clvp_encoder", tmp_path / "clvp-encoder", **CLVP_ENCODER)
     torch.manual_seed(0)
-    model = ClvpEncoder(arch_zoo.config_class("clvp_encoder").from_pretrained(folder)).eval()
+    model = ClvpEncoder(zoo.config_class("clvp_encoder").from_pretrained(folder)).eval()
     seen = []
     model.layers[0].self_attn.register_forward_pre_hook(lambda _m, _a, kwargs: seen.append(kwargs["position_ids"].numpy()),
                                                         with_kwargs=True)
@@ -1867,9 +1867,9 @@ def test_clvp_decoder_table_adds_the_rows_its_decoder_adds(tmp_path):
     import torch
     from transformers.models.clvp.modeling_clvp import ClvpDecoder
 
-    folder = arch_zoo.tiny("clvp_decoder", tmp_path / "clvp-decoder", **CLVP_DECODER)
+    folder = zoo.tiny("clvp_decoder", tmp_path / "clvp-decoder", **CLVP_DECODER)
     torch.manual_seed(0)
-    model = ClvpDecoder(arch_zoo.config_class("clvp_decoder").from_pretrained(folder)).eval()
+    model = ClvpDecoder(zoo.config_class("clvp_decoder").from_pretrained(folder)).eval()
     added = rows_the_table_adds(model, "position_embeds_layer", folder, input_ids=torch.arange(4, 13)[None])
     (role,) = read_model(folder).roles
     encoding = get_encoding(role.encoding)
@@ -1912,7 +1912,7 @@ def test_clvp_reads_each_part_as_its_own(tmp_path):
 
 
 def test_clvp_encoder_without_rope_as_rope_is_refused_in_one_line(tmp_path):
-    folder = arch_zoo.tiny("clvp_encoder", tmp_path / "clvp-encoder", **{**CLVP_ENCODER, "hidden_size": 32})
+    folder = zoo.tiny("clvp_encoder", tmp_path / "clvp-encoder", **{**CLVP_ENCODER, "hidden_size": 32})
     with pytest.raises(PosexportError, match="rotary width .* = 32 is wider than head_dim 16") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
@@ -1924,8 +1924,8 @@ def test_instructblip_qformer_table_is_added_to_its_text_alone(tmp_path, model_t
     table's from 0 over the text; numbered after the queries (a misread) they are not."""
     import torch
 
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type, encoder_hidden_size=32)
-    model = own_model(arch_zoo.config_class(model_type).from_pretrained(folder)).eval()
+    folder = zoo.tiny(model_type, tmp_path / model_type, encoder_hidden_size=32)
+    model = own_model(zoo.config_class(model_type).from_pretrained(folder)).eval()
     added = rows_the_table_adds(model, "embeddings.position_embeddings", folder, input_ids=torch.arange(4, 13)[None],
                                 query_embeds=torch.randn(1, 4, 64), encoder_hidden_states=torch.randn(1, 5, 32))
     (role,) = read_model(folder).roles
@@ -1944,7 +1944,7 @@ def test_gemma4_assistant_rotates_its_queries_alone_with_each_layer_types_rope(t
     from transformers import AutoConfig
     from transformers.models.gemma4_assistant.modeling_gemma4_assistant import Gemma4AssistantForCausalLM
 
-    folder = arch_zoo.tiny("gemma4_assistant", tmp_path / "assistant")
+    folder = zoo.tiny("gemma4_assistant", tmp_path / "assistant")
     config = AutoConfig.from_pretrained(folder)
     torch.manual_seed(0)
     model = Gemma4AssistantForCausalLM(config).eval()
@@ -1973,8 +1973,8 @@ def test_gemma4_assistant_rotates_its_queries_alone_with_each_layer_types_rope(t
 
 
 def test_ibert_quantised_embeddings_are_refused_in_one_line(tmp_path):
-    folder = arch_zoo.tiny("ibert", tmp_path / "ibert", quant_mode=True)
-    arch_zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight", (512, 64))
+    folder = zoo.tiny("ibert", tmp_path / "ibert", quant_mode=True)
+    zoo.table_checkpoint(folder, "embeddings.position_embeddings.weight", (512, 64))
     with pytest.raises(PosexportError, match="'quant_mode' = true: I-BERT's quantised embeddings") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
@@ -1984,7 +1984,7 @@ def test_ibert_quantised_embeddings_are_refused_in_one_line(tmp_path):
 def test_glm4v_tower_grid_is_bicubic_as_its_grid_sample_and_a_misread_fails(tmp_path, model_type):
     """GLM-4V's grid_sample (bicubic, border padding) at each patch's centre is vit-learned's bicubic at every grid;
     read as bilinear it misses the tower's own embeddings at every grid but the trained one."""
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     plan = read_model(folder)
     role = plan.role("vision-pos-embed")
     encoding, entry, rng = get_encoding("vit-learned"), plan.manifest_entry(role), np.random.default_rng(1)
@@ -1999,7 +1999,7 @@ def test_glm4v_tower_grid_is_bicubic_as_its_grid_sample_and_a_misread_fails(tmp_
 def test_paddleocr_vl_tower_grid_has_half_pixel_centres_and_a_misread_fails(tmp_path):
     """PaddleOCR-VL's embeddings resample bilinearly with align_corners=False; the same table with corners aligned
     (Qwen3-VL's) misses them at every grid but the trained one."""
-    plan = read_model(arch_zoo.tiny("paddleocr_vl_vision", tmp_path / "paddleocr"))
+    plan = read_model(zoo.tiny("paddleocr_vl_vision", tmp_path / "paddleocr"))
     role = plan.role("vision-pos-embed")
     assert (role.values["align_corners"], role.values["trained_h"]) == (False, 6)
     encoding, entry, rng = get_encoding("vit-learned"), plan.manifest_entry(role), np.random.default_rng(1)
@@ -2049,8 +2049,8 @@ def test_tapas_table_adds_its_rows_at_the_ids_restarting_per_cell(tmp_path):
     ids (the note's rule) adds the rows the model adds; at token indices (a misread) it does not."""
     import torch
 
-    folder = arch_zoo.tiny("tapas", tmp_path / "tapas")
-    model = own_model(arch_zoo.config_class("tapas").from_pretrained(folder)).eval()
+    folder = zoo.tiny("tapas", tmp_path / "tapas")
+    model = own_model(zoo.config_class("tapas").from_pretrained(folder)).eval()
     # 3 question tokens, then cells (column, row): (1, 1) × 2 tokens, (2, 1) × 3, (1, 2) × 1
     columns, rows = [0, 0, 0, 1, 1, 2, 2, 2, 1], [0, 0, 0, 1, 1, 1, 1, 1, 2]
     token_types = torch.zeros(1, 9, 7, dtype=torch.long)
@@ -2085,10 +2085,10 @@ def test_antialiased_bilinear_towers_pass_parity_from_model_and_plain_bilinear_f
 
 
     module, cls, table = ANTIALIASED_BILINEAR_TOWERS[model_type]
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     embeddings = getattr(importlib.import_module(f"transformers.models.{module}"), cls)(
-        arch_zoo.config_class(model_type).from_pretrained(folder))
-    arch_zoo.table_checkpoint(folder, f"embeddings.{table}", tuple(embeddings.get_parameter(table).shape))
+        zoo.config_class(model_type).from_pretrained(folder))
+    zoo.table_checkpoint(folder, f"embeddings.{table}", tuple(embeddings.get_parameter(table).shape))
     built_graph_passes_parity_from_model(folder, tmp_path)
     (role,) = read_model(folder).roles
     assert (role.values["interpolation"], role.values["antialias"]) == ("bilinear", True)
@@ -2099,7 +2099,7 @@ def test_antialiased_bilinear_towers_pass_parity_from_model_and_plain_bilinear_f
 
 
 def test_siglip2_tower_with_a_table_not_square_is_refused_in_one_line(tmp_path):
-    folder = arch_zoo.tiny("siglip2_vision_model", tmp_path / "siglip2", num_patches=200)
+    folder = zoo.tiny("siglip2_vision_model", tmp_path / "siglip2", num_patches=200)
     with pytest.raises(PosexportError, match="'num_patches' = 200: its table is reshaped to a square grid") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
@@ -2115,10 +2115,10 @@ def test_navit_towers_pass_parity_from_model_and_the_other_fractions_fail(tmp_pa
 
 
     tower = navit.FAMILIES[model_type]
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     embeddings = getattr(importlib.import_module(f"transformers.models.{tower.module}"), tower.embeddings)(
-        arch_zoo.config_class(model_type).from_pretrained(folder))
-    arch_zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
+        zoo.config_class(model_type).from_pretrained(folder))
+    zoo.table_checkpoint(folder, "embeddings.position_embedding.weight", tuple(embeddings.position_embedding.weight.shape))
     report = built_graph_passes_parity_from_model(folder, tmp_path)
     assert all(r.comparison.max_abs == 0 for r in report.pairwise if r.runtime == "hf vs ort-cpu"), report.pairwise
     (role,) = read_model(folder).roles
@@ -2129,7 +2129,7 @@ def test_navit_towers_pass_parity_from_model_and_the_other_fractions_fail(tmp_pa
 
 
 def test_navit_tower_with_a_patch_larger_than_its_image_is_refused_in_one_line(tmp_path):
-    folder = arch_zoo.tiny("idefics2_vision", tmp_path / "idefics2", image_size=16, patch_size=32)
+    folder = zoo.tiny("idefics2_vision", tmp_path / "idefics2", image_size=16, patch_size=32)
     with pytest.raises(PosexportError, match="'patch_size' = 32: larger than image_size") as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
@@ -2152,9 +2152,9 @@ def test_mpnet_buckets_are_t5s_bidirectional_on_every_offset():
 
 def mpnet_folder(folder: Path, **overrides) -> Path:
     """A tiny MPNet of its own config, its random position table and bias table in a checkpoint of the base model."""
-    arch_zoo.tiny("mpnet", folder, **overrides)
+    zoo.tiny("mpnet", folder, **overrides)
     rng = np.random.default_rng(0)
-    config = arch_zoo.config_class("mpnet").from_pretrained(folder)
+    config = zoo.config_class("mpnet").from_pretrained(folder)
     save_file({"embeddings.position_embeddings.weight":
                rng.standard_normal((config.max_position_embeddings, config.hidden_size)).astype(np.float32),
                "encoder.relative_attention_bias.weight":
@@ -2237,8 +2237,8 @@ PATCH_TOWERS = {"pix2struct_vision_model": ("pix2struct", "Pix2StructVisionModel
 
 def patch_tower_folder(model_type: str, folder: Path) -> Path:
     """A tiny Pix2Struct-style tower of its own config, its random row and column tables in a checkpoint of the tower."""
-    arch_zoo.tiny(model_type, folder)
-    config = arch_zoo.config_class(model_type).from_pretrained(folder)
+    zoo.tiny(model_type, folder)
+    config = zoo.config_class(model_type).from_pretrained(folder)
     rng = np.random.default_rng(0)
     rows = getattr(config, "seq_len", getattr(config, "max_num_patches", None))
     save_file({f"embeddings.{axis}_embedder.weight": rng.standard_normal((rows, config.hidden_size)).astype(np.float32)
@@ -2347,7 +2347,7 @@ def pix2struct_text_folder(folder: Path) -> Path:
 
     # Pix2StructTextConfig has no initializer_range of its own (Pix2StructConfig sets it on its text_config), and
     # Pix2StructTextModel's weight init reads it: a standalone folder says it.
-    arch_zoo.tiny("pix2struct_text_model", folder, initializer_range=0.02)
+    zoo.tiny("pix2struct_text_model", folder, initializer_range=0.02)
     save_file({TEXT_TABLE: np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)},
               str(folder / "model.safetensors"))
     return folder
@@ -2400,7 +2400,7 @@ def test_pix2struct_text_passes_parity_from_model_and_bidirectional_buckets_fail
 def layoutlm_folder(folder: Path, **overrides) -> Path:
     """A tiny LayoutLM of its own config, each of its five position tables random (and unlike the others) in a
     checkpoint of the base model."""
-    arch_zoo.tiny("layoutlm", folder, max_position_embeddings=40, max_2d_position_embeddings=96, **overrides)
+    zoo.tiny("layoutlm", folder, max_position_embeddings=40, max_2d_position_embeddings=96, **overrides)
     rng = np.random.default_rng(0)
     save_file({f"embeddings.{table}.weight": rng.standard_normal((rows, 64)).astype(np.float32)
                for table, rows in (("position_embeddings", 40), ("x_position_embeddings", 96), ("y_position_embeddings", 96),

@@ -29,7 +29,7 @@ from posexport.models.oracle import model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
 
-from . import arch_zoo  # noqa: E402
+import zoo  # noqa: E402
 from .test_models_catalogue import START, Built, feeds_for, processor_patches  # noqa: E402
 
 # Part sizes the tiny defaults do not fit: CLAP's Swin stages take per-stage heads, ModernBERT's token ids
@@ -37,10 +37,10 @@ from .test_models_catalogue import START, Built, feeds_for, processor_patches  #
 PART_SIZES = {
     "clap_audio_model": {"depths": [1, 1], "num_attention_heads": [2, 4], "window_size": 4, "spec_size": 64,
                          "hidden_size": 64, "patch_embeds_hidden_size": 16},
-    "esm": {**arch_zoo.sized(arch_zoo.config_class("esm"), "esm"), "pad_token_id": 1},  # its table counts from pad + 1
-    "modernbert": {**arch_zoo.sized(arch_zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
+    "esm": {**zoo.sized(zoo.config_class("esm"), "esm"), "pad_token_id": 1},  # its table counts from pad + 1
+    "modernbert": {**zoo.sized(zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
     # π0.5's VLM: its text model and vision tower tiny (PaliGemma's default tower has 400 M parameters)
-    "paligemma": {"text_config": {"model_type": "gemma", **arch_zoo.sized(arch_zoo.config_class("gemma"), "gemma")},
+    "paligemma": {"text_config": {"model_type": "gemma", **zoo.sized(zoo.config_class("gemma"), "gemma")},
                   "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 32,
                                     "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
                   "projection_dim": 64},
@@ -67,13 +67,13 @@ MODEL_CLASSES = {
 def tiny_parts(model_type: str, types: dict[str, str] | None = None) -> dict[str, dict]:
     """Each part's config at the tiny sizes (``types``: the type of a part its config class leaves to AutoConfig,
     else its default); a part that is a composite itself has its own parts tiny."""
-    cls = arch_zoo.config_class(model_type)
+    cls = zoo.config_class(model_type)
     parts = {}
     for part in composite.COMPOSITES[model_type].parts:
         inner = part.model_type or (types or DEFAULT_TYPES.get(model_type, {})).get(part.key) \
             or cls.sub_configs_defaults[part.key].model_type
         sizes = (tiny_parts(inner) if inner in composite.COMPOSITES else
-                 PART_SIZES.get(inner, arch_zoo.sized(arch_zoo.config_class(inner), inner)))
+                 PART_SIZES.get(inner, zoo.sized(zoo.config_class(inner), inner)))
         parts[part.key] = {"model_type": inner, **sizes, **TOP_SIZES.get(inner, {})}
     return parts
 
@@ -88,7 +88,7 @@ def tiny_composite(model_type: str, folder: Path, types: dict[str, str] | None =
     import transformers
     from transformers import AutoConfig
 
-    cls = arch_zoo.config_class(model_type)
+    cls = zoo.config_class(model_type)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         parts = tiny_parts(model_type, types)
@@ -312,7 +312,7 @@ def test_a_composite_part_posexport_does_not_read_is_named_in_one_line(tmp_path)
     folder = tmp_path / "dual"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        arch_zoo.config_class("vision-text-dual-encoder")(
+        zoo.config_class("vision-text-dual-encoder")(
             text_config={"model_type": "bert"}, vision_config={"model_type": "pixtral"}).save_pretrained(folder)
     refused = "'vision_config.model_type' = .pixtral.: that part is not read: model_type 'pixtral' is not read yet: "
     with pytest.raises(PosexportError, match=refused) as caught:
@@ -327,7 +327,7 @@ def test_a_decoder_read_as_a_whole_encoder_decoder_is_refused_alone(tmp_path, de
     folder = tmp_path / "ved"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        arch_zoo.config_class("vision-encoder-decoder")(
+        zoo.config_class("vision-encoder-decoder")(
             encoder={"model_type": "vit"}, decoder={"model_type": decoder}).save_pretrained(folder)
     rng = np.random.default_rng(0)  # the tables each reader looks up (Whisper's decoder table as WhisperForCausalLM names it)
     save_file({"encoder.embeddings.position_embeddings": rng.standard_normal((1, 197, 768)).astype(np.float32),

@@ -62,7 +62,7 @@ def test_a_cache_frozen_at_max_position_embeddings_fails_past_it():
 def test_transformers_exporters_model_is_judged_on_its_caches_too(llama, tmp_path):
     """transformers 5's own OnnxExporter returns the cache as cache.layers.N.keys/values: mapped by layer
     and compared with float64 transformers' own, beside the logits; a base 1% off fails on the keys."""
-    from . import exporter_fixtures as ef
+    from zoo import exporters as ef
 
     try:
         model = ef.transformers_onnx(llama, tmp_path / "transformers")

@@ -20,7 +20,7 @@ from posexport.models.build import build_model  # noqa: E402
 from posexport.models.oracle import RECIPES, Hf, recipe_problem  # noqa: E402
 from posexport.models.recipes import RecipeError, RopeRecipe  # noqa: E402
 
-from .. import arch_zoo  # noqa: E402
+import zoo  # noqa: E402
 from ..harness import with_weights  # noqa: E402
 
 MANIFESTS = Path(__file__).parents[1] / "data" / "manifests"
@@ -60,7 +60,7 @@ def test_an_old_manifest_loads_beside_the_graph_it_was_written_with_and_judges_i
     """The same tiny config builds the same graph (its sha256 is the old manifest's); the old manifest, its folder
     moved to this one, loads beside it (export.load checks it) and the hf runtime runs the model's code from its
     recipe: every comparison passes."""
-    folder = arch_zoo.tiny(model_type, tmp_path / model_type)
+    folder = zoo.tiny(model_type, tmp_path / model_type)
     olds = {p.name.removeprefix(f"{model_type}-").removesuffix(".json"): old(p.name) for p in OLD
             if old(p.name)["model"]["architecture"] == model_type}
     assert olds
