@@ -19,6 +19,7 @@ import numpy as np
 import zoo
 from zoo import exporters as ef
 
+
 ROOT = Path(tempfile.mkdtemp(prefix="posexport-surgery-"))
 atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
 VOCAB, TINY = zoo.VOCAB, zoo.TINY  # 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, weights std 0.3
@@ -128,11 +129,6 @@ def half_ulp(x: np.ndarray, dtype: str) -> np.ndarray:
     """Half a unit in the last place of ``dtype`` around the float64 values x: the most rounding once leaves."""
     fraction, smallest = FLOAT_BITS[dtype]
     return 2.0 ** (np.floor(np.log2(np.maximum(np.abs(x), 2.0 ** smallest))) - fraction - 1)
-
-
-def normalised_error(out: np.ndarray, ref: np.ndarray) -> float:
-    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    return float(np.max(np.abs(out - ref)) / max(1.0, float(np.max(np.abs(ref)))))
 
 
 def tiny_gpt2(name: str = "gpt2") -> Path:

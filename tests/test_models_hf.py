@@ -23,7 +23,7 @@ from posexport.verdicts.runners import get_runtime  # noqa: E402
 from posexport.models.oracle import Hf, model_bound  # noqa: E402
 
 from zoo import ROPE, TRAINED, rope_models, trained_models  # noqa: E402
-from .conftest import normalised_error  # noqa: E402
+from .harness import normalised_error  # noqa: E402
 
 
 @pytest.fixture(scope="session")

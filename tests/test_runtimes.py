@@ -17,7 +17,8 @@ from posexport.encodings.properties import RAISES_PAST_LIMIT
 from posexport.runtimes import RUNTIMES
 from posexport.runtimes.openvino import OpenVino, partial_contrib_rotary
 
-from .conftest import artifact, normalised_error, session
+from .conftest import artifact, session
+from .harness import normalised_error
 
 CONFORMANCE = [
     ("float32", "script", dict(head_dim=16, heads=2)),

@@ -10,7 +10,7 @@ Positions start at 0 (FunASR: 1), or (fairseq's make_positions / create_position
 padding_idx + 1 = pad_token_id + 1: rows 0 … padding_idx are never added to a token. Encoder-decoders add
 the same table to both parts. The graph covers any position, past the model's rows too. Parity's hf runtime
 builds the table with Whisper's `sinusoids` (fairseq's rule) or VideoPrism's create_sinusoidal_positions
-(Vaswani's); tests/test_models_catalogue.py checks each type against its own module."""
+(Vaswani's); tests/models/test_sinusoids.py checks each type against its own module."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from posexport.models.oracle import model_bound, recipe_problem  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
 import zoo  # noqa: E402
-from .test_models_catalogue import START, Built, feeds_for, processor_patches  # noqa: E402
+from ..harness import Built, START, feeds_for, normalised_error, own_model, processor_patches, rows_the_table_adds  # noqa: E402
 
 # Part sizes the tiny defaults do not fit: CLAP's Swin stages take per-stage heads, ModernBERT's token ids
 # need its own vocabulary.
@@ -224,9 +224,9 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
             assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs) and factor == 1.0, role.role
         for feeds in role_feeds(encoding, p, rng):
             exact = encoding.reference(p, feeds)
-            error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
+            error = normalised_error(session.run(feeds), exact)
             largest = int(feeds["position_ids"].max()) if "position_ids" in feeds else 0
-            # a resampled grid: transformers' float32 bicubic, the vision towers' own bound (test_models_catalogue)
+            # a resampled grid: transformers' float32 bicubic, the vision towers' own bound (tests/models/test_vit.py)
             bound = 1e-5 if role.encoding == "vit-learned" else model_bound(DTYPES["float32"].bound(largest), largest)
             assert error < bound, (role.role, error)
 
@@ -337,3 +337,41 @@ def test_a_decoder_read_as_a_whole_encoder_decoder_is_refused_alone(tmp_path, de
     with pytest.raises(PosexportError, match=refused) as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
+
+
+def test_fun_asr_nano_sinusoid_is_its_position_embeddings_own(tmp_path):
+    """FunAsrNanoPositionEmbedding, built as the encoder builds it (max_position_embeddings rows of
+    input_size channels): the rows it returns for 9 frames are the graph's reference at the reader's position_ids
+    (from 1)."""
+    import torch
+    from transformers.models.fun_asr_nano.modeling_fun_asr_nano import FunAsrNanoPositionEmbedding
+
+    folder = zoo.tiny("fun_asr_nano_encoder", tmp_path / "fun_asr", num_mel_bins=8, num_stacked_frames=2)
+    config = zoo.config_class("fun_asr_nano_encoder").from_pretrained(folder)
+    fresh, table = type(config)(), sinusoids.FAMILIES["fun_asr_nano_encoder"]
+    assert {k: getattr(fresh, k) for k in table.defaults} == table.defaults
+    with torch.no_grad():
+        rows = FunAsrNanoPositionEmbedding(config.max_position_embeddings, config.input_size)(torch.zeros(1, 9, 16))
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(0).standard_normal((1, 9, 16))
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None] + int(table.start)})
+    assert role.values["d_model"] == config.input_size and np.max(np.abs(ours - (x + rows.double().numpy()))) < 1e-5
+
+
+@pytest.mark.parametrize("model_type", ["instructblip_qformer", "instructblipvideo_qformer"])
+def test_instructblip_qformer_table_is_added_to_its_text_alone(tmp_path, model_type):
+    """With query embeddings before the instruction text, the rows the Q-Former's embeddings add are the
+    table's from 0 over the text; numbered after the queries (a misread) they are not."""
+    import torch
+
+    folder = zoo.tiny(model_type, tmp_path / model_type, encoder_hidden_size=32)
+    model = own_model(zoo.config_class(model_type).from_pretrained(folder)).eval()
+    added = rows_the_table_adds(model, "embeddings.position_embeddings", folder, input_ids=torch.arange(4, 13)[None],
+                                query_embeds=torch.randn(1, 4, 64), encoder_hidden_states=torch.randn(1, 5, 32))
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": np.arange(9)[None] + start}) - (x + added)))
+              for start in (0, 4)]
+    assert errors[0] < 1e-6 and errors[1] > 0.1
