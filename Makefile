@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # pulling a multi-GB CUDA build when the project's `torch>=2.6` is resolved.
 TORCH ?= torch==2.13.0
 
-.PHONY: install exporter-venvs run test bench bench-gpu bench-t5-patch matrix bench-size
+.PHONY: install exporter-venvs web-runtime run test bench bench-gpu bench-t5-patch matrix bench-size web-conformance
 
 install: $(VENV)/.installed
 
@@ -28,7 +28,18 @@ exporter-venvs:
 	sh scripts/exporter-venv.sh optimum
 	sh scripts/exporter-venv.sh mobius
 
-test: install exporter-venvs
+# onnxruntime-web for the ort-web-wasm and ort-webgpu runtimes, from npm as the shipped lockfile pins it, into the
+# package's own folder (ignored by git; an installed posexport installs it into the user's cache on first use).
+# Without npm the browser runtimes' tests are skipped, saying why. Chromium comes from the system (.ci/run).
+WEB := posexport/runtimes/web
+web-runtime: $(WEB)/node_modules/.installed
+
+$(WEB)/node_modules/.installed: $(WEB)/package-lock.json
+	@if command -v npm >/dev/null; then \
+		cd $(WEB) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else echo "npm not found: ort-web-wasm and ort-webgpu stay unavailable (apt-get install -y npm)"; fi
+
+test: install exporter-venvs web-runtime
 	$(PY) -m pytest -q
 
 # The commands that make benchmarks/{rope,bias}-ort-cpu.{md,json,png} (see benchmarks/README.md): every
@@ -60,6 +71,12 @@ matrix: install exporter-venvs
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix --jobs 2 --architectures $(MATRIX_ARCHITECTURES) --work build/matrix --json docs/compatibility.json --markdown docs/compatibility.md
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix.cost --matrix docs/compatibility.json --work build/matrix-cost \
 		--json benchmarks/patch-cost.json --markdown benchmarks/patch-cost.md
+
+# docs/runtimes.md's onnxruntime-web conformance table and docs/web-repros/: every encoding and backend, and the
+# contrib and standard ops posexport's graphs and patched models use, on ort-web-wasm and ort-webgpu beside ort-cpu
+# (matrix/web.py; about 30 minutes on 2 cores).
+web-conformance: install web-runtime
+	$(PY) -m matrix.web
 
 # doctor, patch and model-parity on synthetic models of 0.5-4 GiB of external data, sparse (no disk for the
 # source) and dense (the bytes of real weights), against cp: benchmarks/size{,-dense}.{md,json} (about 10
