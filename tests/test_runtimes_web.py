@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -105,6 +106,19 @@ def test_devtools_messages_of_every_length_cross_whole():
     page = available_or_skip(get_runtime("ort-web-wasm")).page()
     for n in (5, 300, 70_000, 3_000_000):
         assert page.tab.evaluate(f"'ab'.repeat({n})", 30) == "ab" * n
+
+
+def test_a_child_joins_this_processs_browser_and_another_binary_never_does(tmp_path):
+    """Pickled for a whole model's child process, a runtime carries the DevTools address of the browser this
+    process runs for its binary (one browser per run); named with another binary, it carries none."""
+    found = available_or_skip(get_runtime("ort-web-wasm")) and web.find_browser()[0]
+    crossed = pickle.loads(pickle.dumps(get_runtime("ort-web-wasm")))
+    assert crossed.endpoint == web.running(found).endpoint and crossed.endpoint.startswith("ws://127.0.0.1:")
+    link = tmp_path / "chromium"
+    link.symlink_to(found)
+    other = get_runtime("ort-web-wasm", link)
+    assert other.browser == str(link) and other.endpoint is None
+    assert pickle.loads(pickle.dumps(other)).endpoint is None
 
 
 @pytest.mark.parametrize("name", BROWSER_RUNTIMES)
