@@ -12,6 +12,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -260,11 +261,15 @@ def test_no_browser_outlives_the_process_that_started_it(sig):
         line = proc.stdout.readline().strip()
         if line != "up":
             pytest.skip(f"ort-web-wasm {line}")
-        pids = processes_of(f"posexport-chromium-{proc.pid}-")
+        pids = processes_of(f"{web.PROFILE}{proc.pid}-")
         assert len(pids) >= 3  # the browser and its helpers
         proc.send_signal(sig)
         proc.wait(30)
         assert wait_gone(pids) == []
+        # Killed, it could not remove its browser's profile: the next browser started anywhere does.
+        left = list(Path(tempfile.gettempdir()).glob(f"{web.PROFILE}{proc.pid}-*"))
+        assert len(left) == (1 if sig == signal.SIGKILL else 0)
+        assert set(left) <= set(web.remove_stale_profiles()) and not any(folder.exists() for folder in left)
     finally:
         if proc.poll() is None:
             proc.kill()

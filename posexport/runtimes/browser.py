@@ -382,11 +382,33 @@ def dies_with_parent() -> Callable[[], None] | None:
     return arm
 
 
+PROFILE = "posexport-chromium-"
+
+
+def remove_stale_profiles() -> list[Path]:
+    """Remove the profiles of browsers whose process is gone without closing them (killed: SIGKILL leaves no
+    time to), known by the pid in their name; returns what was removed."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{PROFILE}*"):
+        pid = folder.name.removeprefix(PROFILE).split("-")[0]
+        if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        except PermissionError:
+            continue
+    return removed
+
+
 class Chromium:
     """The browser process: launched headless on a fresh profile, its DevTools endpoint read from stderr."""
 
     def __init__(self, binary: Path):
-        self.profile = tempfile.mkdtemp(prefix=f"posexport-chromium-{os.getpid()}-")
+        remove_stale_profiles()
+        self.profile = tempfile.mkdtemp(prefix=f"{PROFILE}{os.getpid()}-")
         command = [str(binary), *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-address=127.0.0.1",
                    "--remote-debugging-port=0", "about:blank"]
         # Its home is the profile too: what Chromium writes there (crash reports, dconf) goes when the profile goes.
