@@ -18,7 +18,7 @@ from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
 from posexport.verdicts.models import DEFAULT_RUNTIMES, ROUNDOFF_UNITS, TOLERANCE
 
-from .common import EXTRA_OPTIONS, console, require
+from .common import BROWSER_HELP, EXTRA_OPTIONS, console, require
 
 
 def source_options() -> dict[str, Any]:
@@ -128,7 +128,9 @@ def model_parity_command(
     original: Path = typer.Option(None, "--original", help="the model before the patch: its error and failures are shown beside the model's"),
     prompt: list[int] = typer.Option([16], "--prompt", help="prompt lengths to run from position 0 (repeatable)"),
     past: list[int] = typer.Option([], "--past", help="decode one token after this many cached positions (repeatable)"),
-    runtimes: str = typer.Option(",".join(DEFAULT_RUNTIMES), help="comma-separated runtimes (ort-cpu, ort-cpu-noopt, ort-cuda, openvino, reference)"),
+    runtimes: str = typer.Option(",".join(DEFAULT_RUNTIMES), help="comma-separated runtimes (ort-cpu, ort-cpu-noopt, ort-cuda, openvino, reference, "
+                                 "ort-web-wasm, ort-webgpu)"),
+    browser: Path = typer.Option(None, "--browser", help=BROWSER_HELP),
     outputs: str = typer.Option("", "--outputs", help="comma-separated outputs or glob patterns to compare (default: every output; e.g. logits,present.*)"),
     tolerance: float = typer.Option(None, help="largest normalised error max|out − ref| / max(1, max|ref|) that passes (default: "
                                     f"{TOLERANCE:g} for a float32 model; {ROUNDOFF_UNITS}·u·√(past + seq) for a float16 or bfloat16 "
@@ -144,6 +146,7 @@ def model_parity_command(
     reference can produce compared with it (logits, and each layer's key/value cache against transformers).
     Exits 1 when the model fails or drifts past --tolerance."""
     from posexport.reports import parity as reports
+    from posexport.runtimes import get_runtimes
     from posexport.verdicts import FeedCase, model_parity
 
     from .parity import report_files
@@ -163,7 +166,7 @@ def model_parity_command(
         sizes[name.lower()] = int(value)
     written = report_files(json_out, junit_out, markdown)
     cases = [FeedCase(n) for n in prompt] + [FeedCase(1, n) for n in past]
-    report = model_parity(model, against, against_hf=against_hf, cases=cases, runtimes=[r for r in runtimes.split(",") if r],
+    report = model_parity(model, against, against_hf=against_hf, cases=cases, runtimes=get_runtimes([r for r in runtimes.split(",") if r], browser),
                           tolerance=tolerance, seed=seed, dims=sizes, outputs=[o for o in outputs.split(",") if o] or None,
                           original=original)
     reports.render_terminal(report, console, details=details)

@@ -43,6 +43,9 @@ MAKE: dict[str, str | None] = {
     "bench-size": "writes 0.5-4 GiB models (12 GiB of disk at its peak) and times them: run by hand; tests/test_surgery_size.py "
                   "checks a 300 MB one",
     "bench-t5-patch": "rewrites benchmarks/t5-patch-ort-cpu.*: minutes of timing, run by hand",
+    "web-runtime": "npm ci of onnxruntime-web into the package's folder: make test runs it before the suite",
+    "web-conformance": "rewrites docs/runtimes.md's onnxruntime-web table: minutes in a browser; the suite runs one entry per "
+                       "browser runtime (tests/test_conformance.py) and tests/test_runtimes_web.py",
 }
 
 # Commands (by their first words) not run here, and why.

@@ -188,6 +188,8 @@ def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, 
             return
         sessions[role] = session
     run.report.runtimes[runtime.name] = runtime.description
+    if runtime.caveats_model(model):
+        run.report.notes[runtime.name] = runtime.caveats_model(model)
     for index, case in enumerate(run.cases):
         why = misfit(run.sig, case)
         if why:  # not the model's fault, nor a pass: a one-token decode step cannot take a prompt
@@ -206,7 +208,7 @@ def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, 
 
 def model_parity(model: str | Path, against: str | Path | None = None, *, against_hf: str | Path | None = None,
                  oracle: Runner | None = None,
-                 cases: Sequence[FeedCase] = (FeedCase(16),), runtimes: Sequence[str] = DEFAULT_RUNTIMES,
+                 cases: Sequence[FeedCase] = (FeedCase(16),), runtimes: Sequence[str | Runtime] = DEFAULT_RUNTIMES,
                  tolerance: float | None = None, seed: int = 0, dims: Mapping[str, int] | None = None,
                  outputs: Sequence[str] | None = None, original: str | Path | None = None) -> Report:
     """``model`` against ``against`` (an ONNX model run on the same runner), ``against_hf`` (a
@@ -220,7 +222,7 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
     if tolerance is not None and not valid_bound(tolerance):
         raise PosexportError(f"--tolerance {tolerance!r}: expected a positive finite number")
     model = Path(model)
-    chosen = [get_runtime(name) for name in runtimes]
+    chosen = [get_runtime(r) if isinstance(r, str) else r for r in runtimes]
     warm()  # the runners' fork server starts while the model, its reference and the oracle are read
     sig = signature(model, dims)
     for other in (against, original):  # checked as the model is, before any runtime opens them
