@@ -195,7 +195,7 @@ def settings_line(report: Report) -> str:
     """What a whole-model run was fed and how it was bounded."""
     s = report.settings
     factor = s.get("floor_factor")
-    floor = f"; bound max({s.get('tolerance')}, {factor:g} × floor), the floor: {s.get('floor')} on the same feeds" if factor else ""
+    floor = f"; bound max({s.get('tolerance')}, {factor:g} × floor), the floor: {s.get('floor_reference')} on the same feeds" if factor else ""
     return f"inputs: {s.get('inputs', 'random token ids')}{floor}"
 
 

@@ -110,7 +110,8 @@ def floors_of(exact: Expected, floor: Expected) -> dict[str, float]:
 
 
 def rows_per_block(width: int) -> int:
-    return max(1, (1 << 25) // (8 * max(width, 1)))
+    """Rows of ``width`` values making 8 MB in float64: the size the comparisons work in."""
+    return max(1, (1 << 20) // max(width, 1))
 
 
 class Streamed:
@@ -134,10 +135,13 @@ class Streamed:
         return self.take
 
     def take(self, start: int, block: np.ndarray) -> None:
-        ref = self.expected.logits_rows(start, start + len(block))
-        self.running.add(block, ref, start)
-        if self.tally is not None:
-            self.tally.add(block, ref, start)
+        step = rows_per_block(block.shape[-1])  # the float64 temporaries stay a few of these rows
+        for first in range(0, len(block), step):
+            rows = block[first:first + step]
+            ref = self.expected.logits_rows(start + first, start + first + len(rows))
+            self.running.add(rows, ref, start + first)
+            if self.tally is not None:
+                self.tally.add(rows, ref, start + first)
 
 
 def layer_of(slot: str) -> int | None:
@@ -423,7 +427,7 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
     shown = tolerance if tolerance is not None else default_label(sig.float_type)
     report = Report(settings={"seed": seed, "tolerance": shown, "cases": [c.label for c in cases], "outputs": list(outputs or []),
                               "inputs": ids.description, "floor_factor": floor_factor if judge.floor is not None else None,
-                              "floor": judge.floor.label if judge.floor is not None else None, "generate": generate})
+                              "floor_reference": judge.floor.label if judge.floor is not None else None, "generate": generate})
     report.graphs[model.name] = {"kind": "model", "model": str(model), "reference": judge.label,
                                  "original": str(original) if original else None}
     run = ModelRun(model.name, judge, sig, list(cases), tolerance, seed, list(outputs or []) or None, report, ids, floor_factor,

@@ -21,7 +21,7 @@ from .report import TokenAgreement
 BINS_PER_OCTAVE = 16
 LOWEST_OCTAVE = -160  # differences below 2^-160 (and zeros) share the first bin; above 2^160, the last
 BINS = 2 * 160 * BINS_PER_OCTAVE
-BLOCK_BYTES = 1 << 25  # float64 bytes of the reference per block when a whole array is compared in blocks
+BLOCK_BYTES = 1 << 23  # float64 bytes of the reference per block when a whole array is compared in blocks
 
 
 def differences(out: np.ndarray, ref: np.ndarray) -> np.ndarray:
