@@ -141,14 +141,15 @@ class Expected:
     logits_shape: tuple[int, ...] | None = None
     sliding: frozenset[int] = frozenset()
 
-    def logits_rows(self, start: int, stop: int) -> np.ndarray:
-        if self.rows is not None:
+    def logits_rows(self, start: int, stop: int, slot: str = "logits") -> np.ndarray:
+        """Rows start … stop − 1 of an output (every axis but the last flattened), in float64."""
+        if slot == "logits" and self.rows is not None:
             return self.rows(start, stop)
-        logits = self.arrays["logits"]
-        return logits.reshape(-1, logits.shape[-1])[start:stop].astype(np.float64, copy=False)
+        array = self.arrays[slot]
+        return array.reshape(-1, array.shape[-1])[start:stop].astype(np.float64, copy=False)
 
     def shape(self, slot: str) -> tuple[int, ...] | None:
-        if slot == "logits" and self.logits_shape is not None:
+        if slot == "logits" and self.rows is not None:
             return self.logits_shape
         return self.arrays[slot].shape if slot in self.arrays else None
 
@@ -193,7 +194,8 @@ class HfOracle:
         self.label = (f"transformers {self.directory.name} ({dtype})" if dtype == "float64"
                       else f"transformers {self.directory.name} ({dtype}, cos/sin from float64 angles)")
         parameters = inspect.signature(self.model.forward).parameters
-        self.by_rows = "logits_to_keep" in parameters
+        # Logits by rows need the model's head apart from its body (a CausalLM around a base model).
+        self.by_rows = "logits_to_keep" in parameters and self.model.base_model is not self.model
         self.cache_name = "cache" if "cache" in parameters else "past_key_values"  # renamed in transformers 5.25
 
     def past(self, feeds: Mapping[str, np.ndarray]) -> Any:
@@ -262,8 +264,9 @@ class HfOracle:
             arrays |= {f"cache.{n}.{k}": v.numpy() for k, v in vars(layer).items() if torch.is_tensor(v) and k not in ("keys", "values")}
             if getattr(layer, "is_sliding", False):
                 sliding.add(n)
-        if not self.by_rows:
-            arrays["logits"] = out.logits.double().numpy()
+        if not (self.by_rows and hasattr(body, "last_hidden_state")):
+            whole = out if not self.by_rows else self.call(ids, self.past(feeds), positions, keep=0)[0]
+            arrays["logits"] = whole.logits.double().numpy()
             return Expected(arrays, sliding=frozenset(sliding))
         hidden = body.last_hidden_state
         flat = hidden.reshape(-1, hidden.shape[-1])

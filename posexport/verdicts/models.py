@@ -118,8 +118,8 @@ class Streamed:
     """A logits output taken as the runtime's child sends it (a Sink of runtimes.isolated): each block of
     rows compared with the oracle's same rows, and next-token agreement tallied; nothing else kept."""
 
-    def __init__(self, expected: Expected | None, case: FeedCase, tally: bool = True):
-        self.expected, self.case, self.with_tally = expected, case, tally
+    def __init__(self, expected: Expected | None, case: FeedCase, slot: str = "logits", tally: bool = True):
+        self.expected, self.case, self.slot, self.with_tally = expected, case, slot, tally
         self.running: Running | None = None
         self.tally: TokenTally | None = None
 
@@ -127,9 +127,9 @@ class Streamed:
         period = shape[-2] if len(shape) >= 2 else 1
         self.running = Running(period, self.case.past + self.case.seq - period)
         self.tally = TokenTally(period, self.case.past + self.case.seq - period) if self.with_tally else None
-        if self.expected is None:
+        if self.expected is None or self.slot not in self.expected.slots():
             return lambda start, block: None
-        if self.expected.shape("logits") != shape:
+        if self.expected.shape(self.slot) != shape:
             self.running.mismatch = True
             return lambda start, block: None
         return self.take
@@ -138,7 +138,7 @@ class Streamed:
         step = rows_per_block(block.shape[-1])  # the float64 temporaries stay a few of these rows
         for first in range(0, len(block), step):
             rows = block[first:first + step]
-            ref = self.expected.logits_rows(start + first, start + first + len(rows))
+            ref = self.expected.logits_rows(start + first, start + first + len(rows), self.slot)
             self.running.add(rows, ref, start + first)
             if self.tally is not None:
                 self.tally.add(rows, ref, start + first)
@@ -206,7 +206,10 @@ class ModelRun:
             exact, failure = attempt(lambda: self.oracle.expect(feeds))
             truth = Truth(exact, failure)
             if exact is not None and self.oracle.floor is not None and self.floor_factor > 0:
-                truth.floors = floors_of(exact, self.oracle.floor.expect(feeds))
+                floor, why = attempt(lambda: self.oracle.floor.expect(feeds))
+                truth.floors = floors_of(exact, floor) if floor is not None else {}
+                if floor is None:  # no floor: the absolute bound alone, and the report says why
+                    self.report.notes["floor"] = f"{self.oracle.floor.label} fails on {self.cases[index].label}: {why}"
             self.truths[index] = truth
         return self.truths[index]
 
@@ -302,7 +305,9 @@ def load(runtime: Runtime, path: Path) -> tuple[ModelSession | None, str]:
 
 
 def logits_sinks(run: ModelRun, expected: Expected | None, case: FeedCase, tally: bool = True) -> dict[str, Streamed]:
-    return {name: Streamed(expected, case, tally) for name in run.chosen(run.sig.outputs) if name.endswith("logits")}
+    """A Streamed per logits output the oracle can produce (the others are named not compared as they come)."""
+    slots = {name: run.oracle.slot(name)[0] for name in run.chosen(run.sig.outputs) if name.endswith("logits")}
+    return {name: Streamed(expected, case, slot, tally) for name, slot in slots.items() if slot is not None}
 
 
 def streamed_run(session: ModelSession, feeds: Mapping[str, np.ndarray], sinks: Mapping[str, Streamed]) -> Attempt:
