@@ -55,6 +55,10 @@ def test_doctor_patch_and_model_parity_from_the_command_line(genai, tmp_path):
     assert "| model.onnx | 1 token(s) at position 3000 | logits | ort-cpu | the reference fails: " in markdown
     assert "cos_cache dimension 0 shall not be less than total_sequence_length" in markdown
     assert code == 0 and "5 outputs not compared" in out.splitlines()[-1]
+    code, out, _ = cli("model-parity", "--model", fixed, "--against", model, "--prompt", "16", "--past", "3000",
+                       "--runtimes", "ort-cpu", "--strict")
+    last = " ".join(out.split()).rsplit("FAIL (--strict)", 1)[-1]
+    assert code == 1 and "--strict fails on 0 unavailable runtimes, 5 outputs not compared" in last
     assert cli("model-parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort-cpu")[0] == 1
     # The same check spelled as `parity --model`.
     assert cli("parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort-cpu")[0] == 1
