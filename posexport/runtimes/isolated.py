@@ -7,7 +7,8 @@ a session costs a fork rather than a fresh interpreter. It gets the runtime, the
 posexport.guarded before any runtime sees it) and the session options, and loads the model with the
 runtime's own ``load_model``: it reads nothing the runtime would not read in this process. Feeds and
 outputs cross a pipe as a small JSON header followed by each array's raw bytes (no pickle), read straight
-into the array that is returned, so this process holds each output once. The child's stderr goes into a
+into the array that is returned, so this process holds each output once, or, for an output the caller
+names a sink for (model-parity's logits), handed over block by block and never held whole. The child's stderr goes into a
 pipe, and its last line (a runtime's dying words: ``terminate called …``) joins the crash's message; after
 a crash while running, the next run starts a fresh child. ``call_in_child`` runs one function the same way
 (bench --model times each call inside a child).

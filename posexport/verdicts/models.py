@@ -305,9 +305,10 @@ def load(runtime: Runtime, path: Path) -> tuple[ModelSession | None, str]:
 
 
 def logits_sinks(run: ModelRun, expected: Expected | None, case: FeedCase, tally: bool = True) -> dict[str, Streamed]:
-    """A Streamed per logits output the oracle can produce (the others are named not compared as they come)."""
-    slots = {name: run.oracle.slot(name)[0] for name in run.chosen(run.sig.outputs) if name.endswith("logits")}
-    return {name: Streamed(expected, case, slot, tally) for name, slot in slots.items() if slot is not None}
+    """A Streamed per logits output: compared as it comes when chosen, else only drained (never held)."""
+    chosen = set(run.chosen(run.sig.outputs))
+    return {name: Streamed(expected if name in chosen else None, case, run.oracle.slot(name)[0] or "logits", tally)
+            for name in run.sig.outputs if name.endswith("logits")}
 
 
 def streamed_run(session: ModelSession, feeds: Mapping[str, np.ndarray], sinks: Mapping[str, Streamed]) -> Attempt:
