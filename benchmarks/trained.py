@@ -90,8 +90,9 @@ def one(arch: str, exporter: str, prompt: int, generate: int, work: Path) -> dic
     start = time.monotonic()
     try:
         model = tf.export(arch, exporter)
-    except (ef.ExporterMissing, RuntimeError) as e:
-        return row | {"exported": False, "reason": " ".join(str(e).split())[-240:].replace(f"{tf.ROOT}/", "")}
+    except (ef.ExporterMissing, RuntimeError) as e:  # the exporter's own last words
+        last = [line.strip() for line in str(e).splitlines() if line.strip()][-1:] or [type(e).__name__]
+        return row | {"exported": False, "reason": last[0][:240].replace(f"{tf.ROOT}/", "")}
     fixed = work / f"{arch}--{exporter}" / "model.onnx"
     code, last = posexport("patch", model, "--out", fixed, "--from-model", folder, "--position-limit", POSITION_LIMIT)
     row |= {"exported": True, "patch": code, "patch_line": last}
@@ -140,6 +141,11 @@ def markdown(report: dict[str, object]) -> str:
         lines.append(f"| {r['model']} | {r['exporter']} | exit {r['doctor'][0]}: {cell(r['doctor'][1])} | {text['exit']} | "
                      f"{cell(text.get('worst', ''))} | {text.get('tokens', '')} | {cell(text.get('generate', ''))} | {random['exit']} | "
                      f"{off} | {reason} |")
+    lines += ["", "Rows that fail are the right answers: an int4 export is not the float32 model (its quantized weights are "
+              "far past any float32 bound against float64 transformers; shown for its vocabulary, read through its MatMulNBits "
+              "head, and its tokens), and mobius-onnx's Gemma-3 graph is wrong upstream of any rope site "
+              "(docs/compatibility.md: EXPORT WRONG). onnxruntime-genai's builder cannot read transformers 5's per-layer "
+              "rope_parameters of Gemma-3."]
     return "\n".join(lines) + "\n"
 
 
