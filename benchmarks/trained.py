@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("posexport", "onnx", "onnxruntime", "onnxruntime-genai", "onnxscript", "torch", "transformers", "tokenizers", "numpy")  # the Versions line
 sys.path.insert(0, str(ROOT))
 
 from tests import exporter_fixtures as ef  # noqa: E402
@@ -114,10 +115,17 @@ def cell(value: object) -> str:
     return str(value).replace("|", "\\|")
 
 
+def versions() -> str:
+    """The packages the page depends on, at the versions installed (benchmarks/README.md: the lock's)."""
+    import importlib.metadata
+
+    return ", ".join(f"{name} {importlib.metadata.version(name)}" for name in PACKAGES)
+
+
 def markdown(report: dict[str, object]) -> str:
     lines = [
         "# Verdicts on trained models, every exporter", "",
-        f"Command: `{report['command']}`  ", f"Machine: {report['machine']}", "",
+        f"Command: `{report['command']}`  ", f"Machine: {report['machine']}  ", f"Versions: {report['versions']}", "",
         "The suite's trained models (tests/trained_fixtures.py: hidden 64, 2 layers, a 512-id byte-level BPE, trained on "
         "Python's docstrings; the Llama ties its embeddings, the Gemma-3 has a sliding layer of window 16 before a full "
         f"one), exported by each exporter, patched with `--position-limit {POSITION_LIMIT}`, then `doctor --fail-on` and "
@@ -160,6 +168,7 @@ def main(argv: list[str]) -> int:
     work.mkdir()
     rows = [one(arch, exporter, args.prompt, args.generate, work) for arch, exporters in EXPORTERS.items() for exporter in exporters]
     report = {"command": "python benchmarks/trained.py " + " ".join(argv), "prompt": args.prompt, "generate": args.generate,
+              "versions": versions(),
               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}", "rows": rows}
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     args.markdown.write_text(markdown(report))
