@@ -11,7 +11,7 @@ LOCK := locks/project.txt
 # pin pip resolves a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: install lock upstream exporter-venvs web-runtime run test test-all bench bench-gpu bench-t5-patch matrix bench-size web-conformance
+.PHONY: install lock upstream exporter-venvs web-runtime run test test-all bench bench-gpu bench-t5-patch matrix bench-size web-conformance bench-parity-memory trained
 
 install: $(VENV)/.installed
 
@@ -104,3 +104,15 @@ web-conformance: install web-runtime
 bench-size: install
 	$(PY) benchmarks/size.py --sizes 0.5,1,2,4 --json benchmarks/size.json --markdown benchmarks/size.md
 	$(PY) benchmarks/size.py --dense --sizes 0.5,1,2,4 --json benchmarks/size-dense.json --markdown benchmarks/size-dense.md
+
+# benchmarks/parity-memory.{md,json}: model-parity's peak memory (its own process plus its session's child) against the
+# onnxruntime session's own, by vocabulary and prompt length (a Llama of hidden size 64 whose logits dominate).
+bench-parity-memory: install
+	$(PY) benchmarks/parity_memory.py --sizes 32768x1024,32768x4096,32768x8192,131072x2048,262144x1024,262144x2048 \
+		--json benchmarks/parity-memory.json --markdown benchmarks/parity-memory.md
+
+# benchmarks/trained.{md,json}: the suite's trained Llama and Gemma-3 exported by every exporter, patched, then doctor
+# --fail-on and model-parity at 2000 tokens of real text (and random ids) with 64 greedy tokens, and a rope base 1% off
+# judged both ways (minutes of exports; the suite runs one export per pattern, tests/test_verdicts_trained.py).
+trained: install exporter-venvs
+	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/trained.py --prompt 2000 --generate 64 --json benchmarks/trained.json --markdown benchmarks/trained.md
