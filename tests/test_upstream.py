@@ -109,3 +109,30 @@ def test_recorded_benchmark_pages_were_made_with_the_lock():
         for package, version in re.findall(r"([a-z0-9_.-]+) ([0-9][^,\s]*)", line.removeprefix("Versions: ")):
             if package != "posexport":
                 assert version == locked_version(package), f"benchmarks/{page}: {package} {version} is not the lock's"
+
+
+def test_the_drift_report_names_what_broke_and_what_moved(tmp_path):
+    """scripts/upstream.py's report on a real pytest run with one failing test: the failure named with its first
+    line, a moved package and a new model type listed (and a clean group says nothing broke)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("upstream_script", ROOT / "scripts" / "upstream.py")
+    upstream = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(upstream)
+    (tmp_path / "test_probe.py").write_text("def test_reads():\n    assert True\n\n"
+                                           "def test_moved():\n    raise AttributeError('no apply_rotary_pos_emb')\n")
+    junit = tmp_path / "junit.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                    str(tmp_path / "test_probe.py")], cwd=tmp_path, capture_output=True, check=False)
+    broken = upstream.failures(junit)
+    assert [b["test"].rsplit("::", 1)[1] for b in broken] == ["test_moved"]
+    assert "no apply_rotary_pos_emb" in broken[0]["error"]
+    moved = upstream.version_drift({"transformers": "5.25.0", "onnx": "1.23.2"}, {"transformers": "5.26.0", "onnx": "1.23.2"})
+    assert moved == [{"package": "transformers", "locked": "5.25.0", "newest": "5.26.0"}]
+    page = upstream.render({"versions": {"project": moved},
+                            "catalogue": {"checked": "5.25.0", "transformers": "5.26.0", "new": ["newtype"], "gone": []},
+                            "broken": {"catalogue": broken, "exporters": [], "docs": []}})
+    assert "| project | transformers | 5.25.0 | 5.26.0 |" in page and "New in transformers 5.26.0 (read or pend each): newtype." in page
+    assert "## catalogue: 1 broken" in page and "no apply_rotary_pos_emb" in page and "## docs: 0 broken" in page

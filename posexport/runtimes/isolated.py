@@ -7,7 +7,8 @@ a session costs a fork rather than a fresh interpreter. It gets the runtime, the
 posexport.guarded before any runtime sees it) and the session options, and loads the model with the
 runtime's own ``load_model``: it reads nothing the runtime would not read in this process. Feeds and
 outputs cross a pipe as a small JSON header followed by each array's raw bytes (no pickle), read straight
-into the array that is returned, so this process holds each output once. The child's stderr goes into a
+into the array that is returned, so this process holds each output once, or, for an output the caller
+names a sink for (model-parity's logits), handed over block by block and never held whole. The child's stderr goes into a
 pipe, and its last line (a runtime's dying words: ``terminate called …``) joins the crash's message; after
 a crash while running, the next run starts a fresh child. ``call_in_child`` runs one function the same way
 (bench --model times each call inside a child).
@@ -58,7 +59,7 @@ def header(arrays: Mapping[str, np.ndarray]) -> bytes:
 
 
 def send_arrays(conn: Connection, arrays: Mapping[str, np.ndarray]) -> None:
-    contiguous = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    contiguous = {name: np.require(a, requirements="C") for name, a in arrays.items()}  # a 0-d output stays 0-d
     conn.send_bytes(header(contiguous))
     for array in contiguous.values():
         raw = memoryview(array.reshape(-1).view(np.uint8))
@@ -66,17 +67,43 @@ def send_arrays(conn: Connection, arrays: Mapping[str, np.ndarray]) -> None:
             raw = raw[os.write(conn.fileno(), raw[:CHUNK]):]
 
 
-def receive_arrays(conn: Connection, described: list[list[Any]]) -> dict[str, np.ndarray]:
-    arrays = {}
+# Takes an output as it arrives instead of holding it: called with its shape and dtype, it returns the
+# function that is given each block of rows (every axis but the last flattened) and the block's first row.
+Sink = Callable[[tuple[int, ...], np.dtype], Callable[[int, np.ndarray], None]]
+
+
+def read_into(conn: Connection, array: np.ndarray) -> None:
+    raw = memoryview(array.reshape(-1).view(np.uint8))
+    while raw:
+        got = os.readv(conn.fileno(), [raw[:CHUNK]])
+        if not got:
+            raise EOFError
+        raw = raw[got:]
+
+
+def receive_arrays(conn: Connection, described: list[list[Any]], sinks: Mapping[str, Sink] | None = None) -> dict[str, np.ndarray]:
+    """The arrays described, read from the pipe; those named in ``sinks`` are handed over block by block
+    (about CHUNK bytes of whole rows, one buffer reused) and not returned."""
+    arrays, failed = {}, None
     for name, dtype, shape in described:
-        array = np.empty(shape, dtype=numpy_dtype(dtype))
-        raw = memoryview(array.reshape(-1).view(np.uint8))
-        while raw:
-            got = os.readv(conn.fileno(), [raw[:CHUNK]])
-            if not got:
-                raise EOFError
-            raw = raw[got:]
-        arrays[name] = array
+        if name not in (sinks or {}):
+            arrays[name] = np.empty(shape, dtype=numpy_dtype(dtype))
+            read_into(conn, arrays[name])
+            continue
+        take = sinks[name](tuple(shape), numpy_dtype(dtype))
+        width = shape[-1] if shape else 1
+        rows = int(np.prod(shape[:-1])) if shape else 1
+        step = max(1, CHUNK // max(width * numpy_dtype(dtype).itemsize, 1))
+        buffer = np.empty((min(step, rows), width), dtype=numpy_dtype(dtype))
+        for start in range(0, rows, step):
+            block = buffer[: min(step, rows - start)]
+            read_into(conn, block)
+            try:
+                take(start, block)
+            except Exception as e:  # the rest is still read: the pipe stays in step for the next run
+                failed = failed or e
+    if failed is not None:
+        raise failed
     return arrays
 
 
@@ -237,13 +264,14 @@ class IsolatedModelSession(ModelSession):
         self.exchange(self.child, "loading", None)
         return self.child
 
-    def exchange(self, child: Child, doing: str, feeds: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    def exchange(self, child: Child, doing: str, feeds: Mapping[str, np.ndarray] | None,
+                 sinks: Mapping[str, Sink] | None = None) -> dict[str, np.ndarray]:
         """Send feeds (none: wait for the load) and return the outputs; the child's death is a RuntimeCrash."""
         try:
             if feeds is not None:
                 send_arrays(child.conn, feeds)
             reply = json.loads(child.conn.recv_bytes())
-            outputs = receive_arrays(child.conn, reply["arrays"]) if "arrays" in reply else {}
+            outputs = receive_arrays(child.conn, reply["arrays"], sinks) if "arrays" in reply else {}
         except (EOFError, OSError):
             self.child, why = None, child.death()
             child.close()
@@ -256,6 +284,7 @@ class IsolatedModelSession(ModelSession):
             raise raised(*reply["error"])
         return outputs
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, np.ndarray], sinks: Mapping[str, Sink] | None = None) -> dict[str, np.ndarray]:
+        """The outputs, except those ``sinks`` take block by block as they arrive (model-parity's logits)."""
         child = self.child or self.start()  # none: the last run crashed it, so a fresh one
-        return self.exchange(child, "running", feeds)
+        return self.exchange(child, "running", feeds, sinks)

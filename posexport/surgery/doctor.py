@@ -14,6 +14,7 @@ from ..onnxgraph.graph import Graph, load
 from .exporter_faults import check_known_faults
 from .exporters import identify
 from .find import KINDS, find_in
+from .recorded import chosen_limits
 from .sites import Site
 from .source import Candidates, candidates
 
@@ -78,7 +79,7 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
         "model": str(model_path) if model_path else None,
         "exporter": exporter.as_dict(),
         "sites": [s.as_dict() for s in sites],
-        "exporter_faults": check_known_faults(sites, values or [], Path(from_model), exporter) if from_model else None,
+        "exporter_faults": check_known_faults(sites, values or [], Path(from_model), exporter, chosen_limits(model)) if from_model else None,
     }
     report["faults"] = sum(len(s.faults) for s in sites) + len(report["exporter_faults"] or [])
     context_length = genai_context(model_path)

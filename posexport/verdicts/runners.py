@@ -3,6 +3,9 @@ code (`hf`, posexport.models.oracle), which sit above the model catalogue whose 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 from .. import runtimes
 from ..models.oracle import Hf
 from ..runtimes import Runtime
@@ -11,5 +14,9 @@ from ..runtimes import Runtime
 MODEL_RUNTIMES: dict[str, Runtime] = {rt.name: rt for rt in (Hf(),)}
 
 
-def get_runtime(name: str) -> Runtime:
-    return runtimes.get_runtime(name, MODEL_RUNTIMES)
+def get_runtime(name: str, browser: str | os.PathLike[str] | None = None) -> Runtime:
+    return runtimes.get_runtime(name, browser, MODEL_RUNTIMES)
+
+
+def get_runtimes(names: Sequence[str], browser: str | os.PathLike[str] | None = None) -> list[Runtime]:
+    return runtimes.get_runtimes(names, browser, MODEL_RUNTIMES)
