@@ -156,7 +156,7 @@ def model_parity_command(
     layer's key/value cache against transformers), with next-token agreement. Exits 1 when the model fails or
     drifts past its bound."""
     from posexport.reports import parity as reports
-    from posexport.runtimes import get_runtimes
+    from posexport.verdicts.runners import get_runtimes
     from posexport.verdicts import FeedCase, model_parity
 
     from .parity import report_files

@@ -19,10 +19,11 @@ import onnx
 
 from ..encodings.learned import STRATEGIES, check_rows, extend_table
 from ..errors import PosexportError
-from .biases import PASS_THROUGH, position_source, readers, table_gathers
-from .graph import Graph, node_label, set_constant
-from .rope_cache import cache_gathers, chosen_limits, record_limit
-from .sincos_table import sin_cos
+from ..onnxgraph.graph import Graph, node_label, set_constant
+from .caches import cache_gathers
+from .pattern import PASS_THROUGH, position_source, readers, sin_cos, table_gathers
+from .rebuilds import TABLE
+from .recorded import chosen_limits, record_limit
 from .sites import Fault, Site, SiteKind
 
 SOURCES = {"Range": "Range: 0 … seq−1 on every call", "CumSum": "CumSum of the attention mask",
@@ -109,7 +110,7 @@ class LearnedTableKind(SiteKind):
     name = "learned-table"
     summary = "Gather from a trained [max_positions, d] table by position (GPT-2 wpe, OPT, BERT, Whisper's decoder)"
     patchable = False  # trained weights: patch extends them only when asked (--extend-learned)
-    takes = "extension"
+    rebuilds = TABLE
 
     def match(self, graph: Graph) -> list[Site]:
         sites, rope_caches = [], cache_gathers(graph)

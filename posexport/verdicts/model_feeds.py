@@ -14,9 +14,9 @@ import onnx
 
 from .. import guarded
 from ..errors import PosexportError
-from ..surgery.genai import head_size
-from ..surgery.graph import node_label
-from ..surgery.rope_cache import reads_caches
+from ..onnxgraph.fused import reads_caches
+from ..onnxgraph.genai import head_size
+from ..onnxgraph.graph import node_label
 from .hf_oracle import cache_slot
 from .tokens import Tokens
 

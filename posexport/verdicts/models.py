@@ -27,13 +27,14 @@ import numpy as np
 
 from ..errors import PosexportError
 from ..progress import progress
-from ..runtimes import ModelSession, Runtime, get_runtime
+from ..runtimes import ModelSession, Runtime
 from ..runtimes.isolated import IsolatedModelSession, RuntimeCrash, warm
 from .generate import generation
 from .graphs import describe, opened, valid_bound
 from .hf_oracle import Expected, HfOracle, expected_of, output_slot
 from .model_feeds import UNKNOWN_VOCABULARY, FeedCase, Signature, checked_model, make_feeds, misfit, signature
 from .report import CaseResult, NotCompared, Report
+from .runners import get_runtime
 from .streamed import Running, TokenTally, compared
 from .tokens import Tokens, token_source
 

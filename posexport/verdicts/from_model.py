@@ -1,6 +1,6 @@
 """`posexport parity --from-model DIR [GRAPH.onnx]`: every runtime against the float64 oracle as usual,
 and the graph against the model's own code (the `hf` runtime), with the model-agreement bound of
-posexport.runtimes.hf. Both numbers are in the report: `hf` (the model's code against the oracle of the
+posexport.models.oracle. Both numbers are in the report: `hf` (the model's code against the oracle of the
 graph's parameters, within the model-agreement bound) and `hf vs <runtime>` (the graph, as each runtime
 ran it, against the model's code, within twice that bound: each side is within it of the oracle).
 """
@@ -10,14 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import export, verdicts
+from .. import export
 from ..contract import Artifact
-from ..errors import PosexportError
 from ..dtypes import dtypes_of
-from ..runtimes.hf import Hf
-from . import read_model
-from .build import build_model
-from .plan import ModelPlan, Role
+from ..errors import PosexportError
+from ..models import read_model
+from ..models.build import build_model
+from ..models.oracle import Hf
+from ..models.plan import ModelPlan, Role
+from .graphs import resolve_runtimes, run_parity
+from .report import Report
 
 
 def matching_role(plan: ModelPlan, artifact: Artifact) -> Role:
@@ -47,19 +49,19 @@ def model_artifacts(folder: str | Path, graph: str | Path | None, dtypes: list[s
 
 def run_model_parity(folder: str | Path, graph: str | Path | None = None, runtimes: list[str] | None = None,
                      dtypes: tuple[str, ...] = ("float32",), build: dict[str, Any] | None = None,
-                     **options: Any) -> verdicts.Report:
-    """verdicts.run_parity on the model's graphs (or GRAPH) with `hf` added and `hf vs <runtime>` pairs."""
+                     **options: Any) -> Report:
+    """run_parity on the model's graphs (or GRAPH) with `hf` added and `hf vs <runtime>` pairs."""
     ok, why = Hf().available()
     if not ok:
         raise PosexportError(f"--from-model: judging a graph against the model's own code needs the hf runtime: {why}")
     pairs = model_artifacts(folder, graph, list(dtypes), **(build or {}))
-    chosen = verdicts.resolve_runtimes([n for n in (runtimes or []) if n != "hf"] or None)
+    chosen = resolve_runtimes([n for n in (runtimes or []) if n != "hf"] or None)
     asked = options.pop("pairwise", False)
-    report = verdicts.Report()
+    report = Report()
     for art, hf in pairs:  # one run per graph: each has its own hf session
         # Pairs are compared case by case as the sweep goes (no outputs kept); without --pairwise only the
         # graph-vs-model pairs are reported.
-        part = verdicts.run_parity(art, [*chosen, hf], pairwise=True, **options)
+        part = run_parity(art, [*chosen, hf], pairwise=True, **options)
         if not asked:
             part.pairwise = [r for r in part.pairwise if "hf" in r.runtime.split(" vs ")]
         merge(report, part)
@@ -67,7 +69,7 @@ def run_model_parity(folder: str | Path, graph: str | Path | None = None, runtim
 
 
 def parity_from_model(folder: str | Path, graph: str | Path | None, conflicts: dict[str, Any] | None = None, *,
-                      dtype: str = "float32", runtimes: list[str] | None = None, **options: Any) -> verdicts.Report:
+                      dtype: str = "float32", runtimes: list[str] | None = None, **options: Any) -> Report:
     """`posexport parity --from-model DIR [GRAPH]`: ``conflicts`` are options that make no sense with a model
     (a preset, encoding options, saved outputs); ``options`` are build options (opset, source, backend,
     target) and run_parity's (seqs, batches, seed, tolerance, pairwise, properties, progress)."""
@@ -80,7 +82,7 @@ def parity_from_model(folder: str | Path, graph: str | Path | None, conflicts: d
     return run_model_parity(folder, graph, runtimes, tuple(dtypes_of(dtype)), build, **options)
 
 
-def merge(into: verdicts.Report, part: verdicts.Report) -> None:
+def merge(into: Report, part: Report) -> None:
     into.graphs.update(part.graphs)
     into.runtimes.update(part.runtimes)
     into.unavailable.update(part.unavailable)

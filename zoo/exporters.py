@@ -1,5 +1,5 @@
-"""Tiny random transformers models exported by the real exporters, one function per exporter: each takes
-a model folder (config.json and weights, as ``save_model`` writes them) and the folder to write into,
+"""The real exporters, one function each, run on the tiny models of the collection (zoo): each takes
+a model folder (config.json and weights, as ``zoo.save_model`` writes them) and the folder to write into,
 and returns the ONNX file it wrote. Nothing here caches: callers (session fixtures, ``make matrix``)
 choose where the files live and keep them.
 
@@ -15,11 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-VOCAB = 100
-# What every tiny model shares: 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, and weights
-# large enough (std 0.3) that the logits depend on positions.
-TINY = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False)
+from . import VOCAB, sample_inputs
+
 # optimum-onnx pins transformers < 4.58: it runs in a virtual environment of its own (scripts/exporter-venv.sh).
 OPTIMUM_PYTHON = Path(os.environ.get("POSEXPORT_OPTIMUM_PYTHON", Path(__file__).parents[1] / ".venvs/optimum/bin/python"))
 # mobius-onnx pins its own onnx and onnxscript: its command runs from its own virtual environment too.
@@ -28,52 +25,6 @@ MOBIUS = Path(os.environ.get("POSEXPORT_MOBIUS", Path(__file__).parents[1] / ".v
 
 class ExporterMissing(RuntimeError):
     """The exporter is not installed here; the message says what is missing."""
-
-
-def tiny_config(arch: str, max_positions: int = 64, **extra: Any) -> Any:
-    """A transformers config of the tiny shape above for one architecture of ARCHS."""
-    import transformers
-
-    name, own = ARCHS[arch]
-    return getattr(transformers, name)(max_position_embeddings=max_positions, **(TINY | own | extra))
-
-
-# architecture -> (transformers config class, what it needs beyond TINY)
-ARCHS: dict[str, tuple[str, dict[str, Any]]] = {
-    "llama": ("LlamaConfig", {}),
-    "mistral": ("MistralConfig", {"sliding_window": None}),
-    "gemma2": ("Gemma2Config", {"head_dim": 16}),
-    "granite": ("GraniteConfig", {}),
-    "qwen3": ("Qwen3Config", {"head_dim": 16}),
-    "cohere": ("CohereConfig", {}),
-    "glm": ("GlmConfig", {"head_dim": 16, "partial_rotary_factor": 0.5}),
-}
-
-
-def save_model(config: Any, folder: Path) -> Path:
-    """The seeded model of ``config`` and a WordLevel tokenizer (what onnxruntime-genai's builder needs)
-    in ``folder``, made once."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-    if (folder / "config.json").is_file():
-        return folder
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).eval().save_pretrained(folder)
-    tokenizer = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(VOCAB)}, unk_token="t3"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="t1", eos_token="t2", pad_token="t0",
-                            unk_token="t3").save_pretrained(folder)
-    return folder
-
-
-def sample_inputs(seq: int = 8) -> dict[str, Any]:
-    import torch
-
-    torch.manual_seed(1)
-    ids = torch.randint(3, VOCAB, (1, seq))
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "position_ids": torch.arange(seq)[None]}
 
 
 def transformers_onnx(folder: Path, out: Path, ort_fusions: str | None = None) -> Path:

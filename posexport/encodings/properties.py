@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from .comparison import scale_of
-from .contract import Property, PropertyResult, Runner
-from .dtypes import DType
-from .encodings.inputs import random_normal
+from ..comparison import scale_of
+from ..contract import Property, PropertyResult, Runner
+from ..dtypes import DType
+from .inputs import random_normal
 
 # Property names a runtime may list among its known limitations (runtimes/base.py).
 RAISES_PAST_LIMIT = "raises-past-limit"

@@ -20,26 +20,27 @@ from posexport.contract import Case  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.models import composite, learned, read_model, sinusoids  # noqa: E402
-from posexport.models.check import run_model_parity  # noqa: E402
+from posexport.verdicts.from_model import run_model_parity  # noqa: E402
 from posexport.models.cli import build as cli_build  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import scaling  # noqa: E402
-from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa: E402
+from posexport.models import oracle  # noqa: E402
+from posexport.models.oracle import model_bound, recipe_problem  # noqa: E402
 
 from safetensors.numpy import save_file  # noqa: E402
 
-from . import arch_zoo  # noqa: E402
-from .test_models_catalogue import START, Built, feeds_for, processor_patches  # noqa: E402
+import zoo  # noqa: E402
+from ..harness import Built, START, feeds_for, normalised_error, own_model, processor_patches, rows_the_table_adds  # noqa: E402
 
 # Part sizes the tiny defaults do not fit: CLAP's Swin stages take per-stage heads, ModernBERT's token ids
 # need its own vocabulary.
 PART_SIZES = {
     "clap_audio_model": {"depths": [1, 1], "num_attention_heads": [2, 4], "window_size": 4, "spec_size": 64,
                          "hidden_size": 64, "patch_embeds_hidden_size": 16},
-    "esm": {**arch_zoo.sized(arch_zoo.config_class("esm"), "esm"), "pad_token_id": 1},  # its table counts from pad + 1
-    "modernbert": {**arch_zoo.sized(arch_zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
+    "esm": {**zoo.sized(zoo.config_class("esm"), "esm"), "pad_token_id": 1},  # its table counts from pad + 1
+    "modernbert": {**zoo.sized(zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
     # π0.5's VLM: its text model and vision tower tiny (PaliGemma's default tower has 400 M parameters)
-    "paligemma": {"text_config": {"model_type": "gemma", **arch_zoo.sized(arch_zoo.config_class("gemma"), "gemma")},
+    "paligemma": {"text_config": {"model_type": "gemma", **zoo.sized(zoo.config_class("gemma"), "gemma")},
                   "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 32,
                                     "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
                   "projection_dim": 64},
@@ -66,13 +67,13 @@ MODEL_CLASSES = {
 def tiny_parts(model_type: str, types: dict[str, str] | None = None) -> dict[str, dict]:
     """Each part's config at the tiny sizes (``types``: the type of a part its config class leaves to AutoConfig,
     else its default); a part that is a composite itself has its own parts tiny."""
-    cls = arch_zoo.config_class(model_type)
+    cls = zoo.config_class(model_type)
     parts = {}
     for part in composite.COMPOSITES[model_type].parts:
         inner = part.model_type or (types or DEFAULT_TYPES.get(model_type, {})).get(part.key) \
             or cls.sub_configs_defaults[part.key].model_type
         sizes = (tiny_parts(inner) if inner in composite.COMPOSITES else
-                 PART_SIZES.get(inner, arch_zoo.sized(arch_zoo.config_class(inner), inner)))
+                 PART_SIZES.get(inner, zoo.sized(zoo.config_class(inner), inner)))
         parts[part.key] = {"model_type": inner, **sizes, **TOP_SIZES.get(inner, {})}
     return parts
 
@@ -87,7 +88,7 @@ def tiny_composite(model_type: str, folder: Path, types: dict[str, str] | None =
     import transformers
     from transformers import AutoConfig
 
-    cls = arch_zoo.config_class(model_type)
+    cls = zoo.config_class(model_type)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         parts = tiny_parts(model_type, types)
@@ -109,7 +110,7 @@ def part_of(model_type: str, role, config) -> tuple[composite.Part, object]:
     """The part a role comes from (the innermost, where a part is a composite itself), its module the whole path
     within the composite's model, and its sub-config."""
     line, modules = composite.COMPOSITES[model_type], []
-    for key in role.hf["part"].split("."):
+    for key in role.hf.part.split("."):
         part = next(p for p in line.parts if p.key == key)
         modules.append(part.module)
         config = getattr(config, key)
@@ -120,7 +121,7 @@ def part_of(model_type: str, role, config) -> tuple[composite.Part, object]:
 def hf_session(plan, role, p):
     entry = plan.manifest_entry(role)
     assert recipe_problem(entry) == ""  # the hf runtime accepts the recipe
-    return SESSIONS[role.hf["kind"]](Built(get_encoding(role.encoding), p, entry), entry)
+    return oracle.session(Built(get_encoding(role.encoding), p, entry), entry)
 
 
 def rows_the_tower_adds(model, part, role, sub) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +206,7 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
             x = rng.standard_normal(rows.shape)
             assert np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": positions}) - (x + rows))) < 1e-6, role.role
         if role.encoding == "vit-learned":  # the composite's own embeddings module resamples its table
-            table = role.hf.get("table", "position_embeddings")
+            table = role.hf.table
             session.embeddings = model.get_submodule(role.values["key"].removesuffix(f".{table}"))
         if role.encoding == "sinusoidal" and part.role == "text":  # the composite's own fairseq table (its `weights`)
             table = next(m for m in model.get_submodule(part.module).modules() if hasattr(m, "weights")).weights
@@ -217,15 +218,15 @@ def test_composite_parts_agree_with_the_composites_own_model(tmp_path, model_typ
         if role.encoding == "rope":  # the composite's own rotary module for the part: the frequencies the graph turns by
             rotary = next(m for m in model.get_submodule(part.module).modules()
                           if type(m).__name__.endswith("RotaryEmbedding"))
-            prefix = f"{role.hf['layer_type']}_" if role.hf.get("layer_type") else ""
+            prefix = f"{role.hf.layer_type}_" if role.hf.layer_type else ""
             theirs = getattr(rotary, f"{prefix}inv_freq").double().numpy()
             ours, factor = scaling.frequencies(p)
             assert np.max(np.abs(ours - theirs)) <= 1e-6 * np.max(theirs) and factor == 1.0, role.role
         for feeds in role_feeds(encoding, p, rng):
             exact = encoding.reference(p, feeds)
-            error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
+            error = normalised_error(session.run(feeds), exact)
             largest = int(feeds["position_ids"].max()) if "position_ids" in feeds else 0
-            # a resampled grid: transformers' float32 bicubic, the vision towers' own bound (test_models_catalogue)
+            # a resampled grid: transformers' float32 bicubic, the vision towers' own bound (tests/models/test_vit.py)
             bound = 1e-5 if role.encoding == "vit-learned" else model_bound(DTYPES["float32"].bound(largest), largest)
             assert error < bound, (role.role, error)
 
@@ -271,9 +272,10 @@ def test_composite_roles_build_and_pass_parity_from_model(tmp_path, model_type):
 
 
 def test_the_registry_names_every_composite_line():
-    from posexport.models import COMPOSITES, READERS
+    from posexport.models import READERS
 
-    assert COMPOSITES == tuple(composite.COMPOSITES) and all(READERS[t] == "composite" for t in COMPOSITES)
+    assert composite.FAMILY.types == tuple(composite.COMPOSITES)
+    assert all(READERS[t] == "composite" for t in composite.COMPOSITES)
 
 
 def test_a_composite_part_of_another_type_is_refused_in_one_line(tmp_path):
@@ -310,7 +312,7 @@ def test_a_composite_part_posexport_does_not_read_is_named_in_one_line(tmp_path)
     folder = tmp_path / "dual"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        arch_zoo.config_class("vision-text-dual-encoder")(
+        zoo.config_class("vision-text-dual-encoder")(
             text_config={"model_type": "bert"}, vision_config={"model_type": "pixtral"}).save_pretrained(folder)
     refused = "'vision_config.model_type' = .pixtral.: that part is not read: model_type 'pixtral' is not read yet: "
     with pytest.raises(PosexportError, match=refused) as caught:
@@ -325,7 +327,7 @@ def test_a_decoder_read_as_a_whole_encoder_decoder_is_refused_alone(tmp_path, de
     folder = tmp_path / "ved"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        arch_zoo.config_class("vision-encoder-decoder")(
+        zoo.config_class("vision-encoder-decoder")(
             encoder={"model_type": "vit"}, decoder={"model_type": decoder}).save_pretrained(folder)
     rng = np.random.default_rng(0)  # the tables each reader looks up (Whisper's decoder table as WhisperForCausalLM names it)
     save_file({"encoder.embeddings.position_embeddings": rng.standard_normal((1, 197, 768)).astype(np.float32),
@@ -335,3 +337,41 @@ def test_a_decoder_read_as_a_whole_encoder_decoder_is_refused_alone(tmp_path, de
     with pytest.raises(PosexportError, match=refused) as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)
+
+
+def test_fun_asr_nano_sinusoid_is_its_position_embeddings_own(tmp_path):
+    """FunAsrNanoPositionEmbedding, built as the encoder builds it (max_position_embeddings rows of
+    input_size channels): the rows it returns for 9 frames are the graph's reference at the reader's position_ids
+    (from 1)."""
+    import torch
+    from transformers.models.fun_asr_nano.modeling_fun_asr_nano import FunAsrNanoPositionEmbedding
+
+    folder = zoo.tiny("fun_asr_nano_encoder", tmp_path / "fun_asr", num_mel_bins=8, num_stacked_frames=2)
+    config = zoo.config_class("fun_asr_nano_encoder").from_pretrained(folder)
+    fresh, table = type(config)(), sinusoids.FAMILIES["fun_asr_nano_encoder"]
+    assert {k: getattr(fresh, k) for k in table.defaults} == table.defaults
+    with torch.no_grad():
+        rows = FunAsrNanoPositionEmbedding(config.max_position_embeddings, config.input_size)(torch.zeros(1, 9, 16))
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    x = np.random.default_rng(0).standard_normal((1, 9, 16))
+    ours = encoding.reference(encoding.params(**role.values), {"x": x, "position_ids": np.arange(9)[None] + int(table.start)})
+    assert role.values["d_model"] == config.input_size and np.max(np.abs(ours - (x + rows.double().numpy()))) < 1e-5
+
+
+@pytest.mark.parametrize("model_type", ["instructblip_qformer", "instructblipvideo_qformer"])
+def test_instructblip_qformer_table_is_added_to_its_text_alone(tmp_path, model_type):
+    """With query embeddings before the instruction text, the rows the Q-Former's embeddings add are the
+    table's from 0 over the text; numbered after the queries (a misread) they are not."""
+    import torch
+
+    folder = zoo.tiny(model_type, tmp_path / model_type, encoder_hidden_size=32)
+    model = own_model(zoo.config_class(model_type).from_pretrained(folder)).eval()
+    added = rows_the_table_adds(model, "embeddings.position_embeddings", folder, input_ids=torch.arange(4, 13)[None],
+                                query_embeds=torch.randn(1, 4, 64), encoder_hidden_states=torch.randn(1, 5, 32))
+    (role,) = read_model(folder).roles
+    encoding = get_encoding(role.encoding)
+    p, x = encoding.params(**role.values), np.random.default_rng(0).standard_normal((1, 9, 64))
+    errors = [np.max(np.abs(encoding.reference(p, {"x": x, "position_ids": np.arange(9)[None] + start}) - (x + added)))
+              for start in (0, 4)]
+    assert errors[0] < 1e-6 and errors[1] > 0.1
