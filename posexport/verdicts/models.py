@@ -23,10 +23,10 @@ from ..comparison import compare
 from ..errors import PosexportError
 from ..progress import progress
 from ..runtimes import ModelSession, Runtime, get_runtime
-from ..runtimes.isolated import IsolatedModelSession, RuntimeCrash, warm
+from ..runtimes.isolated import DEFAULT_TIMEOUT, IsolatedModelSession, RuntimeCrash, check_timeout, warm
 from .graphs import describe, opened, valid_bound
 from .hf_oracle import HfOracle, cache_slot
-from .model_feeds import FeedCase, Signature, checked_model, make_feeds, misfit, signature
+from .model_feeds import FeedCase, Signature, check_cases, checked_model, make_feeds, misfit, signature
 from .report import CaseResult, NotCompared, Report
 
 DEFAULT_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
@@ -165,12 +165,14 @@ def default_label(float_type: str) -> float | str:
     return f"{ROUNDOFF_UNITS}·2^{int(math.log2(ROUNDOFF[float_type]))}·√(past + seq) ({float_type})"
 
 
-def load(runtime: Runtime, path: Path) -> tuple[ModelSession | None, str]:
-    """The model in a child process (runtimes.isolated): a runtime that dies loading it raises RuntimeCrash."""
-    return opened(runtime, lambda: runtime.supports_model(path), lambda: IsolatedModelSession(runtime, path), path.name)
+def load(runtime: Runtime, path: Path, timeout: float = DEFAULT_TIMEOUT) -> tuple[ModelSession | None, str]:
+    """The model in a child process (runtimes.isolated), each load and run within ``timeout`` seconds: a
+    runtime that dies loading it, or runs past the deadline, raises RuntimeCrash."""
+    return opened(runtime, lambda: runtime.supports_model(path), lambda: IsolatedModelSession(runtime, path, timeout=timeout), path.name)
 
 
-def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, hf_outputs: dict[int, Attempt]) -> None:
+def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, hf_outputs: dict[int, Attempt],
+           timeout: float = DEFAULT_TIMEOUT) -> None:
     """Every case on one runner: the model, its per-runner reference and original, loaded once each. A
     runner that cannot load one is unavailable; one that dies loading it fails every case, saying so."""
     sessions: dict[str, ModelSession] = {}
@@ -178,7 +180,7 @@ def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, 
         if path is None:
             continue
         try:
-            session, why = load(runtime, path)
+            session, why = load(runtime, path, timeout)
         except RuntimeCrash as crash:
             run.report.runtimes[runtime.name] = runtime.description
             run.crashed(runtime.name, role, crash)
@@ -208,21 +210,25 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
                  oracle: Runner | None = None,
                  cases: Sequence[FeedCase] = (FeedCase(16),), runtimes: Sequence[str] = DEFAULT_RUNTIMES,
                  tolerance: float | None = None, seed: int = 0, dims: Mapping[str, int] | None = None,
-                 outputs: Sequence[str] | None = None, original: str | Path | None = None) -> Report:
+                 outputs: Sequence[str] | None = None, original: str | Path | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> Report:
     """``model`` against ``against`` (an ONNX model run on the same runner), ``against_hf`` (a
     transformers model folder, run in float64) or ``oracle`` (a float64 runner of one's own: feeds in,
     outputs out, named as HfOracle's; its ``label`` attribute names it), every case on every runner. An
     output passes when the model runs and its error is within ``tolerance`` (default: by the model's float type and
     the case's length, ``default_bound``); with ``original`` (the model before a patch) each result also says how the original
-    did. ``outputs`` are names or glob patterns (default: all)."""
+    did. ``outputs`` are names or glob patterns (default: all). Each load and run of a model on a runner has
+    ``timeout`` seconds; past them its process is killed and the case fails, saying so."""
     if sum(x is not None for x in (against, against_hf, oracle)) != 1:
         raise PosexportError("give exactly one of --against ORIGINAL.onnx and --against-hf DIR")
     if tolerance is not None and not valid_bound(tolerance):
         raise PosexportError(f"--tolerance {tolerance!r}: expected a positive finite number")
     model = Path(model)
+    check_timeout(timeout)
     chosen = [get_runtime(name) for name in runtimes]
     warm()  # the runners' fork server starts while the model, its reference and the oracle are read
     sig = signature(model, dims)
+    check_cases(sig, list(cases), seed)
     for other in (against, original):  # checked as the model is, before any runtime opens them
         if other is not None:
             checked_model(other)
@@ -246,5 +252,5 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
     # One runner's sessions at a time: each loads from the path, and goes before the next one's are made.
     with progress("model-parity", len(chosen) * len(cases), " cases") as run.advance:
         for runtime in chosen:
-            run_on(run, runtime, model, Path(original) if original is not None else None, hf_outputs)
+            run_on(run, runtime, model, Path(original) if original is not None else None, hf_outputs, timeout)
     return report
