@@ -13,9 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from posexport.errors import PosexportError
-from posexport.files import write_output
+from posexport.files import note_input, write_outputs
 from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
+from posexport.runtimes.isolated import DEFAULT_TIMEOUT
 from posexport.verdicts.models import DEFAULT_RUNTIMES, ROUNDOFF_UNITS, TOLERANCE
 
 from .common import EXTRA_OPTIONS, console, require
@@ -126,15 +127,17 @@ def model_parity_command(
     against: Path = typer.Option(None, "--against", help="the reference ONNX model (e.g. the original), run on the same runtime"),
     against_hf: Path = typer.Option(None, "--against-hf", help="a transformers model folder, run in float64 as the oracle"),
     original: Path = typer.Option(None, "--original", help="the model before the patch: its error and failures are shown beside the model's"),
-    prompt: list[int] = typer.Option([16], "--prompt", help="prompt lengths to run from position 0 (repeatable)"),
-    past: list[int] = typer.Option([], "--past", help="decode one token after this many cached positions (repeatable)"),
+    prompt: list[int] = typer.Option([16], "--prompt", min=1, help="prompt lengths to run from position 0 (repeatable)"),
+    past: list[int] = typer.Option([], "--past", min=0, help="decode one token after this many cached positions (repeatable)"),
     runtimes: str = typer.Option(",".join(DEFAULT_RUNTIMES), help="comma-separated runtimes (ort-cpu, ort-cpu-noopt, ort-cuda, openvino, reference)"),
     outputs: str = typer.Option("", "--outputs", help="comma-separated outputs or glob patterns to compare (default: every output; e.g. logits,present.*)"),
     tolerance: float = typer.Option(None, help="largest normalised error max|out − ref| / max(1, max|ref|) that passes (default: "
                                     f"{TOLERANCE:g} for a float32 model; {ROUNDOFF_UNITS}·u·√(past + seq) for a float16 or bfloat16 "
                                     "one, u its unit roundoff)"),
     dim: list[str] = typer.Option([], "--dim", help="size of a symbolic input dimension, NAME=N (repeatable)"),
-    seed: int = typer.Option(0, help="seed of the generated feeds"),
+    seed: int = typer.Option(0, min=0, help="seed of the generated feeds"),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="seconds each load and each case may take on a runtime; "
+                                  "past them the runtime's process is killed and the case fails, saying so"),
     details: bool = typer.Option(False, "--details", help="list every case and output, not only the failing ones"),
     json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file"),
     junit_out: Path = typer.Option(None, "--junit", help="also write the report as JUnit XML to this file"),
@@ -155,30 +158,36 @@ def model_parity_command(
         if not (against_hf / "config.json").is_file():
             raise PosexportError(f"--against-hf {against_hf}: not a transformers model folder (no config.json)")
         require("transformers", "--against-hf", "hf")
+        for entry in sorted(against_hf.iterdir())[:10_000]:  # transformers reads them itself: reports never go there
+            note_input(entry)
+    sizes = dim_sizes(dim)
+    written = report_files(json_out, junit_out, markdown)
+    cases = [FeedCase(n) for n in prompt] + [FeedCase(1, n) for n in past]
+    report = model_parity(model, against, against_hf=against_hf, cases=cases, runtimes=[r for r in runtimes.split(",") if r],
+                          tolerance=tolerance, seed=seed, dims=sizes, outputs=[o for o in outputs.split(",") if o] or None,
+                          original=original, timeout=timeout)
+    reports.render_terminal(report, console, details=details)
+    write_outputs([(path, render(report), option) for path, render, option in written])
+    raise typer.Exit(0 if report.passed else 1)
+
+
+def dim_sizes(dim: list[str]) -> dict[str, int]:
+    """--dim NAME=N pairs: the sizes of a model's symbolic input dimensions."""
     sizes = {}
     for item in dim:
         name, _, value = item.partition("=")
         if not value.isdigit():
             raise PosexportError(f"--dim {item}: expected NAME=N")
         sizes[name.lower()] = int(value)
-    written = report_files(json_out, junit_out, markdown)
-    cases = [FeedCase(n) for n in prompt] + [FeedCase(1, n) for n in past]
-    report = model_parity(model, against, against_hf=against_hf, cases=cases, runtimes=[r for r in runtimes.split(",") if r],
-                          tolerance=tolerance, seed=seed, dims=sizes, outputs=[o for o in outputs.split(",") if o] or None,
-                          original=original)
-    reports.render_terminal(report, console, details=details)
-    for path, render, option in written:
-        write_output(path, render(report), option)
-    raise typer.Exit(0 if report.passed else 1)
+    return sizes
 
 
 def write_reports(report: dict[str, Any], json_out: Path | None, markdown: Path | None,
                   render: Callable[[dict[str, Any]], str]) -> None:
     """The report as JSON and/or Markdown files, as asked."""
-    if json_out:
-        write_output(json_out, json.dumps(report, indent=2, sort_keys=True) + "\n", "--json")
-    if markdown:
-        write_output(markdown, render(report), "--markdown")
+    write_outputs([(path, text(), option) for path, text, option in (
+        (json_out, lambda: json.dumps(report, indent=2, sort_keys=True) + "\n", "--json"),
+        (markdown, lambda: render(report), "--markdown")) if path])
 
 
 def register(app: typer.Typer) -> None:

@@ -26,7 +26,7 @@ from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, SCALINGS, decided_per_call, source_of, switch_length
 from .freqs import (LOW_PRECISION, PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache,
                     low_precision_error, recognise, rounding_bound)
-from .graph import Graph, attribute, node_label, values
+from .graph import Graph, attribute, node_label, values, whole_length
 from .sites import Fault, Site, SiteKind
 
 # op type -> (cos_cache input index, sin_cache input index, pair-layout attribute)
@@ -193,9 +193,10 @@ def switched(graph: Graph, cos: str, sin: str) -> tuple[list[CachePair], int] | 
     branches = {a.name: a.g for a in node.attribute}
     indexes = list(node.output).index(cos), list(node.output).index(sin)
     pairs = [branch_pair(branches[b], *indexes) for b in ("else_branch", "then_branch") if b in branches]
-    if switch is None or switch.size != 1 or len(pairs) != 2 or None in pairs:
+    length = whole_length(switch)
+    if length is None or len(pairs) != 2 or None in pairs:
         return None
-    return pairs, int(switch.reshape(()))
+    return pairs, length
 
 
 def read_caches(graph: Graph, cos: str, sin: str) -> tuple[list[CachePair], int | None] | None:
