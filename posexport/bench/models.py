@@ -102,12 +102,18 @@ def time_isolated(model: Path, against: Path, sig: Signature, case: FeedCase, th
                   timeout: float = DEFAULT_TIMEOUT) -> ModelRow:
     """One call timed in a child process (runtimes.isolated; the timing runs inside it) within ``timeout``
     seconds: onnxruntime dying on either model, failing or running past the deadline is the row's note,
-    and the bench goes on; a refusal of posexport's (a dimension it cannot size) ends it in one line."""
+    and the bench goes on. Feeds are checked here first: a prompt's that cannot be made (a dimension posexport
+    cannot size) end the bench in one line, a decode step the model cannot take is its row's note."""
     label = call_label(case)
-    make_feeds(sig, case)  # refused here, before any child, when the feeds cannot be made
     try:
-        return ModelRow(**call_in_child(timed_row, (model, against, sig, case, threads, warmup, repeats),
-                                        f"onnxruntime crashed timing {label}", timeout))
+        feeds_for(sig, case)
+    except PosexportError as e:
+        if not case.past:
+            raise
+        return ModelRow(label, case.seq, case.past, note=str(e))
+    try:
+        return ModelRow(**call_in_child(timed_row, (model, against, sig, case, threads, warmup, repeats), "onnxruntime",
+                                        f"timing {label}", timeout))
     except (RuntimeCrash, ChildError) as crash:
         return ModelRow(label, case.seq, case.past, note=str(crash))
 

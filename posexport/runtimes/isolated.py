@@ -383,17 +383,17 @@ def check_timeout(timeout: float) -> float:
     return float(timeout)
 
 
-def call_in_child(function: Callable[..., Any], args: tuple[Any, ...], crashed: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
+def call_in_child(function: Callable[..., Any], args: tuple[Any, ...], who: str, doing: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
     """``function(*args)`` (module-level, its result JSON) run in a child within ``timeout`` seconds: if the
-    child dies, a RuntimeCrash saying ``crashed`` and how; past the deadline, a RuntimeTimeout; if it
-    raises, the child's exception (``raised``)."""
+    child dies, a RuntimeCrash saying that ``who`` crashed ``doing`` and how; past the deadline, a
+    RuntimeTimeout; if it raises, the child's exception (``raised``)."""
     child = forked(serve_call, (function, args), "posexport call", check_timeout(timeout))
     try:
         reply = receive_message(child.fd, child.deadline())
     except TimeoutError:
-        raise RuntimeTimeout(f"{crashed}: {child.overdue()}") from None
+        raise RuntimeTimeout(f"{who} timed out {doing}: {child.overdue()}") from None
     except (EOFError, OSError):
-        raise RuntimeCrash(f"{crashed}: {child.death()}") from None
+        raise RuntimeCrash(f"{who} crashed {doing}: {child.death()}") from None
     finally:
         child.close()
     if "error" in reply:
