@@ -14,7 +14,7 @@ import hashlib
 import io
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -79,22 +79,28 @@ def read_array(file: Path, suffix: str, key: str | None, path: str) -> np.ndarra
     return torch_array(file, key, path)
 
 
+def npy_layout(stream: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """An .npy header (format 1.0 or 2.0) read from ``stream``: shape, Fortran order, dtype and the offset
+    its data starts at, nothing allocated; a header numpy would not write is a ValueError."""
+    version = np.lib.format.read_magic(stream)
+    read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+    if read_header is None:
+        raise ValueError(f"format version {version[0]}.{version[1]}, of which posexport reads 1.0 and 2.0")
+    shape, fortran, dtype = read_header(stream, max_header_size=NPY_HEADER)
+    return shape, fortran, dtype, stream.tell()
+
+
 def npy_array(file: Path) -> np.ndarray:
     """An .npy file's array: its header parsed from the bytes read, its shape × dtype checked against the
     bytes after it, then only those read."""
     size = guarded.file_size(file)
-    head = io.BytesIO(checkpoint.read(file, 0, min(size, NPY_HEADER)))
     try:
-        version = np.lib.format.read_magic(head)
-        read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-        if read_header is None:
-            raise ValueError(f"format version {version[0]}.{version[1]}, of which posexport reads 1.0 and 2.0")
-        shape, fortran, dtype = read_header(head, max_header_size=NPY_HEADER)
+        shape, fortran, dtype, start = npy_layout(io.BytesIO(checkpoint.read(file, 0, min(size, NPY_HEADER))))
     except ValueError as e:
         raise PosexportError(f"{file}: not an .npy file posexport reads ({one_line(e, 200)})") from None
     if dtype.hasobject:  # its data is a pickle
         raise PosexportError(f"{file}: refused: {PICKLE_REFUSED}")
-    start, nbytes = head.tell(), int(np.prod(shape, dtype=object)) * dtype.itemsize
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if start + nbytes != size:
         raise PosexportError(f"{file}: its header declares {list(shape)} of {dtype} ({nbytes} bytes), but {size - start} "
                              "bytes follow the header")

@@ -160,3 +160,22 @@ def test_a_pickle_that_needs_code_under_against_hf_is_one_line(tmp_path):
     code, out, err = cli("model-parity", "--model", str(model), "--against-hf", str(folder), "--runtimes", "ort-cpu")
     assert "never printed" not in out + err
     one_error(code, out, err, "a checkpoint is a pickle that needs code to load it, which posexport never runs")
+
+
+def test_saved_outputs_that_declare_more_than_they_hold_or_inflate_past_the_budget_are_one_line(monkeypatch, tmp_path):
+    code, out, err = cli("build", "--encoding", "rope", "--head-dim", "8", "--heads", "2", "--out", str(tmp_path / "g"))
+    assert code == 0, out + err
+    run = ["parity", str(tmp_path / "g" / "rope.onnx"), "--runtimes", "ort-cpu", "--seqs", "3", "--no-properties"]
+    index = io.BytesIO()
+    np.save(index, np.array(json.dumps({"digests": {}, "graphs": {}, "outputs": [["g", "c", "r"]]})))
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (1 << 45,)})  # 256 TiB
+    with zipfile.ZipFile(tmp_path / "lie.npz", "w") as archive:
+        archive.writestr("index.npy", index.getvalue())
+        archive.writestr("out0.npy", header.getvalue() + bytes(64))
+    one_error(*cli(*run, "--load-outputs", str(tmp_path / "lie.npz")), "member 'out0.npy' declares [35184372088832] of float64")
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("index.npy", index.getvalue())
+        archive.writestr("out0.npy", bytes(16 << 20))  # 16 KiB deflated
+    monkeypatch.setenv("POSEXPORT_MAX_BYTES", "8M")
+    one_error(*cli(*run, "--load-outputs", str(tmp_path / "bomb.npz")), "archive member(s) takes 16 MiB, over the 8 MiB limit")
