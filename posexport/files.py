@@ -70,6 +70,18 @@ def inputs_guarded() -> Iterator[None]:
         _inputs = saved
 
 
+@contextlib.contextmanager
+def reading_destinations() -> Iterator[None]:
+    """Within: files read are not noted as inputs: a writer reading what it would replace (patch checks that
+    a file at its destination is its own previous output) does not make it one."""
+    global _inputs
+    saved, _inputs = _inputs, None
+    try:
+        yield
+    finally:
+        _inputs = saved
+
+
 def note_input(path: str | Path, info: os.stat_result | None = None) -> None:
     """Note ``path`` (its stat ``info`` when the caller has it) as a file the command reads; a path that
     cannot be stat'ed is no file to protect."""
