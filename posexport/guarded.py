@@ -240,6 +240,7 @@ def check_archive(data: bytes, path: Path | str) -> list[zipfile.ZipInfo]:
 def read_json(path: Path | str, root: Path | str | None = None, max_bytes: int = MAX_JSON_BYTES) -> Any:
     """A JSON document (UTF-8, at most ``max_bytes``, nested no deeper than Python's recursion allows)."""
     data = read_bytes(path, root=root, max_bytes=max_bytes)
+    path = Path(root) / path if root is not None else path
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:

@@ -185,11 +185,16 @@ def misfit(sig: Signature, case: FeedCase) -> str:
     return ""
 
 
-def feed_shapes(sig: Signature, case: FeedCase) -> dict[str, tuple[list[int], np.dtype]]:
+def feed_shapes(sig: Signature, case: FeedCase, sized: bool = True) -> dict[str, tuple[list[int], np.dtype]]:
     """Each input's shape and dtype for one case, refused before anything is allocated when the feeds
-    (drawn in float64 or int64, then cast) would pass the byte budget, naming the case's option."""
+    (drawn in float64 or int64, then cast) would pass the byte budget, naming the case's option. Not
+    ``sized``: a dimension nothing sizes counts as 1 instead of being refused (a lower bound, to check early)."""
     known = named_sizes(sig, case)
-    shapes = {name: ([size_of(d, case, known, name) for d in dims], np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)))
+
+    def size(dim: int | str, name: str) -> int:
+        return size_of(dim, case, known, name) if sized else guessed(dim, case, known) or 1
+
+    shapes = {name: ([size(d, name) for d in dims], np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)))
               for name, elem, dims in sig.inputs}
     sizes = {name: math.prod(shape) * (limits.FLOAT64 + dtype.itemsize) for name, (shape, dtype) in shapes.items()}
     largest = max(sizes, key=sizes.__getitem__, default=None)
@@ -201,11 +206,12 @@ def feed_shapes(sig: Signature, case: FeedCase) -> dict[str, tuple[list[int], np
 
 
 def check_cases(sig: Signature, cases: list[FeedCase], seed: int) -> None:
-    """Before any runtime starts: the seed, and the feeds of every case the model can take (sized, in the budget)."""
+    """Before any runtime starts: the seed, and the feeds of every case the model can take within the budget
+    (a dimension nothing sizes is refused when the feeds are made, as before)."""
     check_seed(seed)
     for case in cases:
         if not misfit(sig, case):
-            feed_shapes(sig, case)
+            feed_shapes(sig, case, sized=False)
 
 
 def check_seed(seed: int) -> None:
