@@ -50,7 +50,9 @@ def outcome(code: int, out: str, err: str) -> str:
 # --- report paths ---------------------------------------------------------------------------------------
 
 INPUTS = ["model.onnx", "model.onnx.data", "genai_config.json", "tokenizer.json"]
-REPORTS = {"doctor": ["--json", "--markdown"], "model-parity": ["--json", "--junit", "--markdown"], "bench": ["--json", "--markdown"],
+# bench --model writes through the same writer (its own test: tests/test_hardening_writes.py); it is left out here
+# for its timing runs' seconds.
+REPORTS = {"doctor": ["--json", "--markdown"], "model-parity": ["--json", "--junit", "--markdown"],
            "parity": ["--json", "--junit", "--markdown", "--save-outputs"]}
 
 
@@ -65,7 +67,7 @@ def well_formed(option: str, path: Path) -> None:
         assert path.read_bytes()[:2] == b"PK"
 
 
-@fuzz(8)
+@fuzz(6)
 @given(data=st.data())
 def test_report_paths_never_write_over_what_the_command_reads(genai_like, rope_graph, data):  # noqa: F811
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,8 +83,6 @@ def test_report_paths_never_write_over_what_the_command_reads(genai_like, rope_g
             "doctor": (["doctor", str(model)], [folder / n for n in INPUTS]),
             "model-parity": (["model-parity", "--model", str(model), "--against", str(model), "--runtimes", "ort-cpu", "--prompt", "3"],
                              [folder / n for n in INPUTS]),
-            "bench": (["bench", "--model", str(model), "--against", str(model), "--seqs", "3", "--decode-positions", "3", "--warmup", "0",
-                       "--repeats", "3"], [folder / n for n in INPUTS[:2]]),
             "parity": (["parity", str(graphs / "rope.onnx"), "--runtimes", "ort-cpu", "--seqs", "3", "--no-properties"],
                        [graphs / "rope.onnx", graphs / "rope.json"]),
         }[command]
@@ -210,7 +210,7 @@ def test_any_signal_to_the_command_leaves_no_process(data, tmp_path_factory):
 # --- deadlines ------------------------------------------------------------------------------------------
 
 
-@fuzz(3)
+@fuzz(2)
 @given(data=st.data())
 def test_every_runtime_call_ends_by_its_deadline(data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("deadline")
