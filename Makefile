@@ -1,22 +1,36 @@
 # Two entry points, each doing its own set-up on a fresh machine:
 #   make run   - install, build the default RoPE graph, check its parity on onnxruntime CPU
-#   make test  - install (and the exporters' venvs, .venvs/optimum and .venvs/mobius), run the whole test suite
+#   make test  - install (and the exporters' venvs, .venvs/optimum and .venvs/mobius), run the test suite
+# Every environment installs from its lock (locks/NAME.txt: exact versions and sha256, docs/environments.md);
+# `make lock` rewrites the locks from the newest releases pyproject.toml's ranges allow, `make upstream` reports
+# what the next lock would change without touching them.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# This machine kind keeps the CPU build of torch 2.13.0 on disk; pinning it first keeps pip from
-# pulling a multi-GB CUDA build when the project's `torch>=2.6` is resolved.
+LOCK := locks/project.txt
+# The torch `make lock` pins first: this machine kind keeps the CPU build of torch 2.13.0 on disk, and without the
+# pin pip resolves a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: install exporter-venvs run test bench bench-gpu bench-t5-patch matrix bench-size
+.PHONY: install lock upstream exporter-venvs run test test-all bench bench-gpu bench-t5-patch matrix bench-size
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[test]"
+# A fresh venv whenever the lock or the project's metadata changes: exactly the lock, hash-checked, then the
+# project itself (editable, built with the lock's setuptools), then pip's own consistency check.
+$(VENV)/.installed: pyproject.toml $(LOCK)
+	python3 -m venv --clear $(VENV)
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	touch $@
+
+lock:
+	TORCH="$(TORCH)" python3 scripts/lock.py
+
+# Not part of CI: a scratch venv (build/upstream) with the newest releases, the catalogue walk, the exporter
+# fixtures and the docs commands run in it, and build/upstream/drift.{md,json}: what the next lock would change.
+upstream:
+	python3 scripts/upstream.py --work build/upstream
 
 run: install
 	$(VENV)/bin/posexport build --encoding rope --out graphs/build
@@ -24,12 +38,18 @@ run: install
 
 # The exporters whose pins clash with the project's run from their own venvs (scripts/exporter-venv.sh): the suite
 # exports its optimum and mobius fixtures with them, and skips those tests, saying why, where a venv is missing.
-exporter-venvs:
-	sh scripts/exporter-venv.sh optimum
-	sh scripts/exporter-venv.sh mobius
+exporter-venvs: .venvs/optimum/.installed .venvs/mobius/.installed
 
+.venvs/%/.installed: locks/%.txt
+	sh scripts/exporter-venv.sh $*
+
+# The suite: a stratified sample of the registry-wide catalogue walk (every reader and form at least once);
+# `make test-all` walks every type. PYTEST_ARGS adds pytest options (.ci/run: the 25 slowest tests).
 test: install exporter-venvs
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-all: install exporter-venvs
+	POSEXPORT_TEST_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The commands that make benchmarks/{rope,bias}-ort-cpu.{md,json,png} (see benchmarks/README.md): every
 # subject of a group timed round-robin; repeats kept modest so that it finishes in minutes on 2 cores.

@@ -20,7 +20,8 @@ def list_command(models: bool = typer.Option(False, "--models", help="show the m
     from posexport.rope.config import describe_presets
 
     if models:
-        from posexport.models.catalogue import catalogue
+        from posexport.models.catalogue import catalogue, unknown_types
+        from posexport.upstream import versions_note
 
         table = Table(title="models — `posexport build --from-model DIR` (docs/models.md)", title_justify="left")
         for column in ("model_type", "encodings"):
@@ -28,6 +29,10 @@ def list_command(models: bool = typer.Option(False, "--models", help="show the m
         for entry in catalogue():
             table.add_row(entry.model_type, escape(entry.text))
         console.print(table)
+        unknown = unknown_types()
+        console.print(f"{versions_note()}; " + ("transformers is not installed" if unknown is None else
+                      f"{len(unknown)} of its model types {'is' if len(unknown) == 1 else 'are'} unknown to posexport's "
+                      f"catalogue{': ' + ', '.join(unknown) if unknown else ''}"))
         return
 
     encodings = Table(title="encodings — `posexport build --encoding NAME [--help]`", title_justify="left")

@@ -3,9 +3,13 @@ one row per cell with what was found and measured, and the reason of every cell 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from posexport.reports.markdown import md_table
+
+LOCK = Path(__file__).resolve().parents[1] / "locks" / "project.txt"
 
 VERDICTS = ("FIXED", "NOT FIXED", "UNVERIFIED", "REFUSED", "EXPORT WRONG", "EXPORT FAILED")
 
@@ -37,6 +41,16 @@ def counts(cells: list[dict[str, Any]]) -> str:
     return ", ".join(f"{v} {n}" for v, n in found.items() if n)
 
 
+def lock_note(versions: dict[str, str]) -> str:
+    """Whether the page was made with the project's lock: its versions against locks/project.txt's."""
+    locked = dict(re.findall(r"^([A-Za-z0-9._-]+)==(\S+) ", LOCK.read_text(), re.MULTILINE))
+    differ = [f"{k} {v} (lock: {locked[k]})" for k, v in versions.items() if k in locked and locked[k] != v]
+    if differ:
+        return (f" — made before the current lock, locks/project.txt, which differs in {', '.join(differ)}: "
+                "`make matrix` remakes the page with it")
+    return " (the project's lock, locks/project.txt; the exporters' venvs: locks/optimum.txt, locks/mobius.txt)"
+
+
 def rerun_lines(rerun: dict[str, Any], versions: dict[str, str]) -> list[str]:
     """What a later ``--rerun`` ran again: its command, when, how long, and its versions where they differ."""
     changed = {k: v for k, v in rerun["versions"].items() if versions.get(k) != v}
@@ -57,7 +71,7 @@ def render(data: dict[str, Any]) -> str:
              "```sh", "make matrix    # runs: " + meta["command"], "```", "",
              f"Run {meta['time_utc']} UTC, {meta['seconds'] / 60:.1f} min on {meta['cpu_count']} CPU(s); "
              f"{len(cells)} of {meta.get('cells_planned', len(cells))} cells run: {counts(cells)}.", "",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + lock_note(meta["versions"]), ""]
     lines += [line for rerun in meta.get("reruns", []) for line in rerun_lines(rerun, meta["versions"])]
     lines += [f"- `{name}`: {label}" for name, label in meta["exporters"].items()] + ["", "## Verdicts", ""]
     lines += md_table(["architecture", *exporters],

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# The package as a user installs it: the wheel built from this tree, installed into a fresh venv with the
-# CPU torch pinned first, then `posexport --help`, a build and a parity run from that venv, outside the
-# source tree. Needs the package index only. TORCH=... picks the torch to pin (default the Makefile's);
-# TORCH_INDEX=https://download.pytorch.org/whl/cpu fetches it from PyTorch's CPU index.
+# The package as a user installs it: the wheel built from this tree, installed into a fresh venv with its
+# dependencies at the versions of locks/project.txt (as constraints: pip picks what the wheel needs, nothing of the
+# test extras), then `posexport --help`, a build and a parity run from that venv, outside the source tree. Needs
+# the package index only. TORCH_INDEX=https://download.pytorch.org/whl/cpu fetches torch from PyTorch's CPU index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TORCH="${TORCH:-torch==2.13.0}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
-"$py" -m pip install -q --upgrade pip
-"$py" -m pip wheel -q --no-deps --wheel-dir "$work/dist" .
-"$py" -m pip install -q "$TORCH" ${TORCH_INDEX:+--index-url "$TORCH_INDEX"}
-"$py" -m pip install -q "$work"/dist/posexport-*.whl
+sed -n 's/^\([A-Za-z0-9._-]*==[^ ]*\) .*/\1/p' locks/project.txt > "$work/constraints.txt"
+"$py" -m pip install -q -c "$work/constraints.txt" pip setuptools
+"$py" -m pip wheel -q --no-deps --no-build-isolation --wheel-dir "$work/dist" .
+"$py" -m pip install -q -c "$work/constraints.txt" torch ${TORCH_INDEX:+--extra-index-url "$TORCH_INDEX"}
+"$py" -m pip install -q -c "$work/constraints.txt" "$work"/dist/posexport-*.whl
+"$py" -m pip check
 
 cd "$work"  # the installed package, not this checkout
 "$work/venv/bin/posexport" --help >/dev/null

@@ -104,6 +104,11 @@ EXTRA.update(bailing_hybrid={**MLA, "layer_group_size": 2, "num_experts": 4, "nu
                              "num_experts_per_token": 2, "moe_intermediate_size": 32, "pad_token_id": 0},
              hy_v4={**MLA, "index_head_dim": 32, "index_n_heads": 2, "index_topk": 4, "pad_token_id": 0},
              mistral4={**MLA, "head_dim": 32, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "pad_token_id": 0})
+# Kolibri-1/1.1: five layers, so that their config classes' default layer_types (every 5th global) hold one global
+# layer; Kolibri-1.1's indexer heads within the query heads of one key head.
+EXTRA.update(kolibri1={"num_hidden_layers": 5},
+             kolibri1_1={"num_hidden_layers": 5, "index_num_heads": 2, "index_topk": 4, "index_pool_size": 64,
+                         "index_num_local_tokens": 4, "index_num_sink_tokens": 1})
 EXTRA.update(dict.fromkeys(("kimi_k25",), MLA), cosmos3_omni=QWEN3_VL, apertus1p5={"vocab_size": 300000})
 # PaddleOCR-VL's and Cosmos-3-Edge's rotary read the sections but not mrope_interleaved.
 EXTRA.update(dict.fromkeys(("paddleocr_vl", "paddleocr_vl_text"), {"rope_parameters": {
@@ -125,6 +130,7 @@ BESIDE_TEXT: dict[str, dict[str, Any]] = {
     **dict.fromkeys(("qwen3_vl", "qwen3_vl_moe"), {"vision_config": QWEN3_VL_TOWER}),
     "fun_asr_nano": {"adaptor_config": {"hidden_size": 64}},
     "granite_docling": {"vision_config": {"out_hidden_size": 64}},
+    "llava_onevision1_5": {"vision_config": {"out_hidden_size": 64}},
 }
 # MuSE-Spark scatters its audio encoder's output onto the text embeddings: the same width. Their vision towers
 # tiny too (their defaults make a 2-billion-parameter "tiny" model).

@@ -94,7 +94,7 @@ def test_no_import_circle():
 # The layer order of docs/architecture.md, bottom first: a module imports only from its own layer or below.
 LAYERS = [
     ["contract", "dtypes", "errors"],
-    ["params", "files", "limits", "guarded", "comparison", "progress"],
+    ["params", "files", "limits", "guarded", "comparison", "progress", "upstream"],
     ["tables", "script", "checkpoint", "weights"],
     ["encodings", "rope", "properties", "registry"],
     ["export", "extend", "indexshare"],

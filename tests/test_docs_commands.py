@@ -32,6 +32,10 @@ EXITS = re.compile(r"\bexits (\d+)\b")
 MAKE: dict[str, str | None] = {
     "run": None,
     "test": "the whole suite, which this test is part of",
+    "test-all": "the whole suite with every member of the registry walks, which this test is part of",
+    "lock": "rewrites locks/ from the package index's newest releases: run by hand to plan a lock bump (docs/environments.md)",
+    "upstream": "installs the newest releases into scratch venvs and runs the catalogue walk, exporters and docs there: "
+                "many minutes, never part of CI (docs/environments.md)",
     "bench": "rewrites the recorded benchmarks/ files: minutes of timing, run by hand (docs/benchmarks.md)",
     "bench-gpu": "needs an NVIDIA GPU and onnxruntime-gpu",
     "matrix": "every architecture × every exporter, each exporter in its own venv: ten minutes and more on 2 cores; the suite runs "

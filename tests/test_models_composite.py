@@ -38,6 +38,11 @@ PART_SIZES = {
                          "hidden_size": 64, "patch_embeds_hidden_size": 16},
     "esm": {**arch_zoo.sized(arch_zoo.config_class("esm"), "esm"), "pad_token_id": 1},  # its table counts from pad + 1
     "modernbert": {**arch_zoo.sized(arch_zoo.config_class("modernbert"), "modernbert"), "vocab_size": 50368},
+    # π0.5's VLM: its text model and vision tower tiny (PaliGemma's default tower has 400 M parameters)
+    "paligemma": {"text_config": {"model_type": "gemma", **arch_zoo.sized(arch_zoo.config_class("gemma"), "gemma")},
+                  "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 32,
+                                    "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
+                  "projection_dim": 64},
 }
 # BLT's hash embeddings (500002 rows by default); Fun-ASR-Nano's adaptor sized to its text model
 TOP_SIZES = {"blt": {"encoder_hash_byte_group_vocab": 64}, "kosmos-2.5": {"latent_query_num": 8},
@@ -53,6 +58,7 @@ MODEL_CLASSES = {
                  "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinkerForConditionalGeneration",
                  "qwen2_5_omni": "Qwen2_5OmniForConditionalGeneration", "qwen2_5_omni_token2wav": "Qwen2_5OmniToken2WavModel",
                  "pix2struct": "Pix2StructForConditionalGeneration",
+                 "pi05": "PI05ForConditionalGeneration",  # its policy checkpoints hold both parts under `model.`
                  "encoder-decoder": "EncoderDecoderModel",
                  "vision-encoder-decoder": "VisionEncoderDecoderModel"}
 
@@ -306,7 +312,7 @@ def test_a_composite_part_posexport_does_not_read_is_named_in_one_line(tmp_path)
         warnings.simplefilter("ignore")
         arch_zoo.config_class("vision-text-dual-encoder")(
             text_config={"model_type": "bert"}, vision_config={"model_type": "pixtral"}).save_pretrained(folder)
-    refused = "'vision_config.model_type' = .pixtral.: that part is not in posexport's catalogue"
+    refused = "'vision_config.model_type' = .pixtral.: that part is not read: model_type 'pixtral' is not read yet: "
     with pytest.raises(PosexportError, match=refused) as caught:
         read_model(folder)
     assert "\n" not in str(caught.value)

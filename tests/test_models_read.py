@@ -99,8 +99,11 @@ def fails(folder: Path, *fragments: str) -> None:
         assert fragment in message, message
 
 
-def test_unknown_architecture_lists_the_catalogue(tmp_path):
-    fails(raw(tmp_path / "m", {"model_type": "reformer"}), "'reformer'", "llama", "t5", "gpt_neox")
+def test_a_type_not_read_says_why_in_one_line(tmp_path):
+    """A pending type names its reason, a type without positions says so, a misspelt one the nearest type read."""
+    fails(raw(tmp_path / "pending", {"model_type": "reformer"}), "'reformer' is not read yet: ", "axial")
+    fails(raw(tmp_path / "ssm", {"model_type": "mamba"}), "'mamba' has no positional encoding to build: ")
+    fails(raw(tmp_path / "typo", {"model_type": "qwen33"}), "'qwen33' is not a transformers model type", "did you mean 'qwen3'?")
     assert "qwen3" in supported_architectures()
 
 

@@ -10,13 +10,15 @@ Adding an architecture is its reader module (``read(cfg: ModelConfig) -> list[Ro
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from pathlib import Path
 
 from ..errors import PosexportError
 from ..registry import get_encoding
+from ..upstream import CHECKED_TRANSFORMERS, installed_transformers, versions_note
 from . import (audio_encoders, chunked_audio, config, decoders, deepseek, learned, musicgen, navit, patch_series, patch_table,
-               pix2struct, qwen_vl, sinusoids, swin, swinv2, t5, time_series, vit)
+               pending, pix2struct, qwen_vl, sinusoids, swin, swinv2, t5, time_series, vit)
 from .plan import LINEAR_ATTENTION, ModelPlan, Role, has_attention
 
 # Multimodal wrappers (vision, audio or speech towers before a language model) read through their
@@ -28,14 +30,14 @@ WRAPPERS = ("llava", "llava_next", "llava_next_video", "llava_onevision", "vipll
             "idefics3", "internvl", "janus", "jev", "kimi_k25", "lfm3_vl", "minicpm_ocr", "minicpmv4_6", "minicpmv4_7",
             "modernvbert", "moss_transcribe_diarize", "omniasr", "ovis2", "pp_chart2table", "qianfan_ocr", "qwen2_audio",
             "qwen3_asr", "smolvlm", "ultravbert", "vibevoice", "vibevoice_asr", "video_llama_3", "voxtral", "florence2",
-            "paddleocr_vl", "cosmos3_edge")
+            "paddleocr_vl", "cosmos3_edge", "llava_onevision1_5", "ovis2_5")
 # Composites whose parts are read as their own types, each by its line in composite.py (which reads them
 # through READERS, so this registry names them).
 COMPOSITES = ("clip", "siglip", "siglip2", "metaclip_2", "owlvit", "owlv2", "groupvit", "aimv2", "clipseg", "chinese_clip",
               "altclip", "blip", "bridgetower", "tipsv2", "xclip", "vision-text-dual-encoder", "encoder-decoder",
               "vision-encoder-decoder", "kosmos-2", "flava", "align", "clap", "dia", "t5gemma", "blt", "fun_asr_nano",
               "pe_audio", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "qwen2_5_omni_token2wav", "qwen2_5_omni",
-              "blip-2", "instructblip", "instructblipvideo", "pix2struct", "kosmos-2.5")
+              "blip-2", "instructblip", "instructblipvideo", "pix2struct", "kosmos-2.5", "pi05")
 # config.json's model_type -> the module (in this package) that reads it.
 READERS: dict[str, str] = {
     "llama": "llama",
@@ -135,10 +137,10 @@ def read_model(folder: str | Path) -> ModelPlan:
     source = str(folder / "config.json")
     architecture = data.get("model_type")
     if not isinstance(architecture, str):
-        raise PosexportError(f"{source}: no model_type; posexport reads {', '.join(supported_architectures())}")
+        raise PosexportError(f"{source}: no model_type (a string naming the architecture, as transformers writes it); "
+                             "`posexport list --models` shows the types posexport reads")
     if architecture not in READERS:
-        raise PosexportError(f"{source}: model_type {architecture!r} is not in posexport's catalogue; "
-                             f"supported: {', '.join(supported_architectures())}")
+        raise PosexportError(f"{source}: {not_read(architecture)}")
     cfg = config.ModelConfig(data, architecture, source, folder)
     roles = importlib.import_module(f"{__name__}.{READERS[architecture]}").read(cfg)
     cfg.check_all_read()
@@ -146,6 +148,33 @@ def read_model(folder: str | Path) -> ModelPlan:
         judged(role, source)
     count, without, linear = layer_info(data)
     return ModelPlan(architecture, folder, tuple(roles), count, without, linear)
+
+
+def not_read(architecture: str) -> str:
+    """Why posexport reads no encoding from this model_type, in one line: no positional encoding, not read yet
+    (and why), new to posexport (a transformers release newer than the one it was checked against), or no
+    transformers type at all (and the nearest one posexport reads)."""
+    if architecture in pending.NO_POSITIONS:
+        return f"model_type {architecture!r} has no positional encoding to build: {pending.NO_POSITIONS[architecture]}"
+    if architecture in pending.NOT_YET:
+        return f"model_type {architecture!r} is not read yet: {pending.NOT_YET[architecture]}"
+    if transformers_registers(architecture):
+        return (f"model_type {architecture!r} is new to posexport: transformers {installed_transformers()} registers it; "
+                f"posexport's catalogue, checked against transformers {CHECKED_TRANSFORMERS}, does not know it "
+                "(`posexport list --models` shows what it reads)")
+    near = difflib.get_close_matches(architecture, READERS, n=1)
+    return (f"model_type {architecture!r} is not a transformers model type posexport knows"
+            f"{f' (did you mean {near[0]!r}?)' if near else ''}; {versions_note()}; `posexport list --models` shows "
+            "the types it reads")
+
+
+def transformers_registers(architecture: str) -> bool:
+    """Whether the installed transformers (if any) has a config class for this model_type."""
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return False
+    return architecture in CONFIG_MAPPING
 
 
 def judged(role: Role, source: str) -> None:

@@ -49,48 +49,8 @@ READER_ENCODINGS = {
 # Readers whose types differ in encodings: their own model_type -> encodings table.
 TYPE_ENCODINGS = {"clvp": clvp.ENCODINGS, "pix2struct": pix2struct.ENCODINGS}
 
-_SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
-_HYBRID = "Mamba layers carry order; its attention layers use no position encoding"
-_CONV = "convolutional: positions are implicit in the convolutions, no position encoding"
-_CODEC = "convolutional audio codec or vocoder: no position encoding"
-_WRAPPER = "a wrapper: its positions are those of the sub-models it composes (read each sub-model's type)"
-_NOPE_LINEAR = "Kimi Linear: its linear-attention (KDA) layers carry order and its MLA layers use no rope (NoPE)"
-_FRAMEWISE_AUDIO = ("an audio embedder with no attention and no convolution across frames: each frame is mapped "
-                    "alone (Gemma-4-Unified: RMSNorm and a linear projection of a raw waveform frame of audio_embed_dim (640) samples; "
-                    "Inkling: the sum of its quantised mel bins' codebook embeddings, RMSNorm); the frames' positions "
-                    "are those the text model gives their tokens")
-_CAUSAL_CONV_AUDIO = ("Muse-Spark's audio encoder: a causal convolutional pyramid (patch projections and depthwise "
-                      "causal convolutions), no attention: positions are implicit in the convolutions, no position "
-                      "encoding")
-_PERCEIVER = ("a perceiver resampler (IDEFICS's, Idefics2's): learned latents cross-attending to the vision tower's "
-              "features (which carry the tower's positions), no rotary and no position table (Idefics2's layers take "
-              "position_ids=None and never use them)")
-_QFORMER = ("BLIP-2's Q-Former (Blip2QFormerModel): learned query tokens (held by the model around it, not positions) "
-            "through self-attention and cross-attention to image features; no token embeddings and no position code "
-            "(BLIP-2's image-text retrieval model adds a BERT-like table to its text, Blip2TextEmbeddings, which the blip-2 "
-            "composite does not build)")
-_NO_POSITIONS_GROUPS = {
-    _SSM: ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"),
-    _HYBRID: ("jamba", "nemotron_h", "zamba"),
-    _CONV: ("bit", "convnext", "convnextv2", "cvt", "dinov3_convnext", "efficientnet", "focalnet", "glpn", "hgnet_v2",
-            "mobilenet_v1", "mobilenet_v2", "mobilevit", "mobilevitv2", "poolformer", "pvt_v2", "regnet", "resnet",
-            "segformer", "swiftformer", "textnet", "pp_lcnet", "pp_lcnet_v3", "pp_lcnet_v4", "pp_ocrv5_mobile_det",
-            "pp_ocrv5_mobile_rec", "pp_ocrv5_server_det", "pp_ocrv5_server_rec", "pp_ocrv6_medium_det",
-            "pp_ocrv6_small_det", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec", "superpoint", "uvdoc", "uvdoc_backbone",
-            "florence_vision"),
-    _CODEC: ("dac", "encodec", "xcodec", "univnet", "wavtokenizer", "wavtokenizer_encoder",
-             "vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_decoder",
-             "vibevoice_acoustic_tokenizer_encoder", "qwen2_5_omni_bigvgan"),
-    _WRAPPER: ("speech-encoder-decoder", "rag", "timm_backbone",
-               "upernet", "vitmatte", "vitpose", "depth_anything", "prompt_depth_anything", "zoedepth", "dpr", "colpali",
-               "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt", "depth_pro", "chmv2", "nougat"),
-    _NOPE_LINEAR: ("kimi_linear",),
-    _FRAMEWISE_AUDIO: ("gemma4_unified_audio", "inkling_audio"),
-    _CAUSAL_CONV_AUDIO: ("muse_spark_audio",),
-    _QFORMER: ("blip_2_qformer",),
-    _PERCEIVER: ("idefics2_perceiver", "idefics_perciever"),
-}
-NO_POSITION_TYPES: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}
+# Types with no positional encoding, each with why (pending.py).
+NO_POSITION_TYPES = pending.NO_POSITIONS
 
 # Decoder layers without rope, named by what they are where they are not plain NoPE attention.
 NOPE_KINDS = {decoders.CROSS_ATTENTION: "cross-attention layers without rope",
@@ -203,10 +163,21 @@ def registry_survey() -> list[Entry]:
             for e in survey(CONFIG_MAPPING_NAMES)]
 
 
+def unknown_types() -> list[str] | None:
+    """The installed transformers' model types that posexport's catalogue does not sort (None: no transformers):
+    each is a release newer than the catalogue's (`make upstream` reports them)."""
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return None
+    return sorted(t for t in CONFIG_MAPPING.keys() if t not in READERS and t not in NO_POSITION_TYPES and t not in NOT_YET_TYPES)
+
+
 def render(entries: list[Entry], version: str) -> str:
     counts = {s: sum(e.status == s for e in entries) for s in (READ, NO_POSITIONS, NOT_YET)}
     in_reach = sum(e.status == NOT_YET and e.text.startswith("in reach") for e in entries)
-    lines = [BEGIN, "", f"transformers {version}'s config registry holds {len(entries)} model types: "
+    lines = [BEGIN, "", f"transformers {version}'s config registry (the version of the project's lock, locks/project.txt) "
+             f"holds {len(entries)} model types: "
              f"**{counts[READ]} read**, **{counts[NO_POSITIONS]} with no positional encoding**, "
              f"**{counts[NOT_YET]} not yet** ({in_reach} of them in reach: a form posexport models, waiting for "
              "its reader line).", "", "| model_type | status | encodings, or why |", "|---|---|---|"]

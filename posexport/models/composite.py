@@ -154,6 +154,11 @@ COMPOSITES: dict[str, Composite] = {
     # Kosmos-2.5: its image-to-text projection's latent queries cross-attend to the tower's output without positions
     "kosmos-2.5": Composite((Part("text_config", "kosmos_2_5_text_model", "text", "text_model"),
                              Part("vision_config", "kosmos_2_5_vision_model", "vision", "vision_model"))),
+    # π0.5: the action expert's position_ids continue the prefix's (attention-mask cumsum), computed by PI05Model
+    "pi05": Composite((Part("vlm_config", "paligemma", "vlm", "model.vlm"),
+                       Part("dit_config", "gemma", "dit", "model.dit",
+                            note="PI05Model gives the action expert the positions after the prefix's "
+                                 "(cumsum of the prefix and action attention mask − 1)"))),
 }
 NOTE = "the {role} part ({key}, model_type {inner}) read as a {inner} folder"
 # Real composites nest two deep (Qwen2.5-Omni's thinker) and hold seven parts in all: a config past these
@@ -181,7 +186,7 @@ def check_size(cfg: ModelConfig) -> None:
 
 
 def read(cfg: ModelConfig) -> list[Role]:
-    from . import READERS
+    from . import READERS, not_read
 
     line = COMPOSITES[cfg.architecture]
     check_size(cfg)
@@ -199,8 +204,9 @@ def read(cfg: ModelConfig) -> list[Role]:
         if part.model_type is not None and inner != part.model_type:
             cfg.fail(part.key, data if not isinstance(data, dict) else inner,
                      f"the {cfg.architecture} model builds this part as {part.model_type}")
-        if not isinstance(inner, str) or inner not in READERS:
-            cfg.fail(f"{part.key}.model_type", inner, "that part is not in posexport's catalogue")
+        if not isinstance(inner, str) or inner not in READERS:  # a list or an object is no type (unhashable, too)
+            cfg.fail(f"{part.key}.model_type", inner, f"that part is not read: {not_read(inner)}" if isinstance(inner, str)
+                     else "that part's model_type is missing")
     roles = []
     for part in line.parts:
         data, inner = cfg.get(part.key), types[part.key]

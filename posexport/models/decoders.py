@@ -15,7 +15,14 @@ config's `text_config`, and which layers skip rope:
 - CROSS_ATTENTION (Mllama's text model): the `cross_attention_layers` (default 3, 8, 13, … 38) attend to
   the vision states without rope, the others self-attend with it;
 - LINEAR_HYBRID (OLMo-Hybrid): only full_attention layers rotate; without `layer_types` every 4th layer is
-  full attention and the rest linear_attention (the last layer full when none is).
+  full attention and the rest linear_attention (the last layer full when none is);
+- SLIDING_ROPE (Kolibri-1.1, Ergo): only sliding_attention layers rotate, whatever `sliding_window` says (the
+  indexed_attention or full_attention layers are NoPE).
+
+Without `layer_types`, a line's `every` says which layers its config class makes global: every n-th layer is
+the named type (n from the named config key, or the line's default), the others slide (Kolibri-1: every 5th
+full_attention; Ergo: every global_attention_every_n_layers-th). Ergo's flat rope block is its sliding layers'
+(`flat_block_type`), as its config class converts it.
 
 Per-layer rope bases, `layer_rope_theta` (0: a NoPE layer):
 
@@ -53,7 +60,7 @@ from .rope_family import LAYER_ROLES, heads_and_dim, hf_rope, rope_role, text_pa
 from .rope_reading import rope_values
 
 NO_ROPE_LAYERS, SLIDING_ONLY, GLOBAL_NOPE = "no_rope_layers", "sliding_only", "global_nope"
-CROSS_ATTENTION, LINEAR_HYBRID = "cross_attention", "linear_hybrid"
+CROSS_ATTENTION, LINEAR_HYBRID, SLIDING_ROPE = "cross_attention", "linear_hybrid", "sliding_rope"
 PER_THETA, ZERO_NOPE = "per_theta", "zero_nope"
 SLIDING = "sliding_attention"
 # Keys of attention masking and layer kinds: they choose keys, never positions.
@@ -80,6 +87,9 @@ class D:
     theta_without_block: float | None = None  # rope_theta its config class sets when rope_parameters is absent
     scaling_layers: bool = False  # rope_scaling_layers choose the scaled rope, the others an unscaled one (Molmo2)
     paired_blocks: bool = False  # layer_types may list (attention, mlp) block pairs (Dory)
+    # Without layer_types: (config key or "", the global layers' type, default n): every n-th layer is global
+    every: tuple[str, str, int] | None = None
+    flat_block_type: str = ""  # a flat rope block is this layer type's only (Ergo: sliding_attention)
 
 
 DECODERS: dict[str, D] = {
@@ -148,7 +158,12 @@ DECODERS: dict[str, D] = {
     "jetmoe": D("jetmoe", "JetMoe", 4096, 10000.0, kv_channels=True),
     "jais2": D("jais2", "Jais2", 8192, 10000.0, None, None, "half"),
     "jina_embeddings_v3": D("jina_embeddings_v3", "JinaEmbeddingsV3", 8194, 20000.0, None, None, "half"),
-    "kolibri1": D("kolibri1", "Kolibri1", 262144, 10000.0, 128, None, "half", nope=GLOBAL_NOPE),
+    "kolibri1": D("kolibri1", "Kolibri1", 262144, 10000.0, 128, None, "half", nope=GLOBAL_NOPE,
+                  every=("", "full_attention", 5)),
+    "kolibri1_1": D("kolibri1_1", "Kolibri1_1", 262144, 10000.0, 128, nope=SLIDING_ROPE,
+                    every=("", "indexed_attention", 5)),
+    "ergo": D("ergo", "Ergo", 524288, 1000000.0, None, None, "interleaved", nope=SLIDING_ROPE,
+              every=("global_attention_every_n_layers", "full_attention", 4), flat_block_type=SLIDING),
     "lara_mini": D("lara_mini", "LaraMini", 131072, 10000.0, 128, None, "half"),
     "lfm2": D("lfm2", "Lfm2", 128000, 1000000.0, None, None, "half"),
     "lfm2_moe": D("lfm2_moe", "Lfm2Moe", 128000, 1000000.0, None, None, "half"),
@@ -158,6 +173,7 @@ DECODERS: dict[str, D] = {
     "mllama": D("mllama", "Mllama", 131072, 500000.0, text=True, nope=CROSS_ATTENTION),
     "mllama_text_model": D("mllama", "Mllama", 131072, 500000.0, nope=CROSS_ATTENTION),
     "minimax": D("minimax", "MiniMax", 131072, 1000000.0, None, None, "half"),
+    "minicpm5_moe": D("minicpm5_moe", "MiniCPM5Moe", 524288, 5000000.0, 128),
     "minimax_m2": D("minimax_m2", "MiniMaxM2", 196608, 5000000.0, 128, None, "half"),
     "ministral": D("ministral", "Ministral", 131072, 10000.0, None, None, "half"),
     "moonshine_streaming": D("moonshine_streaming", "MoonshineStreaming", 4096, 10000.0, None, None, "interleaved"),
@@ -230,6 +246,7 @@ DECODERS: dict[str, D] = {
     "internlm3": D("llama", "Llama", 32768, 10000.0, 128),
     "iquestcoder": D("llama", "Llama", 131072, 10000.0, 128),
     "sarvam_moe": D("glm4_moe", "Glm4Moe", 131072, 8000000.0, 64),
+    "param2moe": D("glm4_moe", "Glm4Moe", 32768, 500000.0, 64, partial=1.0),
     "phi": D("phi", "Phi", 2048, 10000.0, partial=0.5, split=True),
     "persimmon": D("persimmon", "Persimmon", 16384, 10000.0, partial=0.5, split=True),
 }
@@ -259,7 +276,7 @@ def read(cfg: ModelConfig) -> list[Role]:
                              partial=text.get("partial_rotary_factor", spec.partial), pair_layout=spec.pair_layout)
         extra = {**({"layer_type": layer_type} if layer_type else {}), **({"single_apply": True} if spec.single_apply else {}),
                  **({"split": True} if spec.split else {})}
-        ids = tuple(i for i in of_type(text, layer_type, count) if i in rotating) if count else ()
+        ids = tuple(i for i in of_type(text, layer_type, count, spec) if i in rotating) if count else ()
         name = LAYER_ROLES.get(layer_type, f"rope-{layer_type}") if layer_type else "rope"
         if spec.scaling_layers:
             roles += scaled_and_unscaled(text, spec, values, ids, count, extra)
@@ -332,8 +349,11 @@ def blocks(cfg: ModelConfig, spec: D) -> list[tuple[str, dict[str, Any] | None, 
     block = cfg.get(name, None)
     if block is None and isinstance(spec.theta, dict):
         block = {t: {"rope_type": "default", "rope_theta": theta} for t, theta in spec.theta.items()}
+    if spec.flat_block_type and not (isinstance(block, dict) and block and all(isinstance(v, (dict, type(None)))
+                                                                           for v in block.values())):
+        return [(spec.flat_block_type, block, name)]
     if isinstance(block, dict) and block and all(isinstance(v, (dict, type(None))) for v in block.values()):
-        types = set(layer_types(cfg, cfg.number("num_hidden_layers", 0, integer=True)))
+        types = set(layer_types(cfg, cfg.number("num_hidden_layers", 0, integer=True), spec))
         return [(t, b, f"{name}.{t}") for t, b in block.items() if b is not None and (not types or t in types)]
     return [("", block, name)]
 
@@ -367,6 +387,10 @@ def layer_types(cfg: ModelConfig, count: int, spec: D | None = None) -> list[str
         if not isinstance(types, list) or (count and len(types) != count) or not all(isinstance(t, str) for t in types):
             cfg.fail("layer_types", types, f"expected {count} layer type names")
         return types
+    if spec is not None and spec.every:
+        key, kind, default = spec.every
+        every = cfg.count(key, default) if key else default
+        return [kind if (i + 1) % every == 0 else SLIDING for i in range(count)]
     if spec is not None and spec.nope == LINEAR_HYBRID:
         types = [LINEAR_ATTENTION if i % 4 != 3 else "full_attention" for i in range(count)]
         return types if "full_attention" in types or not count else [*types[:-1], "full_attention"]
@@ -376,10 +400,10 @@ def layer_types(cfg: ModelConfig, count: int, spec: D | None = None) -> list[str
     return [SLIDING if (i + 1) % pattern else "full_attention" for i in range(count)]
 
 
-def of_type(cfg: ModelConfig, layer_type: str, count: int) -> list[int]:
+def of_type(cfg: ModelConfig, layer_type: str, count: int, spec: D | None = None) -> list[int]:
     if not layer_type:
         return list(range(count))
-    return [i for i, t in enumerate(layer_types(cfg, count)) if t == layer_type]
+    return [i for i, t in enumerate(layer_types(cfg, count, spec)) if t == layer_type]
 
 
 def rope_layers(cfg: ModelConfig, spec: D, count: int) -> set[int]:
@@ -387,7 +411,7 @@ def rope_layers(cfg: ModelConfig, spec: D, count: int) -> set[int]:
     conv layers, have no attention) less the architecture's NoPE layers."""
     if not count:
         return set()
-    ruled = cfg.has("layer_types") or spec.nope in (SLIDING_ONLY, GLOBAL_NOPE, LINEAR_HYBRID)
+    ruled = cfg.has("layer_types") or spec.nope in (SLIDING_ONLY, GLOBAL_NOPE, LINEAR_HYBRID, SLIDING_ROPE)
     types = layer_types(cfg, count, spec) if ruled else ["full_attention"] * count
     attention = {i for i, t in enumerate(types) if softmax_attention(t)}
     windowed = cfg.get("sliding_window", None) is not None
@@ -408,6 +432,8 @@ def rope_layers(cfg: ModelConfig, spec: D, count: int) -> set[int]:
         return attention - set(cross)
     if spec.nope == LINEAR_HYBRID:
         return {i for i in attention if types[i] == "full_attention"}
+    if spec.nope == SLIDING_ROPE:
+        return {i for i in attention if types[i] == SLIDING}
     return attention
 
 

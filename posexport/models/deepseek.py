@@ -10,8 +10,9 @@ channel for channel. V3 without rope_interleave is plain half-split. LongCat-Fla
 mscale_all_dim)² for YaRN: that is the attention scale, not a position.
 
 Bailing-Hybrid de-interleaves as V3 on its full_attention layers only (its linear_attention layers carry no
-rope); HY-V4 rotates half-split, and its DSA indexer rotates its index heads' last qk_rope_head_dim channels
-with the same rope. Mistral-4 takes V3's attention with Llama-4 query scaling (a query-scale role on every
+rope); HY-V4 de-interleaves as LongCat-Flash does (always: transformers 5.25's apply_rotary_pos_emb_interleave;
+5.24 rotated it half-split), and its DSA indexer rotates its index heads' last qk_rope_head_dim channels with the
+same rope. Mistral-4 takes V3's attention with Llama-4 query scaling (a query-scale role on every
 layer, q · (1 + β·ln(1 + ⌊p / original_max_position_embeddings⌋)) on all qk_nope + qk_rope channels).
 """
 
@@ -57,7 +58,7 @@ MLA = {
     "minicpm3": Mla("minicpm3", "MiniCPM3", 32768, 10000.0, NEVER),
     "bailing_hybrid": Mla("bailing_hybrid", "BailingHybrid", 262144, 6000000.0, ALWAYS, linear_hybrid=True),
     "mistral4": Mla("mistral4", "Mistral4", 1048576, 10000.0, query_scale=True),
-    "hy_v4": Mla("hy_v4", "HYV4", 262144, 10000.0, NEVER, notes=(
+    "hy_v4": Mla("hy_v4", "HYV4", 262144, 10000.0, ALWAYS, notes=(
         "the DSA indexer rotates the last qk_rope_head_dim channels of each index head, and of its one key, with "
         "the same rope (the same graph)",)),
 }

@@ -1,6 +1,7 @@
-"""Why each model type of transformers' registry that posexport does not read yet is not read: one line
-per group, naming what its position code is. "in reach" marks a form posexport already models, waiting for
-its reader line (docs/models.md counts them); the others name what posexport does not model."""
+"""Why each model type of transformers' registry that posexport does not read is not read: NOT_YET, one line
+per group naming what its position code is ("in reach" marks a form posexport already models, waiting for its
+reader line; docs/models.md counts them; the others name what posexport does not model), and NO_POSITIONS, the
+types that have no positional encoding to read, with why."""
 
 from __future__ import annotations
 
@@ -51,6 +52,12 @@ _GROUPS: dict[str, tuple[str, ...]] = {
          "muse_glimmer_vision", "muse_spark_vision", "step3p5_vision",
          "hunyuan_vl_vision", "hy_v4_vl_vision", "minimax_m3_vl_vision", "molmo2_vision", "molmo2_adapter",
          "cosmos3_edge_vision", "apertus1p5_vision_tokenizer", "efficientloftr"),
+    "LLaVA-OneVision-1.5's RICE tower: 2-D axial rope over the merged patch grid, with a trained class-token "
+    "rotation (class_pos_emb, a learned angle per frequency) prepended to every frame's angles; the learned "
+    "class angle is not modelled": ("llava_onevision1_5_vision",),
+    "Ovis-2.5's tower: a learned grid resampled bicubic by gathered indices and weights in spatial-merge order "
+    "(get_vision_interpolation_indices_and_weights) beside a 2-D axial rope; that gather is not one of "
+    "vit-learned's forms": ("ovis2_5_vision",),
     "a convolutional vision tower (ALIGN's EfficientNet, Gemma-3n's MobileNet-V5 through timm): no position "
     "encoding of its own; its module's other towers hold the position code": ("align_vision_model", "gemma3n_vision"),
     "a timm model wrapped: its positions are timm's code (pos_embed of the wrapped architecture), not "
@@ -208,3 +215,47 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "embeddings; not modelled": ("mllama_vision_model",),
 }
 NOT_YET: dict[str, str] = {t: why for why, types in _GROUPS.items() for t in types}
+
+
+_SSM = "state-space / recurrent layers: token order comes from the recurrence, no position encoding"
+_HYBRID = "Mamba layers carry order; its attention layers use no position encoding"
+_CONV = "convolutional: positions are implicit in the convolutions, no position encoding"
+_CODEC = "convolutional audio codec or vocoder: no position encoding"
+_WRAPPER = "a wrapper: its positions are those of the sub-models it composes (read each sub-model's type)"
+_NOPE_LINEAR = "Kimi Linear: its linear-attention (KDA) layers carry order and its MLA layers use no rope (NoPE)"
+_FRAMEWISE_AUDIO = ("an audio embedder with no attention and no convolution across frames: each frame is mapped "
+                    "alone (Gemma-4-Unified: RMSNorm and a linear projection of a raw waveform frame of audio_embed_dim (640) samples; "
+                    "Inkling: the sum of its quantised mel bins' codebook embeddings, RMSNorm); the frames' positions "
+                    "are those the text model gives their tokens")
+_CAUSAL_CONV_AUDIO = ("Muse-Spark's audio encoder: a causal convolutional pyramid (patch projections and depthwise "
+                      "causal convolutions), no attention: positions are implicit in the convolutions, no position "
+                      "encoding")
+_PERCEIVER = ("a perceiver resampler (IDEFICS's, Idefics2's): learned latents cross-attending to the vision tower's "
+              "features (which carry the tower's positions), no rotary and no position table (Idefics2's layers take "
+              "position_ids=None and never use them)")
+_QFORMER = ("BLIP-2's Q-Former (Blip2QFormerModel): learned query tokens (held by the model around it, not positions) "
+            "through self-attention and cross-attention to image features; no token embeddings and no position code "
+            "(BLIP-2's image-text retrieval model adds a BERT-like table to its text, Blip2TextEmbeddings, which the blip-2 "
+            "composite does not build)")
+_NO_POSITIONS_GROUPS = {
+    _SSM: ("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"),
+    _HYBRID: ("jamba", "nemotron_h", "zamba"),
+    _CONV: ("bit", "convnext", "convnextv2", "cvt", "dinov3_convnext", "efficientnet", "focalnet", "glpn", "hgnet_v2",
+            "mobilenet_v1", "mobilenet_v2", "mobilevit", "mobilevitv2", "poolformer", "pvt_v2", "regnet", "resnet",
+            "segformer", "swiftformer", "textnet", "pp_lcnet", "pp_lcnet_v3", "pp_lcnet_v4", "pp_ocrv5_mobile_det",
+            "pp_ocrv5_mobile_rec", "pp_ocrv5_server_det", "pp_ocrv5_server_rec", "pp_ocrv6_medium_det",
+            "pp_ocrv6_small_det", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec", "superpoint", "uvdoc", "uvdoc_backbone",
+            "florence_vision"),
+    _CODEC: ("dac", "encodec", "xcodec", "univnet", "wavtokenizer", "wavtokenizer_encoder",
+             "vibevoice_acoustic_tokenizer", "vibevoice_acoustic_tokenizer_decoder",
+             "vibevoice_acoustic_tokenizer_encoder", "qwen2_5_omni_bigvgan"),
+    _WRAPPER: ("speech-encoder-decoder", "rag", "timm_backbone",
+               "upernet", "vitmatte", "vitpose", "depth_anything", "prompt_depth_anything", "zoedepth", "dpr", "colpali",
+               "colqwen2", "colmodernvbert", "fuyu", "tipsv2_dpt", "depth_pro", "chmv2", "nougat"),
+    _NOPE_LINEAR: ("kimi_linear",),
+    _FRAMEWISE_AUDIO: ("gemma4_unified_audio", "inkling_audio"),
+    _CAUSAL_CONV_AUDIO: ("muse_spark_audio",),
+    _QFORMER: ("blip_2_qformer",),
+    _PERCEIVER: ("idefics2_perceiver", "idefics_perciever"),
+}
+NO_POSITIONS: dict[str, str] = {t: why for why, types in _NO_POSITIONS_GROUPS.items() for t in types}

@@ -16,13 +16,14 @@ NOTE = "the language model's positions (text_config, model_type {inner}); the ot
 
 
 def read(cfg: ModelConfig) -> list[Role]:
-    from . import READERS
+    from . import READERS, not_read
 
     data = cfg.get("text_config")
     cfg.ignore(*BESIDE_TEXT)
     inner = data.get("model_type") if isinstance(data, dict) else None
     if inner not in READERS or READERS[inner] == "wrapper":
-        cfg.fail("text_config.model_type", inner, "the text model is not in posexport's catalogue")
+        cfg.fail("text_config.model_type", inner, f"the text model is not read: {not_read(inner)}" if isinstance(inner, str)
+                 else "the text model's model_type is missing")
     text = ModelConfig(data, inner, f"{cfg.source} text_config", cfg.folder)
     roles = importlib.import_module(f"{__package__}.{READERS[inner]}").read(text)
     text.check_all_read()

@@ -18,7 +18,6 @@ the model); a graph without a model reports it unavailable, saying why.
 from __future__ import annotations
 
 import copy
-import importlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -31,6 +30,7 @@ import numpy as np
 
 from .. import checkpoint
 from ..contract import Artifact
+from ..upstream import transformers_attr
 from .base import Runtime, Session, SessionOptions
 
 # transformers forms rope angles as float32 position × float32 inverse frequency: the angle of the fastest
@@ -97,10 +97,6 @@ def recipe_problem(entry: Mapping[str, Any]) -> str:
     return ""
 
 
-def import_attr(module: str, name: str) -> Any:
-    return getattr(importlib.import_module(module), name)
-
-
 def auto_config(entry: Mapping[str, Any]) -> Any:
     from transformers import AutoConfig
 
@@ -130,8 +126,8 @@ class RopeSession(Session):
             cfg.rope_parameters = {**cfg.rope_parameters, "rope_theta": recipe["rope_theta"]}
         # Molmo2's layers outside rope_scaling_layers: its rotary built unscaled, as the model builds it.
         unscaled = {"scaled": False} if recipe.get("unscaled") else {}
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(config=cfg, **unscaled).eval()
-        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.rotary = transformers_attr(recipe["module"], recipe["rotary"])(config=cfg, **unscaled).eval()
+        self.apply = transformers_attr(recipe["module"], recipe["apply"])
         self.extra = (recipe["layer_type"],) if recipe.get("layer_type") else ()
         self.bshd = artifact.params.layout == "bshd"
         # StableLM's attention splits off the rotary channels itself; its apply function rotates all it gets.
@@ -168,8 +164,8 @@ class VisionRopeSession(Session):
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
-        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.rotary = transformers_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
+        self.apply = transformers_attr(recipe["module"], recipe["apply"])
         self.p = artifact.params
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -189,8 +185,8 @@ class ClvpRopeSession(Session):
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
-        self.rotary = import_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
-        self.apply = import_attr(recipe["module"], recipe["apply"])
+        self.rotary = transformers_attr(recipe["module"], recipe["rotary"])(auto_config(entry)).eval()
+        self.apply = transformers_attr(recipe["module"], recipe["apply"])
         self.bshd = artifact.params.layout == "bshd"
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -220,7 +216,7 @@ class T5Session(Session):
         recipe = entry["hf"]
         cfg = auto_config(entry)
         cfg.is_decoder = recipe["decoder"]
-        attention = import_attr(recipe["module"], recipe["attention"])
+        attention = transformers_attr(recipe["module"], recipe["attention"])
         self.attention = attention(cfg, has_relative_attention_bias=True, layer_idx=0).eval()
         self.attention.relative_attention_bias.weight.data = trained(entry)
 
@@ -240,11 +236,10 @@ class MpnetBiasSession(Session):
     is the last q_len rows of its k_len × k_len bias, as with a KV cache."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
-
+        encoder_class = transformers_attr("transformers.models.mpnet.modeling_mpnet", "MPNetEncoder")
         cfg = copy.deepcopy(auto_config(entry))
         cfg.num_hidden_layers = 0
-        self.encoder = MPNetEncoder(cfg).eval()
+        self.encoder = encoder_class(cfg).eval()
         self.encoder.relative_attention_bias.weight.data = trained(entry)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -269,10 +264,9 @@ class AlibiSession(Session):
         import torch
 
         if self.recipe["model"] == "bloom":
-            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-
+            build_alibi_tensor = transformers_attr("transformers.models.bloom.modeling_bloom", "build_alibi_tensor")
             return build_alibi_tensor(torch.ones(1, k_len), self.heads, torch.float32)  # [heads, 1, k_len]
-        from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+        build_mpt_alibi_tensor = transformers_attr("transformers.models.mpt.modeling_mpt", "build_mpt_alibi_tensor")
 
         # MPT builds max_seq_len columns and keeps the last k_len; past it, the same function made longer.
         full = max(self.recipe["max_seq_len"], k_len)
@@ -303,9 +297,8 @@ class LearnedSession(Session):
         table = trained(entry)
         table = table.reshape(-1, table.shape[-1])  # AST's and MGP-STR's are [1, rows, hidden] parameters
         if entry["hf"].get("opt"):
-            from transformers.models.opt.modeling_opt import OPTLearnedPositionalEmbedding
-
-            self.embedding = OPTLearnedPositionalEmbedding(table.shape[0] - 2, table.shape[1])
+            opt_embedding = transformers_attr("transformers.models.opt.modeling_opt", "OPTLearnedPositionalEmbedding")
+            self.embedding = opt_embedding(table.shape[0] - 2, table.shape[1])
             self.embedding.weight.data = table
             self.call = lambda positions: self.embedding(None, 0, position_ids=positions)
         else:
@@ -330,7 +323,7 @@ class PatchCoordinatesSession(Session):
         import torch
 
         recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.embeddings = transformers_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
         holder = recipe["key"].rsplit(".", 2)[0]  # the embeddings module: both tables by the class's own names
         for axis in PATCH_AXES:
             table = getattr(self.embeddings, f"{axis}_embedder").weight
@@ -355,7 +348,7 @@ class VitSession(Session):
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.embeddings = transformers_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
         self.table = recipe.get("table", "position_embeddings")  # SigLIP's: an nn.Embedding
         table = self.embeddings.get_parameter(self.table)
         table.data = trained(entry).reshape(table.shape)
@@ -384,7 +377,7 @@ class NaflexSession(Session):
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.embeddings = transformers_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
         self.table = recipe["table"]
         table = self.embeddings.get_parameter(self.table)
         table.data = trained(entry).reshape(table.shape)
@@ -410,7 +403,7 @@ class NavitSession(Session):
         import torch
 
         recipe = entry["hf"]
-        self.embeddings = import_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
+        self.embeddings = transformers_attr(recipe["module"], recipe["embeddings"])(auto_config(entry)).eval()
         table = self.embeddings.position_embedding.weight
         table.data = trained(entry).reshape(table.shape)
         self.embeddings.patch_embedding, self.embeddings.patch_size = torch.nn.Identity(), 1
@@ -456,13 +449,14 @@ class GridInterpolateSession(Session):
         import torch
 
         with torch.device("meta"):
-            tower = import_attr(entry["hf"]["module"], entry["hf"]["tower"])(auto_config(entry))
+            tower = transformers_attr(entry["hf"]["module"], entry["hf"]["tower"])(auto_config(entry))
         self.side, self.mode, self.corners = tower.num_grid_per_side, tower.interpolation_mode, tower.interpolation_align_corners
         self.table = trained(entry)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
-        from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+        get_vision_interpolation_indices_and_weights = transformers_attr(
+            "transformers.vision_utils", "get_vision_interpolation_indices_and_weights")
 
         x = torch_float(feeds["x"])
         batch, h, w, dim = x.shape
@@ -483,12 +477,11 @@ class SwinSession(Session):
 
         window, heads = entry["hf"]["window"], artifact.params.heads
         if "attention" in entry["hf"]:
-            self.bias = inline_bias(import_attr(entry["hf"]["module"], entry["hf"]["attention"]), auto_config(entry),
+            self.bias = inline_bias(transformers_attr(entry["hf"]["module"], entry["hf"]["attention"]), auto_config(entry),
                                     heads, window, trained(entry))
             return
-        from transformers.models.swin.modeling_swin import SwinRelativePositionBias
-
-        module = SwinRelativePositionBias(heads, (window, window)).eval()
+        swin_bias = transformers_attr("transformers.models.swin.modeling_swin", "SwinRelativePositionBias")
+        module = swin_bias(heads, (window, window)).eval()
         module.relative_position_bias_table.data = trained(entry)
         with torch.no_grad():
             self.bias = module()
@@ -538,7 +531,7 @@ class ContinuousBiasSession(Session):
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
         heads, window, pretrained = artifact.params.heads, recipe["window"], recipe["pretrained_window"]
-        attention_class = import_attr(recipe["module"], recipe["attention"])
+        attention_class = transformers_attr(recipe["module"], recipe["attention"])
         attention = attention_class(auto_config(entry), heads, heads, window, (pretrained, pretrained)).eval()
         attention.continuous_position_bias_mlp.load_state_dict(
             {name: trained(entry, f"{recipe['key']}.{name}") for name in ("0.weight", "0.bias", "2.weight")})
@@ -554,7 +547,7 @@ class BeitSession(Session):
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
-        bias = import_attr(recipe.get("module", "transformers.models.beit.modeling_beit"),
+        bias = transformers_attr(recipe.get("module", "transformers.models.beit.modeling_beit"),
                            recipe.get("bias", "BeitRelativePositionBias"))
         # Data2Vec-Vision's copy takes its window as an argument; BEiT's reads it from the config.
         window = {"window_size": (artifact.params.window_h, artifact.params.window_w)} \
@@ -578,11 +571,11 @@ class SinusoidTableSession(Session):
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         self.channels = artifact.params.d_model
         recipe = entry["hf"]
-        create = import_attr(recipe["module"], recipe["create"]) if "create" in recipe else None
+        create = transformers_attr(recipe["module"], recipe["create"]) if "create" in recipe else None
         self.create = getattr(create, "get_embedding", create)  # an embedding class builds its table with get_embedding
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        from transformers.models.whisper.modeling_whisper import sinusoids
+        sinusoids = transformers_attr("transformers.models.whisper.modeling_whisper", "sinusoids")
 
         positions = np.asarray(feeds["position_ids"])
         table = (self.create or sinusoids)(int(positions.max()) + 1, self.channels).numpy().reshape(-1, self.channels)
@@ -595,7 +588,7 @@ class SinusoidModuleSession(Session):
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
-        self.module = import_attr(recipe["module"], recipe["positional"])(auto_config(entry)).eval()
+        self.module = transformers_attr(recipe["module"], recipe["positional"])(auto_config(entry)).eval()
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         import torch
@@ -610,7 +603,7 @@ class QueryScaleSession(Session):
     heads and channels as the graph's layout has them."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        self.scale = import_attr(entry["hf"]["module"], entry["hf"]["scale"])
+        self.scale = transformers_attr(entry["hf"]["module"], entry["hf"]["scale"])
         self.p = artifact.params
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -630,7 +623,7 @@ class GptjSession(Session):
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
         recipe = entry["hf"]
-        self.create, self.apply = import_attr(recipe["module"], recipe["create"]), import_attr(recipe["module"], recipe["apply"])
+        self.create, self.apply = transformers_attr(recipe["module"], recipe["create"]), transformers_attr(recipe["module"], recipe["apply"])
         self.p = artifact.params
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -660,8 +653,8 @@ class RoformerSession(Session):
     RoFormerSelfAttention.apply_rotary_position_embeddings on x [batch, heads, seq, dim], as its attention does."""
 
     def __init__(self, artifact: Artifact, entry: Mapping[str, Any]):
-        module = importlib.import_module(entry["hf"]["module"])
-        self.table, self.attention = module.RoFormerSinusoidalPositionalEmbedding, module.RoFormerSelfAttention
+        self.table = transformers_attr(entry["hf"]["module"], "RoFormerSinusoidalPositionalEmbedding")
+        self.attention = transformers_attr(entry["hf"]["module"], "RoFormerSelfAttention")
         self.p = artifact.params
 
     def create(self, rows: int, dim: int) -> Any:
@@ -718,7 +711,7 @@ class Llama4TemperatureSession(Session):
         cfg = copy.deepcopy(auto_config(entry))
         cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = p.heads * p.head_dim, p.heads, p.heads, p.head_dim
         cfg._attn_implementation = CAPTURE
-        self.attention = import_attr(recipe["module"], recipe["attention"])(cfg, recipe["layer"]).eval()
+        self.attention = transformers_attr(recipe["module"], recipe["attention"])(cfg, recipe["layer"]).eval()
         with torch.no_grad():
             self.attention.q_proj.weight.copy_(torch.eye(p.heads * p.head_dim))
         self.p = p

@@ -133,6 +133,8 @@ def opened(rt: Runtime, supports: Callable[[], tuple[bool, str]], load: Callable
         return load(), ""
     except RuntimeCrash:
         raise
+    except PosexportError as e:  # a refusal already says what and why (transformers code that moved, a budget)
+        return None, str(e)
     except Exception as e:  # a runtime that cannot load the subject says so; the run goes on
         return None, f"failed to load {what}: {describe(e)}"
 
