@@ -14,6 +14,7 @@ import json
 import math
 import pickle
 import struct
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,8 @@ import numpy as np
 
 from . import guarded, limits
 from .dtypes import numpy_dtype
-from .limits import FLOAT64
 from .errors import PosexportError, one_line
+from .limits import FLOAT64
 
 SINGLE = ("model.safetensors", "pytorch_model.bin")
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -149,12 +150,9 @@ def check_torch_archive(path: Path, data: bytes) -> None:
     import torch
     from torch.serialization import skip_data
 
-    try:
-        guarded.check_archive(data, path)
-    except PosexportError as e:
-        if "not a zip archive" not in str(e):
-            raise
-        raise PosexportError(f"{path}: refused: not an archive torch.save writes (a zip); {PICKLE_REFUSED}") from None
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        raise PosexportError(f"{path}: refused: not an archive torch.save writes (a zip); {PICKLE_REFUSED}")
+    guarded.check_archive(data, path)
 
     def meta() -> Any:
         with skip_data():
