@@ -11,7 +11,7 @@ LOCK := locks/project.txt
 # pin pip resolves a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: install lock upstream exporter-venvs run test test-all bench bench-gpu bench-t5-patch matrix bench-size
+.PHONY: install lock upstream exporter-venvs web-runtime run test test-all bench bench-gpu bench-t5-patch matrix bench-size web-conformance bench-parity-memory trained
 
 install: $(VENV)/.installed
 
@@ -45,11 +45,22 @@ exporter-venvs: .venvs/optimum/.installed .venvs/mobius/.installed
 
 # The suite: a stratified sample of the registry-wide catalogue walk (every reader and form at least once);
 # `make test-all` walks every type. PYTEST_ARGS adds pytest options (.ci/run: the 25 slowest tests).
-test: install exporter-venvs
+test: install exporter-venvs web-runtime
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-all: install exporter-venvs
+test-all: install exporter-venvs web-runtime
 	POSEXPORT_TEST_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# onnxruntime-web for the ort-web-wasm and ort-webgpu runtimes, from npm as the shipped lockfile pins it, into the
+# package's own folder (ignored by git; an installed posexport installs it into the user's cache on first use).
+# Without npm the browser runtimes' tests are skipped, saying why. Chromium comes from the system (.ci/run).
+WEB := posexport/runtimes/web
+web-runtime: $(WEB)/node_modules/.installed
+
+$(WEB)/node_modules/.installed: $(WEB)/package-lock.json
+	@if command -v npm >/dev/null; then \
+		cd $(WEB) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else echo "npm not found: ort-web-wasm and ort-webgpu stay unavailable (apt-get install -y npm)"; fi
 
 # The commands that make benchmarks/{rope,bias}-ort-cpu.{md,json,png} (see benchmarks/README.md): every
 # subject of a group timed round-robin; repeats kept modest so that it finishes in minutes on 2 cores.
@@ -81,9 +92,27 @@ matrix: install exporter-venvs
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix.cost --matrix docs/compatibility.json --work build/matrix-cost \
 		--json benchmarks/patch-cost.json --markdown benchmarks/patch-cost.md
 
+# docs/runtimes.md's onnxruntime-web conformance table and docs/web-repros/: every encoding and backend, and the
+# contrib and standard ops posexport's graphs and patched models use, on ort-web-wasm and ort-webgpu beside ort-cpu
+# (matrix/web.py; about 30 minutes on 2 cores).
+web-conformance: install web-runtime
+	$(PY) -m matrix.web
+
 # doctor, patch and model-parity on synthetic models of 0.5-4 GiB of external data, sparse (no disk for the
 # source) and dense (the bytes of real weights), against cp: benchmarks/size{,-dense}.{md,json} (about 10
 # minutes and 12 GiB of free disk at the peak for the dense 4 GiB model, its patched copy and the plain copy).
 bench-size: install
 	$(PY) benchmarks/size.py --sizes 0.5,1,2,4 --json benchmarks/size.json --markdown benchmarks/size.md
 	$(PY) benchmarks/size.py --dense --sizes 0.5,1,2,4 --json benchmarks/size-dense.json --markdown benchmarks/size-dense.md
+
+# benchmarks/parity-memory.{md,json}: model-parity's peak memory (its own process plus its session's child) against the
+# onnxruntime session's own, by vocabulary and prompt length (a Llama of hidden size 64 whose logits dominate).
+bench-parity-memory: install
+	$(PY) benchmarks/parity_memory.py --sizes 32768x1024,32768x4096,32768x8192,131072x2048,262144x1024,262144x2048 \
+		--json benchmarks/parity-memory.json --markdown benchmarks/parity-memory.md
+
+# benchmarks/trained.{md,json}: the suite's trained Llama and Gemma-3 exported by every exporter, patched, then doctor
+# --fail-on and model-parity at 2000 tokens of real text (and random ids) with 64 greedy tokens, and a rope base 1% off
+# judged both ways (minutes of exports; the suite runs one export per pattern, tests/test_verdicts_trained.py).
+trained: install exporter-venvs
+	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/trained.py --prompt 2000 --generate 64 --json benchmarks/trained.json --markdown benchmarks/trained.md

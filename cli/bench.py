@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .common import EXTRA_OPTIONS, console, progress_bar, require
+from .common import BROWSER_HELP, EXTRA_OPTIONS, console, progress_bar, require
 
 
 def bench_command(
@@ -15,6 +15,7 @@ def bench_command(
     encodings: str = typer.Option("rope", help="comma-separated encodings"),
     backends: str = typer.Option("auto,portable,onnx23,ort", help="comma-separated rope backends (other encodings: portable)"),
     runtimes: str = typer.Option("ort-cpu", help="comma-separated runtimes (ort-cpu, ort-cuda, openvino, reference, torch; see `posexport parity --help`); unavailable ones are skipped"),
+    browser: Path = typer.Option(None, "--browser", help=BROWSER_HELP),
     dtypes: str = typer.Option("float32", help="comma-separated: float32, float16, bfloat16"),
     seqs: str = typer.Option("", help="sequence lengths, e.g. 128,512,2048 (default 2048; with --model: 512,2048)"),
     layouts: str = typer.Option("", help="rope: comma-separated x layouts to time, each in its own groups (bsh, bshd, bhsd); default: --layout's"),
@@ -52,7 +53,7 @@ def bench_command(
         task = bar.add_task("bench", total=None)
         result = run_from_options(
             ctx.args, progress=lambda label, done, total: bar.update(task, description=label, completed=done, total=total),
-            encodings=encodings, backends=backends, runtimes=runtimes, dtypes=dtypes, seqs=seqs, layouts=layouts,
+            encodings=encodings, backends=backends, runtimes=runtimes, browser=str(browser or ""), dtypes=dtypes, seqs=seqs, layouts=layouts,
             decode_positions=decode_positions, batch=batch, threads=threads,
             warmup=warmup, repeats=repeats, indexshare_layers=indexshare_layers, indexshare_seqs=indexshare_seqs, profile=profile,
             target=target,

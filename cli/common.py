@@ -89,6 +89,8 @@ def require(module: str, option: str, extra: str) -> None:
 
 # Commands that take an encoding's parameters as free options (--head-dim 64 …).
 EXTRA_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
+BROWSER_HELP = ("the Chromium or Chrome binary that ort-webgpu and ort-web-wasm drive (default: chromium on PATH); "
+                "a browser with a real GPU gives ort-webgpu that GPU's adapter")
 DEFAULT_ENCODING = "rope"
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from .common import EXTRA_OPTIONS, EncodingHelp, console, graph_options, progress_bar
+from .common import BROWSER_HELP, EXTRA_OPTIONS, EncodingHelp, console, graph_options, progress_bar
 
 _opts = graph_options()
 TOLERANCE_HELP = ("override the bounds on max|out − ref| / max(1, max|ref|) (docs/numerics.md): a number for every "
@@ -25,7 +25,9 @@ def parity_command(
     preset: str = _opts["preset"],
     from_config: Path = _opts["from_config"],
     from_model: Path = _opts["from_model"],
-    runtimes: str = typer.Option("", help="comma-separated runtimes (torch, reference, ort-cpu, ort-cpu-noopt, ort-cuda, openvino); default: all"),
+    runtimes: str = typer.Option("", help="comma-separated runtimes (torch, reference, ort-cpu, ort-cpu-noopt, ort-cuda, openvino, "
+                                 "ort-web-wasm, ort-webgpu); default: all but the browser ones (ort-web-wasm, ort-webgpu)"),
+    browser: Path = typer.Option(None, "--browser", help=BROWSER_HELP),
     seqs: str = typer.Option("", help="sequence lengths of the sweep, e.g. 1,17,512"),
     batches: str = typer.Option("", help="batch sizes of the sweep, e.g. 1,3"),
     seed: int = typer.Option(0, help="seed of the random inputs"),
@@ -47,6 +49,7 @@ def parity_command(
     from posexport.params import parse_ints, parse_options
     from posexport.verdicts import check_settings, parse_tolerance
     from posexport.reports import parity as reports
+    from posexport.runtimes import get_runtimes
 
     # GRAPH is read from the free arguments: a declared positional would swallow the value of an
     # encoding option (`--head-dim 8`), which click cannot tell apart from a path.
@@ -54,13 +57,15 @@ def parity_command(
     written = report_files(json_out, junit_out, markdown_out)
     tolerance_bound = parse_tolerance(tolerance)
     check_settings(tolerance_bound, seed)
+    names = [r for r in runtimes.split(",") if r]
+    chosen = get_runtimes(names, browser) if browser is not None else names or None
     with progress_bar() as bar:
         task = bar.add_task("parity", total=None)
 
         def progress(done: int, total: int, what: str) -> None:
             bar.update(task, completed=done, total=total, description=f"parity: {what}")
 
-        run = dict(runtimes=[r for r in runtimes.split(",") if r] or None, seqs=parse_ints(seqs, "--seqs"),
+        run = dict(runtimes=chosen, seqs=parse_ints(seqs, "--seqs"),
                    batches=parse_ints(batches, "--batches"), seed=seed, tolerance=tolerance_bound, pairwise=pairwise,
                    properties=properties, progress=progress, dtype=dtype, opset=opset, source=source, backend=backend, target=target)
         if from_model is not None:

@@ -17,9 +17,9 @@ from posexport.files import note_input, write_outputs
 from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
 from posexport.runtimes.isolated import DEFAULT_TIMEOUT
-from posexport.verdicts.models import DEFAULT_RUNTIMES, ROUNDOFF_UNITS, TOLERANCE
+from posexport.verdicts.models import DEFAULT_RUNTIMES, FLOOR_FACTOR, ROUNDOFF_UNITS, TOLERANCE
 
-from .common import EXTRA_OPTIONS, console, require
+from .common import BROWSER_HELP, EXTRA_OPTIONS, console, require
 
 
 def source_options() -> dict[str, Any]:
@@ -129,11 +129,21 @@ def model_parity_command(
     original: Path = typer.Option(None, "--original", help="the model before the patch: its error and failures are shown beside the model's"),
     prompt: list[int] = typer.Option([16], "--prompt", min=1, help="prompt lengths to run from position 0 (repeatable)"),
     past: list[int] = typer.Option([], "--past", min=0, help="decode one token after this many cached positions (repeatable)"),
-    runtimes: str = typer.Option(",".join(DEFAULT_RUNTIMES), help="comma-separated runtimes (ort-cpu, ort-cpu-noopt, ort-cuda, openvino, reference)"),
+    runtimes: str = typer.Option(",".join(DEFAULT_RUNTIMES), help="comma-separated runtimes (ort-cpu, ort-cpu-noopt, ort-cuda, openvino, reference, "
+                                 "ort-web-wasm, ort-webgpu)"),
+    browser: Path = typer.Option(None, "--browser", help=BROWSER_HELP),
     outputs: str = typer.Option("", "--outputs", help="comma-separated outputs or glob patterns to compare (default: every output; e.g. logits,present.*)"),
     tolerance: float = typer.Option(None, help="largest normalised error max|out − ref| / max(1, max|ref|) that passes (default: "
                                     f"{TOLERANCE:g} for a float32 model; {ROUNDOFF_UNITS}·u·√(past + seq) for a float16 or bfloat16 "
-                                    "one, u its unit roundoff)"),
+                                    "one, u its unit roundoff), or --floor-factor times the floor where that is larger"),
+    floor_factor: float = typer.Option(FLOOR_FACTOR, "--floor-factor", help="against transformers, an output also passes within "
+                                       "this many times the error of transformers' own float32 forward on the same feeds (0: no floor)"),
+    text: Path = typer.Option(None, "--text", help="prompts cut from this text, tokenized by the tokenizer.json of --against-hf DIR "
+                              "(else of the model's folder); default: Python's standard-library docstrings where a tokenizer is found"),
+    tokens: Path = typer.Option(None, "--tokens", help="prompts cut from these token ids (.npy, or a JSON list)"),
+    random_ids: bool = typer.Option(False, "--random-ids", help="seeded random token ids instead of text"),
+    generate: int = typer.Option(0, "--generate", help="also decode N tokens greedily after each prompt through the model's own "
+                                 "KV cache, against transformers (with --against-hf)"),
     dim: list[str] = typer.Option([], "--dim", help="size of a symbolic input dimension, NAME=N (repeatable)"),
     seed: int = typer.Option(0, min=0, help="seed of the generated feeds"),
     timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="seconds each load and each case may take on a runtime; "
@@ -142,39 +152,50 @@ def model_parity_command(
     json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file"),
     junit_out: Path = typer.Option(None, "--junit", help="also write the report as JUnit XML to this file"),
     markdown: Path = typer.Option(None, "--markdown", help="also write the report as Markdown to this file"),
+    strict: bool = typer.Option(False, help="also fail on an output not compared or an unavailable runtime"),
 ) -> None:
-    """Whole-model parity: seeded feeds from MODEL's signature, the same on every runtime, every output the
-    reference can produce compared with it (logits, and each layer's key/value cache against transformers).
-    Exits 1 when the model fails or drifts past --tolerance."""
+    """Whole-model parity: feeds from MODEL's signature (prompts cut from real text where a tokenizer is found),
+    the same on every runtime, every output the reference can produce compared with it (logits, and each
+    layer's key/value cache against transformers), with next-token agreement. Exits 1 when the model fails or
+    drifts past its bound."""
     from posexport.reports import parity as reports
+    from posexport.runtimes import get_runtimes
     from posexport.verdicts import FeedCase, model_parity
 
     from .parity import report_files
 
-    for option, path in (("--model", model), ("--against", against), ("--original", original)):
+    check_inputs({"--model": model, "--against": against, "--original": original, "--text": text, "--tokens": tokens}, against_hf)
+    written = report_files(json_out, junit_out, markdown)
+    cases = [FeedCase(n) for n in prompt] + [FeedCase(1, n) for n in past]
+    report = model_parity(model, against, against_hf=against_hf, cases=cases,
+                          runtimes=get_runtimes([r for r in runtimes.split(",") if r], browser),
+                          tolerance=tolerance, seed=seed, dims=parse_dims(dim), outputs=[o for o in outputs.split(",") if o] or None,
+                          original=original, text=text, tokens=tokens, random_ids=random_ids, generate=generate,
+                          floor_factor=floor_factor, timeout=timeout)
+    reports.render_terminal(report, console, details=details, strict=strict)
+    write_outputs([(path, render(report), option) for path, render, option in written])
+    raise typer.Exit(0 if (report.strictly_passed() if strict else report.passed) else 1)
+
+
+def check_inputs(paths: dict[str, Path | None], against_hf: Path | None) -> None:
+    """Every file given exists, and --against-hf is a transformers model folder with transformers installed;
+    each is an input of the command, that no report may be written over."""
+    for option, path in paths.items():
         if path is not None and not (path.exists() or path.is_symlink()):
             raise PosexportError(f"{option} {path}: no such file")
+        if path is not None:
+            note_input(path)
     if against_hf is not None:
         if not (against_hf / "config.json").is_file():
             raise PosexportError(f"--against-hf {against_hf}: not a transformers model folder (no config.json)")
         require("transformers", "--against-hf", "hf")
         for entry in sorted(against_hf.iterdir())[:10_000]:  # transformers reads them itself: reports never go there
             note_input(entry)
-    sizes = dim_sizes(dim)
-    written = report_files(json_out, junit_out, markdown)
-    cases = [FeedCase(n) for n in prompt] + [FeedCase(1, n) for n in past]
-    report = model_parity(model, against, against_hf=against_hf, cases=cases, runtimes=[r for r in runtimes.split(",") if r],
-                          tolerance=tolerance, seed=seed, dims=sizes, outputs=[o for o in outputs.split(",") if o] or None,
-                          original=original, timeout=timeout)
-    reports.render_terminal(report, console, details=details)
-    write_outputs([(path, render(report), option) for path, render, option in written])
-    raise typer.Exit(0 if report.passed else 1)
 
 
-def dim_sizes(dim: list[str]) -> dict[str, int]:
-    """--dim NAME=N pairs: the sizes of a model's symbolic input dimensions."""
+def parse_dims(items: list[str]) -> dict[str, int]:
     sizes = {}
-    for item in dim:
+    for item in items:
         name, _, value = item.partition("=")
         if not value.isdigit():
             raise PosexportError(f"--dim {item}: expected NAME=N")

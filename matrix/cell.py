@@ -133,7 +133,7 @@ def checked(arch: Architecture, exporter: str, model: Path, out: Path) -> dict[s
         oracle = HfOracle(model)
     except PosexportError as e:
         return cell | {"verdict": "UNVERIFIED", "reason": f"not yet: patched, but no float64 oracle: {one_line(e, 200)}"}
-    report = model_parity(fixed, oracle=oracle.run, cases=[FeedCase(n) for n in arch.prompts], runtimes=["ort-cpu"],
+    report = model_parity(fixed, oracle=oracle, cases=[FeedCase(n) for n in arch.prompts], runtimes=["ort-cpu"],
                           outputs=["logits"], original=original)
     cell["errors"] = parity_errors(report, arch)
     verdict(cell, report)

@@ -2,8 +2,8 @@
 
 The public API (docs/api.md), loaded on first use so that `import posexport` stays light:
 ``build``, ``save``, ``load``, ``parity``, ``doctor``, ``patch``, ``splice``, ``model_parity``, and the
-types their results come in: ``Artifact``, ``Report``, ``CaseResult``, ``NotCompared``, ``FeedCase``,
-``Patched`` and ``PosexportError``.
+types their results come in: ``Artifact``, ``Report``, ``CaseResult``, ``NotCompared``, ``TokenAgreement``,
+``Generation``, ``FeedCase``, ``Patched`` and ``PosexportError``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 # name -> the module that defines it
 PUBLIC = {
     **dict.fromkeys(("build", "save", "load", "parity", "doctor", "patch", "splice", "model_parity"), "posexport.api"),
-    **dict.fromkeys(("Report", "CaseResult", "NotCompared", "FeedCase"), "posexport.verdicts"),
+    **dict.fromkeys(("Report", "CaseResult", "NotCompared", "TokenAgreement", "Generation", "FeedCase"), "posexport.verdicts"),
     "Artifact": "posexport.contract",
     "Patched": "posexport.surgery",
     "PosexportError": "posexport.errors",

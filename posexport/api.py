@@ -5,7 +5,7 @@
     report = posexport.parity(art, ["ort-cpu", "openvino"])          # graph parity: a Report
     found = posexport.doctor("model.onnx", from_model="Llama-3.1-8B/")  # the doctor's report (a dict)
     posexport.patch("model.onnx", "fixed/model.onnx", from_model="Llama-3.1-8B/")
-    verdict = posexport.model_parity("fixed/model.onnx", against_hf="Llama-3.1-8B/")
+    verdict = posexport.model_parity("fixed/model.onnx", against_hf="Llama-3.1-8B/", text="LICENSE", generate=64)
 """
 
 from __future__ import annotations

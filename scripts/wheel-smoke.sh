@@ -28,3 +28,7 @@ assert importlib.resources.files("posexport").joinpath("py.typed").is_file()
 PY
 "$work/venv/bin/posexport" build --encoding rope --head-dim 64 --heads 4 --out graphs
 "$work/venv/bin/posexport" parity graphs/rope.onnx --runtimes ort-cpu
+# The browser runtimes as an installed posexport runs them: onnxruntime-web installed from npm on first use into
+# the (here empty) user cache, Chromium from the system (.ci/run installs both where missing).
+XDG_CACHE_HOME="$work/cache" "$work/venv/bin/posexport" parity graphs/rope.onnx --runtimes ort-web-wasm,ort-webgpu 2>"$work/web.err"
+grep -q "installing onnxruntime-web .* from npm into $work/cache/posexport/ort-web/" "$work/web.err"

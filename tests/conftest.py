@@ -75,6 +75,16 @@ def posexport_cli(*args: str, cwd: Path | None = None, check: bool = False) -> s
     return proc
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_browser_per_session():
+    """The browser runtimes (ort-web-wasm, ort-webgpu) share one Chromium per test session: started by the first
+    test that asks for one, closed here at the end (tests that need a browser of their own name another binary)."""
+    yield
+    from posexport.runtimes.browser import close_all
+
+    close_all()
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)

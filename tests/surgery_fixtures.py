@@ -63,6 +63,17 @@ def save(name: str, config: Any) -> Path:
     return ef.save_model(config, ROOT / name)
 
 
+def promising(folder: Path, positions: int) -> Path:
+    """The same model whose config promises ``positions`` (max_position_embeddings): what doctor holds an
+    export's cache rows against."""
+    out = folder.with_name(f"{folder.name}-promising-{positions}")
+    if not out.is_dir():
+        shutil.copytree(folder, out)
+        config = json.loads((out / "config.json").read_text())
+        (out / "config.json").write_text(json.dumps(config | {"max_position_embeddings": positions}))
+    return out
+
+
 def as_plain(folder: Path) -> Path:
     """The same weights with plain rope in the config: how a dynamic-NTK model gets exported today."""
     plain = folder.with_name(folder.name + "-plain")

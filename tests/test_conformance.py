@@ -32,6 +32,7 @@ from posexport.script import POSEXPORT
 from posexport.encodings.inputs import sequence_cases
 from posexport.encodings.kinds.rows import AdditiveRows
 from posexport.reports.parity import verdict_line
+from posexport.runtimes import RUNTIMES as RUNTIME_REGISTRY
 
 from .conftest import artifact
 from .encoding_checks import DTYPES, RUNTIMES
@@ -100,6 +101,27 @@ def variant_matrix() -> list[Any]:
 @pytest.mark.parametrize("name, values, source, dtype", variant_matrix())
 def test_encoding_variants_conform(name, values, source, dtype):
     conforms(artifact(name, dtype=dtype, source=source, **values))
+
+
+# The runtimes that start a browser (ort-web-wasm, ort-webgpu) each get one entry: a rope graph on every rope
+# backend and an attention bias, swept as above, in the one browser of the test session. Every encoding and
+# backend on them, and the ops beneath, is `make web-conformance` (docs/runtimes.md).
+BROWSER = [name for name, rt in RUNTIME_REGISTRY.items() if not rt.runs_by_default]
+
+
+@pytest.mark.parametrize("runtime", BROWSER)
+def test_browser_runtimes_conform(runtime):
+    ok, why = RUNTIME_REGISTRY[runtime].available()
+    if not ok:
+        pytest.skip(f"{runtime} unavailable: {why}")
+    for name, backend in (("rope", "ort"), ("rope", "onnx23"), ("rope", "portable"), ("alibi", "portable")):
+        art = artifact(name, backend=backend, opset=23 if backend == "onnx23" else export.DEFAULT_OPSET, **SMALL[name])
+        report = verdicts.run_parity(art, ["ort-cpu", runtime], **SWEEP)
+        assert not report.unavailable and report.passed, verdict_line(report) + "".join(
+            f"\n  {r.runtime} {r.case}: {r.status} {r.message}" for r in report.failures())
+        assert {r.runtime for r in report.results} == {"ort-cpu", runtime}
+        limits = {p.property for p in report.properties if p.runtime == runtime and p.status == "limitation"}
+        assert limits <= set(RUNTIME_REGISTRY[runtime].limitations)
 
 
 @pytest.mark.parametrize("source", export.SOURCES)

@@ -20,6 +20,7 @@ import pytest
 
 from . import learned_fixtures as lf, model_zoo
 from . import surgery_fixtures as sf
+from . import trained_fixtures as tf
 from . import test_surgery_generation as generation
 from .test_parity_cli import cli
 
@@ -43,6 +44,13 @@ MAKE: dict[str, str | None] = {
     "bench-size": "writes 0.5-4 GiB models (12 GiB of disk at its peak) and times them: run by hand; tests/test_surgery_size.py "
                   "checks a 300 MB one",
     "bench-t5-patch": "rewrites benchmarks/t5-patch-ort-cpu.*: minutes of timing, run by hand",
+    "web-runtime": "npm ci of onnxruntime-web into the package's folder: make test runs it before the suite",
+    "web-conformance": "rewrites docs/runtimes.md's onnxruntime-web table: minutes in a browser; the suite runs one entry per "
+                       "browser runtime (tests/test_conformance.py) and tests/test_runtimes_web.py",
+    "bench-parity-memory": "rewrites benchmarks/parity-memory.*: gigabytes of logits, run by hand; tests/test_verdicts_memory.py "
+                           "checks one size",
+    "trained": "every exporter on two trained models: minutes of exports, run by hand; tests/test_verdicts_trained.py runs one "
+               "export per pattern",
 }
 
 # Commands (by their first words) not run here, and why.
@@ -149,8 +157,13 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "tiny-llama": copied(generation.folder),
     "llama-gen/prefill.onnx": copied(lambda: generation.components("cpu"), folder=True),
     "llama-gen/decode.onnx": copied(lambda: generation.components("cpu"), folder=True),
+    # a trained model stands in for SmolLM2 (tied embeddings, a real tokenizer), judged on a text it did not learn
+    "SmolLM2-135M": copied(lambda: tf.trained("llama")),
+    "smollm2-genai/model.onnx": copied(lambda: tf.export("llama", "genai-fp32").parent, folder=True),
+    "base-off.onnx": copied(lambda: sf.torch_export_with_cache(tf.variant("llama", "base-off", rope_theta=10100.0))),
+    "LICENSE": copied(lambda: tf.TEXT),
 }
-NEEDS_GENAI = {"tiny-llama3", "gen/model.onnx"}
+NEEDS_GENAI = {"tiny-llama3", "gen/model.onnx", "smollm2-genai/model.onnx"}
 
 
 def stand_ins(args: tuple[str, ...], folder: Path) -> None:

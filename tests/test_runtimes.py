@@ -16,6 +16,7 @@ from posexport.rope.encoding import reference
 from posexport.properties import RAISES_PAST_LIMIT
 from posexport.runtimes import RUNTIMES
 from posexport.runtimes.openvino import OpenVino, partial_contrib_rotary
+from posexport.runtimes.ort_web import OrtWeb, pinned_version
 
 from .conftest import artifact, normalised_error, session
 
@@ -43,8 +44,16 @@ def test_every_runtime_conforms(name, dtype, source, params):
     assert rt.name == name and rt.description and isinstance(rt.limitations, dict)
     art = artifact("rope", dtype=dtype, source=source, **params)
     ok, why = rt.supports(art)
+    if isinstance(rt, OrtWeb) and not ok:  # onnxruntime-web has no bfloat16; SwiftShader's WebGPU no float16
+        assert dtype in why or "shader-f16" in why
+        pytest.skip(f"{name} declines {dtype}: {why}")
     assert ok, why
-    assert rt.caveats(art) == ""  # a float32 graph of standard ops: nothing computed differently
+    if isinstance(rt, OrtWeb):  # its note names onnxruntime-web's version, where it runs, and where the nodes ran
+        session(art, name)
+        assert rt.caveats(art).startswith(f"onnxruntime-web {pinned_version()}, ") and "nodes: " in rt.caveats(art)
+        assert "adapter " in rt.caveats(art) if name == "ort-webgpu" else "WebAssembly provider (SIMD, " in rt.caveats(art)
+    else:
+        assert rt.caveats(art) == ""  # a float32 graph of standard ops: nothing computed differently
     p = art.params
     for case in (Case("decode", {"batch": 3, "seq": 1}, start=5000), Case("offsets", {"batch": 3, "seq": 33}, start=100_000, ragged=True)):
         feeds = art.encoding.feeds(p, case, art.options.dtype, np.random.default_rng(3))

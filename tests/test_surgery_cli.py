@@ -37,9 +37,9 @@ def test_doctor_patch_and_model_parity_from_the_command_line(genai, tmp_path):
     folder, model = genai
     code, out, _ = cli("doctor", model, "--from-model", folder, "--json", tmp_path / "report.json", "--fail-on",
                        "--markdown", tmp_path / "report.md")
-    # two site faults (limit, precision) and the exporter's: caches cut at max_position_embeddings
-    assert code == 1 and "position-limit" in out and "3 fault(s) in 1 site(s)" in out and "written by onnxruntime-genai" in out
-    assert "exporter fault caches-cut-at-max-positions (known of this exporter)" in " ".join(out.split())
+    # two site faults (limit, precision); the caches hold the 2048 rows the config promises: not the exporter's fault
+    assert code == 1 and "position-limit" in out and "2 fault(s) in 1 site(s)" in out and "written by onnxruntime-genai" in out
+    assert "exporter fault" not in out
     assert "| 1 | position-limit |" in (tmp_path / "report.md").read_text()
     report = json.loads((tmp_path / "report.json").read_text())
     assert [s["kind"] for s in report["sites"]] == ["rope-cache"]
@@ -55,6 +55,10 @@ def test_doctor_patch_and_model_parity_from_the_command_line(genai, tmp_path):
     assert "| model.onnx | 1 token(s) at position 3000 | logits | ort-cpu | the reference fails: " in markdown
     assert "cos_cache dimension 0 shall not be less than total_sequence_length" in markdown
     assert code == 0 and "5 outputs not compared" in out.splitlines()[-1]
+    code, out, _ = cli("model-parity", "--model", fixed, "--against", model, "--prompt", "16", "--past", "3000",
+                       "--runtimes", "ort-cpu", "--strict")
+    last = " ".join(out.split()).rsplit("FAIL (--strict)", 1)[-1]
+    assert code == 1 and "--strict fails on 0 unavailable runtimes, 5 outputs not compared" in last
     assert cli("model-parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort-cpu")[0] == 1
     # The same check spelled as `parity --model`.
     assert cli("parity", "--model", model, "--against", fixed, "--past", "3000", "--runtimes", "ort-cpu")[0] == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -156,7 +157,11 @@ def test_genai_float16_caches_are_rebuilt_in_float16_past_the_limit(tmp_path):
     values = surgery.requested_values(from_model=folder("mistral"))
     report = surgery.doctor(model, values, from_model=folder("mistral"))
     faults = {f["fault"]: f for f in report["exporter_faults"]}
-    assert faults["float16-cache"]["this_exporter"] and faults["caches-cut-at-max-positions"]["value"] == 64
+    assert faults["float16-cache"]["this_exporter"] and "caches-cut-at-max-positions" not in faults  # 64 rows, as promised
+    more = sf.promising(folder("mistral"), 4096)
+    promising = surgery.doctor(model, surgery.requested_values(from_model=more), from_model=more)
+    cut = next(f for f in promising["exporter_faults"] if f["fault"] == "caches-cut-at-max-positions")
+    assert cut["value"] == 64 and "the caches hold 64 rows, the config promises 4096 positions" in cut["detail"]
     out = tmp_path / "model.onnx"
     surgery.patch_file(model, out, values, 4096)
     caches = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer if "cache" in t.name}
@@ -174,9 +179,15 @@ def test_genai_float16_caches_are_rebuilt_in_float16_past_the_limit(tmp_path):
 
 def test_genai_int4_caches_are_rebuilt_exactly_and_run_past_the_limit(tmp_path):
     model = exported("qwen3", "genai-int4")  # MatMulNBits weights; the caches stay float32
-    report = surgery.doctor(model, surgery.requested_values(from_model=folder("qwen3")), from_model=folder("qwen3"))
+    more = sf.promising(folder("qwen3"), 4096)
+    report = surgery.doctor(model, surgery.requested_values(from_model=more), from_model=more)
     assert "MatMulNBits weights (int4)" in report["exporter"]["evidence"]
     assert {f["fault"] for f in report["exporter_faults"]} == {"caches-cut-at-max-positions"}
+    # int4 against float64 transformers: its vocabulary read, every output compared, the tokens counted
+    judged = model_parity(model, against_hf=folder("qwen3"), cases=[FeedCase(16)], runtimes=["ort-cpu"])
+    assert not judged.not_compared and len(judged.results) == 5, judged
+    logits = next(r for r in judged.results if r.output == "logits")
+    assert logits.comparison is not None and logits.tokens.positions == 16
     out = tmp_path / "model.onnx"
     surgery.patch_file(model, out, surgery.requested_values(from_model=folder("qwen3")), 4096)
     caches = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer if "cache" in t.name}
@@ -212,7 +223,9 @@ def test_mobius_gathered_caches_are_rebuilt_past_their_rows():
     assert site.kind == "rope-cache-gathered" and site.recovered["positions"] == "position_ids" and len(site.feeds) == 4
     assert site.recovered["rows"] == 64 and site.recovered["recognised"] == {"head_dim": 16, "base": 10000.0}
     values = surgery.requested_values(from_model=folder("llama"))
-    report = surgery.doctor(model, values, from_model=folder("llama"))
+    assert surgery.doctor(model, values, from_model=folder("llama"))["exporter_faults"] == []  # 64 rows, as promised
+    more = sf.promising(folder("llama"), 4096)
+    report = surgery.doctor(model, surgery.requested_values(from_model=more), from_model=more)
     (cut,) = report["exporter_faults"]
     assert report["exporter"]["name"] == "mobius-onnx" and cut["fault"] == "caches-cut-at-max-positions"
     assert cut["value"] == 64 and cut["this_exporter"]
@@ -284,3 +297,57 @@ def test_mobius_caches_gathered_by_other_indices_are_refused_naming_why():
     assert site.kind == "rope-cache-gathered" and "by indices that are neither the position ids nor LongRoPE's" in site.recovered["caches"]
     with pytest.raises(PosexportError, match="RotaryEmbedding node .*: its cos/sin caches are rows gathered from model.rotary_emb.cos_cache"):
         surgery.patch(model)
+
+
+# optimum's client, run by its own environment's python: greedy tokens after the prompt, as JSON
+OPTIMUM_GENERATE = """
+import json, sys, torch
+from optimum.onnxruntime import ORTModelForCausalLM
+model = ORTModelForCausalLM.from_pretrained(sys.argv[1])
+ids = torch.tensor([json.loads(sys.argv[2])])
+out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=int(sys.argv[3]), do_sample=False)
+print(json.dumps(out[0, ids.shape[1]:].tolist()))
+"""
+PROMPT = [1, 5, 9, 14, 30, 2, 7, 11, 60, 42]
+
+
+def greedy(source: Path, prompt: list[int], steps: int) -> list[int]:
+    """transformers' own greedy generate (float32): the tokens after the prompt."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    ids = torch.tensor([prompt])
+    out = AutoModelForCausalLM.from_pretrained(str(source)).eval().generate(ids, attention_mask=torch.ones_like(ids),
+                                                                             max_new_tokens=steps, do_sample=False)
+    return out[0, len(prompt):].tolist()
+
+
+def test_a_patched_optimum_export_loads_in_ort_model_for_causal_lm_and_generates(tmp_path):
+    model = exported("llama", "optimum")
+    fixed = tmp_path / "fixed" / "model.onnx"
+    surgery.patch_file(model, fixed, surgery.requested_values(from_model=folder("llama")))
+    assert sorted(p.name for p in fixed.parent.iterdir()) == ["config.json", "generation_config.json", "model.onnx"]
+    proc = subprocess.run([str(ef.OPTIMUM_PYTHON), "-c", OPTIMUM_GENERATE, str(fixed.parent), json.dumps(PROMPT), "8"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == greedy(folder("llama"), PROMPT, 8)
+    assert surgery.doctor(fixed, surgery.requested_values(from_model=folder("llama")), from_model=folder("llama"))["faults"] == 0
+
+
+def test_a_patched_transformers_export_loads_in_exported_model(tmp_path):
+    """transformers' ExportedModel.from_pretrained reads export.json, which names the patched file."""
+    from transformers.exporters.base import ExportedModel
+    import torch
+
+    model = exported("llama", "transformers-onnx")
+    fixed = tmp_path / "fixed" / "patched.onnx"
+    surgery.patch_file(model, fixed)
+    manifest = json.loads((fixed.parent / "export.json").read_text())
+    assert manifest["components"]["model"]["file"] == "patched.onnx" and (fixed.parent / "config.json").is_file()
+    loaded = ExportedModel.from_pretrained(fixed.parent)
+    ids = torch.tensor([PROMPT])
+    for _ in range(8):
+        logits = loaded(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=torch.arange(ids.shape[1])[None]).logits
+        ids = torch.cat([ids, logits[:, -1:].argmax(-1)], dim=1)
+    assert ids[0, len(PROMPT):].tolist() == greedy(folder("llama"), PROMPT, 8)
+    assert surgery.doctor(fixed)["faults"] == 0

@@ -75,3 +75,24 @@ def test_transformers_exporters_model_is_judged_on_its_caches_too(llama, tmp_pat
     assert report.passed and not report.not_compared and len(caches) == 4, report
     bad = judged(wrong, llama)
     assert not bad.passed and worst(bad, "logits") < 1e-4 < max(r.comparison.normalised for r in bad.results if "key" in r.output)
+
+
+def test_the_oracles_logits_by_rows_are_its_own_forwards():
+    """The oracle keeps the body's hidden states and forms any rows of logits with the model's own head:
+    Gemma-2's final softcap (tanh(x / 30) · 30) included, they are its whole forward's logits."""
+    import numpy as np
+    import torch
+
+    from posexport.verdicts import HfOracle
+
+    from . import exporter_fixtures as ef
+
+    hf = HfOracle(ef.save_model(ef.tiny_config("gemma2"), sf.ROOT / "x-gemma2"))
+    ids = np.random.default_rng(0).integers(0, ef.VOCAB, (2, 12))
+    expected = hf.expect({"input_ids": ids, "position_ids": np.broadcast_to(np.arange(12), (2, 12))})
+    assert expected.rows is not None and expected.logits_shape == (2, 12, ef.VOCAB)
+    with torch.no_grad():
+        whole = hf.model(input_ids=torch.from_numpy(ids), logits_to_keep=0).logits.numpy().reshape(24, ef.VOCAB)
+    rows = np.concatenate([expected.logits_rows(0, 5), expected.logits_rows(5, 24)])
+    assert np.abs(rows - whole).max() <= 1e-12 * np.abs(whole).max()
+    assert hf.model.config.final_logit_softcapping == 30.0 and np.abs(whole).max() < 30.0

@@ -28,7 +28,7 @@ from ..errors import PosexportError
 from ..params import check, convert, field_type, parse_options
 from ..registry import get_encoding
 from ..rope import backends as rope_backends
-from ..runtimes import Runtime, get_runtime
+from ..runtimes import Runtime, get_runtimes
 from .baselines import BASELINES, bench_indexshare, bias_only_row, contrib_row, copy_row, eager_row, naive_row
 from .targets import check_targets
 from .timing import BenchConfig, BenchResult, Group, Row, params_for
@@ -61,10 +61,11 @@ class Artifacts:
         return self.built[key]
 
 
-def available_runtimes(names: Sequence[str]) -> tuple[list[Runtime], dict[str, str]]:
-    """The named runtimes that can run here, and why each other one cannot (an unknown name is an error)."""
+def available_runtimes(names: Sequence[str], browser: str = "") -> tuple[list[Runtime], dict[str, str]]:
+    """The named runtimes that can run here, and why each other one cannot (an unknown name is an error);
+    those that run in a browser run in ``browser`` when given."""
     chosen, skipped = [], {}
-    for rt in (get_runtime(n) for n in names):
+    for rt in get_runtimes(names, browser or None):
         ok, why = rt.available()
         if ok:
             chosen.append(rt)
@@ -97,7 +98,7 @@ def group_shapes(cfg: BenchConfig, enc: Encoding) -> list[Shape]:
 
 def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
     """Every (encoding, runtime, dtype, shape) group: baselines, then each backend, then IndexShare."""
-    runtimes, skipped = available_runtimes(cfg.runtimes)
+    runtimes, skipped = available_runtimes(cfg.runtimes, cfg.browser)
     groups = [(e, r, d, s) for e in cfg.encodings for r in runtimes for d in cfg.dtypes for s in group_shapes(cfg, get_encoding(e))]
     block_seqs = tuple(cfg.indexshare_seqs) or tuple(cfg.seqs)
     block_dtypes = [d for d in cfg.dtypes if d != "bfloat16"]

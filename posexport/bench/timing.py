@@ -47,6 +47,7 @@ class BenchConfig:
     params: dict[str, Any] = field(default_factory=dict)
     backends: tuple[str, ...] = ("auto", "portable", "onnx23", "ort")
     runtimes: tuple[str, ...] = ("ort-cpu",)
+    browser: str = ""  # the Chromium that browser runtimes drive ('' : chromium on PATH)
     dtypes: tuple[str, ...] = ("float32",)
     seqs: tuple[int, ...] = (2048,)
     batch: int = 1

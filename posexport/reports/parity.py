@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from rich.markup import escape
 from rich.table import Table
 
-from ..verdicts import CaseResult, NotCompared, PropertyOutcome, Report
+from ..verdicts import CaseResult, Generation, NotCompared, PropertyOutcome, Report, TokenAgreement
 from .escape import md_code, md_text, xml_text
 from .markdown import md_table
 
@@ -72,7 +72,48 @@ def outcome(r: CaseResult) -> str:
     if r.comparison is None or r.status == "error":
         return r.message
     c = r.comparison
-    return f"error {c.normalised:.2e} (max abs {c.max_abs:.2e}, p99 {c.p99:.2e}) vs bound {c.bound:.1e}"
+    at = f" at position {r.position}" if r.position is not None else ""
+    floor = f" (floor {r.floor:.2e})" if r.floor is not None else ""
+    aligned = f"; {r.note}" if r.note else ""
+    tokens = f"; next token {agreement(r.tokens)}" if r.tokens is not None else ""
+    return f"error {c.normalised:.2e}{at} (max abs {c.max_abs:.2e}, p99 {c.p99:.2e}) vs bound {c.bound:.1e}{floor}{aligned}{tokens}"
+
+
+def agreement(t: TokenAgreement) -> str:
+    """Teacher-forced next-token agreement, e.g. `297/300 (99.0%); disagreements at margins 1.2e-03…4.5e-02, first at position 12`."""
+    line = f"{t.agreed}/{t.positions} ({100 * t.share:.1f}%)"
+    if t.smallest_margin is None:
+        return line
+    return (f"{line}; where they differ the reference's top-1 − top-2 margin is {t.smallest_margin:.2e}…{t.largest_margin:.2e}, "
+            f"first at position {t.first_disagreement}")
+
+
+def generated(g: Generation) -> str:
+    """Greedy decoding in one line: how many steps agreed, the first divergence, the largest logits gap."""
+    if g.message and not g.steps:
+        return g.message
+    first = (f"; first divergence at step {g.first_divergence}: the model's token {g.tokens[0]}, transformers' {g.tokens[1]} "
+             f"(its top-1 − top-2 margin {g.margin:.2e})") if g.first_divergence is not None and g.tokens else ""
+    stopped = f"; stopped: {g.message}" if g.message else ""
+    return (f"{g.agreed}/{g.steps} greedy tokens agree with transformers{first}; largest logits gap {g.largest_gap:.2e} "
+            f"at step {g.gap_step}{stopped}")
+
+
+def tokens_line(report: Report) -> str:
+    """The token verdict users read, beside the numeric one: the least next-token agreement of any logits
+    and the greedy decodes (none when no logits were compared)."""
+    tallies = [(r, r.tokens) for r in report.results if r.tokens is not None]
+    if not tallies and not report.generations:
+        return ""
+    parts = []
+    if tallies:
+        r, least = min(tallies, key=lambda item: (item[1].share, item[0].case))
+        parts.append(f"next-token agreement {100 * least.share:.1f}% at worst ({r.case}, {r.runtime}: {least.agreed}/{least.positions})")
+    if report.generations:
+        agreed, steps = sum(g.agreed for g in report.generations), sum(g.steps for g in report.generations)
+        diverged = sum(g.first_divergence is not None for g in report.generations)
+        parts.append(f"greedy decoding {agreed}/{steps} tokens agree ({diverged} of {len(report.generations)} decodes diverge)")
+    return "tokens: " + "; ".join(parts)
 
 
 def verdict_line(report: Report) -> str:
@@ -91,11 +132,13 @@ def verdict_line(report: Report) -> str:
 
 
 def strict_line(report: Report) -> str:
-    """The verdict under --strict: a pass with an unavailable runtime or a known limitation is a failure."""
+    """The verdict under --strict: a pass with an unavailable runtime, an output not compared or a known
+    limitation is a failure."""
     line = verdict_line(report)
     if report.passed and not report.strictly_passed():
         limited = sum(p.status == "limitation" for p in report.properties)
-        return "FAIL (--strict)" + line[len("PASS"):] + f" — --strict fails on {len(report.unavailable)} unavailable runtimes and {limited} known limitations"
+        return ("FAIL (--strict)" + line[len("PASS"):] + f" — --strict fails on {len(report.unavailable)} unavailable runtimes, "
+                f"{len(report.not_compared)} outputs not compared and {limited} known limitations")
     return line
 
 
@@ -124,9 +167,12 @@ def render_terminal(report: Report, console, details: bool = False, strict: bool
             rows = [s for s in summaries if s.graph == label and (" vs " in s.runtime) == pairs]
             if rows:
                 console.print(runtime_table(rows, pairs))
-        shown = [r for r in [*report.results, *report.pairwise] if r.graph == label and (details or r.status != "pass")]
-        if shown:
-            console.print(cases_table(shown, details))
+        if m.get("kind") == "model":
+            print_model(report, label, console)
+        else:
+            shown = [r for r in [*report.results, *report.pairwise] if r.graph == label and (details or r.status != "pass")]
+            if shown:
+                console.print(cases_table(shown, details))
         outcomes = [p for p in report.properties if p.graph == label]
         if outcomes:
             console.print(properties_grid(outcomes))
@@ -140,8 +186,52 @@ def render_terminal(report: Report, console, details: bool = False, strict: bool
         console.print(f"[yellow]note on {name}[/]: {escape(note)}", highlight=False)
     for name, why in report.unavailable.items():
         console.print(f"[yellow]{name} unavailable[/]: {escape(why)}", highlight=False)
+    if tokens_line(report):
+        console.print(escape(tokens_line(report)), highlight=False)
     passed = report.strictly_passed() if strict else report.passed
     console.print(f"[{'green' if passed else 'red'}]{escape(strict_line(report) if strict else verdict_line(report))}[/]", highlight=False)
+
+
+def settings_line(report: Report) -> str:
+    """What a whole-model run was fed and how it was bounded."""
+    s = report.settings
+    factor = s.get("floor_factor")
+    floor = f"; bound max({s.get('tolerance')}, {factor:g} × floor), the floor: {s.get('floor_reference')} on the same feeds" if factor else ""
+    return f"inputs: {s.get('inputs', 'random token ids')}{floor}"
+
+
+def print_model(report: Report, label: str, console) -> None:
+    """A whole model's outputs (every one: its error, floor, bound, worst position and next-token
+    agreement) and its greedy decodes."""
+    console.print(escape(settings_line(report)), highlight=False)
+    rows = [r for r in report.results if r.graph == label]
+    if rows:
+        console.print(outputs_table(rows))
+    decodes = [g for g in report.generations if g.graph == label]
+    if decodes:
+        table = Table(title=f"greedy decoding ({report.settings.get('generate')} tokens after each prompt), transformers following "
+                            "the model's tokens", title_justify="left")
+        for col in ("case", "runtime", "how the model ran", "tokens"):
+            table.add_column(col)
+        for g in decodes:
+            table.add_row(g.case, g.runtime, g.cache, escape(generated(g)))
+        console.print(table)
+
+
+def outputs_table(rows: list[CaseResult]) -> Table:
+    originals = any(r.original for r in rows)
+    table = Table(title="outputs: error = max|out − ref| / max(1, max|ref|) ≤ bound = max(absolute, c × floor)", title_justify="left")
+    for col in ("case", "output", "runtime", "status", "error", "floor", "bound", "at position", "next token", *(["original"] if originals else [])):
+        table.add_column(col)
+    for r in rows:
+        style = "green" if r.status == "pass" else "red"
+        c = r.comparison
+        error = (fmt(c.normalised) if c is not None and r.status != "error" else escape(r.message))
+        table.add_row(r.case, escape(r.output) + (f" ({escape(r.note)})" if r.note else ""), r.runtime, f"[{style}]{r.status}[/]", error,
+                      fmt(r.floor) if r.floor is not None else "—", fmt(c.bound) if c is not None else "—",
+                      str(r.position) if r.position is not None else "—", escape(agreement(r.tokens)) if r.tokens else "",
+                      *([escape(r.original)] if originals else []))
+    return table
 
 
 def runtime_table(rows: list[RuntimeSummary], pairs: bool) -> Table:
@@ -227,7 +317,10 @@ def to_junit(report: Report) -> str:
             if r.graph == graph:
                 note = report.notes.get(r.runtime, "")
                 message = f"{r.runtime} {subject(r)} [{where(r)}]: {outcome(r)}" + (f" (note: {note})" if note else "")
-                case(f"parity.{graph}.{r.runtime}", subject(r), r.status, message)
+                case(f"parity.{graph}.{r.runtime}", subject(r), r.status, message, message if r.status == "pass" else "")
+        for g in report.generations:
+            if g.graph == graph:  # reported, never judged: the numeric bound decides
+                case(f"parity.{graph}.{g.runtime}.generation", f"{g.case}: greedy decoding", "pass", note=generated(g))
         for n in report.not_compared:
             if n.graph == graph:
                 case(f"parity.{graph}.{n.runtime}", f"{n.case}: {n.output}", "skipped", f"not compared: {n.reason}")
@@ -259,12 +352,29 @@ def to_markdown(report: Report) -> str:
             continue
         lines.append(f"- **{md_text(label)}**: " + md_text(f"{m.get('encoding')} {m.get('dtype')}, {m.get('source')}, {m.get('backend')}, "
                      f"opset {m.get('opset')}, ") + f"sha256 {md_code(str(m.get('sha256', ''))[:12])}")
+    if any(m.get("kind") == "model" for m in report.graphs.values()):
+        lines += ["", f"- {md_text(settings_line(report))}"]
+    if tokens_line(report):
+        lines += ["", md_text(tokens_line(report))]
     lines += ["", "## Runtimes", ""]
     lines += md_table(
         ("graph", "runtime", "cases passed", "smallest passing tolerance (worst error)", "at case", "its bound", "failing cases"),
         ((s.graph, s.runtime, f"{s.passed}/{s.total}", s.worst, s.worst_case, fmt(s.worst_bound), ", ".join(s.failing))
          for s in summarise(report)),
     )
+    model_rows = [r for r in report.results if report.graphs.get(r.graph, {}).get("kind") == "model"]
+    if model_rows:
+        lines += ["## Outputs", ""]
+        lines += md_table(("subject", "case", "output", "runtime", "status", "error", "floor", "bound", "at position", "next token"),
+                          ((r.graph, r.case, r.output + (f" ({r.note})" if r.note else ""), r.runtime, r.status,
+                            fmt(r.comparison.normalised) if r.comparison is not None and r.status != "error" else r.message,
+                            fmt(r.floor) if r.floor is not None else "—", fmt(r.comparison.bound) if r.comparison else "—",
+                            str(r.position) if r.position is not None else "—", agreement(r.tokens) if r.tokens else "")
+                           for r in model_rows))
+    if report.generations:
+        lines += ["## Greedy decoding", ""]
+        lines += md_table(("subject", "case", "runtime", "how the model ran", "tokens"),
+                          ((g.graph, g.case, g.runtime, g.cache, generated(g)) for g in report.generations))
     if report.failures():
         lines += ["## Failing cases", ""]
         lines += md_table(("subject", "case", "runtime", "status", "lengths", "outcome"),

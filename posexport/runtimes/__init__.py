@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 from ..errors import PosexportError
 from .base import Bound, ModelSession, Runtime, Session, SessionOptions
 from .hf import Hf
 from .openvino import OpenVino
 from .ort import OrtCpu
 from .ort_cuda import OrtCuda
+from .ort_web import OrtWeb
+from .ort_web_wasm import OrtWebWasm
+from .ort_webgpu import OrtWebGpu
 from .reference import Reference
 from .torch_eager import TorchEager
 
@@ -20,18 +26,33 @@ RUNTIMES: dict[str, Runtime] = {
         OrtCpu("ort-cpu-noopt", optimize=False),
         OrtCuda(),
         OpenVino(),
+        OrtWebWasm(),
+        OrtWebGpu(),
     )
 }
 # Runtimes that run the model's own code instead of the graph (parity --from-model, or named with --runtimes).
 MODEL_RUNTIMES: dict[str, Runtime] = {rt.name: rt for rt in (Hf(),)}
 
 
-def get_runtime(name: str) -> Runtime:
+def get_runtime(name: str, browser: str | os.PathLike[str] | None = None) -> Runtime:
+    """The runtime registered as ``name``; one that runs in a browser runs in ``browser`` when given."""
     try:
-        return {**RUNTIMES, **MODEL_RUNTIMES}[name]
+        runtime = {**RUNTIMES, **MODEL_RUNTIMES}[name]
     except KeyError:
         known = ", ".join([*RUNTIMES, *MODEL_RUNTIMES])
         raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {known}") from None
+    return runtime.with_browser(browser) if browser is not None and isinstance(runtime, OrtWeb) else runtime
 
 
-__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "Bound", "ModelSession", "Runtime", "Session", "SessionOptions", "get_runtime"]
+def get_runtimes(names: Sequence[str], browser: str | os.PathLike[str] | None = None) -> list[Runtime]:
+    """Runtimes by name; with ``browser`` (--browser PATH), which one of them must run in."""
+    chosen = [get_runtime(name, browser) for name in names]
+    if browser is not None and not any(isinstance(rt, OrtWeb) for rt in chosen):
+        in_browser = ", ".join(name for name, rt in RUNTIMES.items() if isinstance(rt, OrtWeb))
+        raise PosexportError(f"--browser {browser}: none of the runtimes chosen ({', '.join(names) or 'none'}) runs in a "
+                             f"browser; name one with --runtimes ({in_browser})")
+    return chosen
+
+
+__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "Bound", "ModelSession", "Runtime", "Session", "SessionOptions", "get_runtime",
+           "get_runtimes"]

@@ -93,6 +93,8 @@ class Runtime(ABC):
     # False for a runner of the model's own code (hf): its cases are judged by the model-agreement
     # bound, and a graph's properties (position limits, invariances) are not its to hold.
     runs_graph_properties: ClassVar[bool] = True
+    # False for a runtime that a run without --runtimes leaves out (one that starts a browser).
+    runs_by_default: ClassVar[bool] = True
 
     def available(self) -> tuple[bool, str]:
         """(True, '') when installed and usable here, else (False, why)."""
@@ -113,6 +115,10 @@ class Runtime(ABC):
     def supports_model(self, path: Path) -> tuple[bool, str]:
         """(True, '') when this runtime can run the whole exported model at ``path``, else (False, why)."""
         return False, f"{self.name} runs posexport's built graphs, not whole exported models"
+
+    def caveats_model(self, path: Path) -> str:
+        """What this runtime says beside its results on a whole model ('' when nothing)."""
+        return ""
 
     def load_model(self, path: Path, options: SessionOptions = SessionOptions()) -> ModelSession:
         raise NotImplementedError(self.supports_model(path)[1])

@@ -8,7 +8,8 @@ posexport.guarded before any runtime sees it) and the session options, and loads
 runtime's own ``load_model``: it reads nothing the runtime would not read in this process. Feeds and
 outputs cross a socket as a small length-prefixed JSON header followed by each array's raw bytes (no
 pickle), read straight into the array that is returned, so this process holds each output once, and
-only once its declared shapes fit the byte budget. The child's stderr goes into a pipe, and its last line
+only once its declared shapes fit the byte budget, or, for an output the caller names a sink for
+(model-parity's logits), handed over block by block and never held whole. The child's stderr goes into a pipe, and its last line
 (a runtime's dying words: ``terminate called …``) joins the crash's message; after a crash while running,
 the next run starts a fresh child. ``call_in_child`` runs one function the same way (bench --model times
 each call inside a child).
@@ -139,27 +140,52 @@ def header(arrays: Mapping[str, np.ndarray]) -> bytes:
 
 
 def send_arrays(fd: int, arrays: Mapping[str, np.ndarray], deadline: float | None = None) -> None:
-    contiguous = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    contiguous = {name: np.require(a, requirements="C") for name, a in arrays.items()}  # a 0-d output stays 0-d
     send_message(fd, header(contiguous), deadline)
     for array in contiguous.values():
         write_all(fd, memoryview(array.reshape(-1).view(np.uint8)), deadline)
 
 
-def check_received(described: list[list[Any]], what: str) -> None:
-    """Arrays about to be received fit the byte budget: each held in its dtype, and in float64 by the
-    comparison that judges it; refused naming the largest, before anything is allocated."""
-    sizes = [(math.prod(shape) * (numpy_dtype(dtype).itemsize + limits.FLOAT64), name, dtype, shape) for name, dtype, shape in described]
+# Takes an output as it arrives instead of holding it: called with its shape and dtype, it returns the
+# function that is given each block of rows (every axis but the last flattened) and the block's first row.
+Sink = Callable[[tuple[int, ...], np.dtype], Callable[[int, np.ndarray], None]]
+
+
+def check_received(described: list[list[Any]], what: str, sinks: Mapping[str, Sink] | None = None) -> None:
+    """Arrays about to be received and held (not those a sink takes block by block) fit the byte budget:
+    each in its dtype, and in float64 by the comparison that judges it; refused naming the largest,
+    before anything is allocated."""
+    sizes = [(math.prod(shape) * (numpy_dtype(dtype).itemsize + limits.FLOAT64), name, dtype, shape)
+             for name, dtype, shape in described if name not in (sinks or {})]
     largest = max(sizes, default=(0, "", "", []))
     limits.check_allocation(what, f"its outputs ({largest[1]!r} alone {largest[3]} of {largest[2]}), held and widened to "
                                   "float64 for the comparison,", sum(size for size, *_ in sizes))
 
 
-def receive_arrays(fd: int, described: list[list[Any]], deadline: float | None = None) -> dict[str, np.ndarray]:
-    arrays = {}
+def receive_arrays(fd: int, described: list[list[Any]], deadline: float | None = None,
+                   sinks: Mapping[str, Sink] | None = None) -> dict[str, np.ndarray]:
+    """The arrays described, read from the socket; those named in ``sinks`` are handed over block by block
+    (about CHUNK bytes of whole rows, one buffer reused) and not returned."""
+    arrays, failed = {}, None
     for name, dtype, shape in described:
-        array = np.empty(shape, dtype=numpy_dtype(dtype))
-        read_into(fd, memoryview(array.reshape(-1).view(np.uint8)), deadline)
-        arrays[name] = array
+        if name not in (sinks or {}):
+            arrays[name] = np.empty(shape, dtype=numpy_dtype(dtype))
+            read_into(fd, memoryview(arrays[name].reshape(-1).view(np.uint8)), deadline)
+            continue
+        take = sinks[name](tuple(shape), numpy_dtype(dtype))
+        width = shape[-1] if shape else 1
+        rows = int(np.prod(shape[:-1])) if shape else 1
+        step = max(1, CHUNK // max(width * numpy_dtype(dtype).itemsize, 1))
+        buffer = np.empty((min(step, rows), width), dtype=numpy_dtype(dtype))
+        for start in range(0, rows, step):
+            block = buffer[: min(step, rows - start)]
+            read_into(fd, memoryview(block.reshape(-1).view(np.uint8)), deadline)
+            try:
+                take(start, block)
+            except Exception as e:  # the rest is still read: the socket stays in step for the next run
+                failed = failed or e
+    if failed is not None:
+        raise failed
     return arrays
 
 
@@ -416,9 +442,11 @@ class IsolatedModelSession(ModelSession):
         self.exchange(self.child, "loading", None)
         return self.child
 
-    def exchange(self, child: Child, doing: str, feeds: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
-        """Send feeds (none: wait for the load) and return the outputs; the child's death is a RuntimeCrash,
-        its deadline passed a RuntimeTimeout, outputs past the byte budget a refusal (the child killed)."""
+    def exchange(self, child: Child, doing: str, feeds: Mapping[str, np.ndarray] | None,
+                 sinks: Mapping[str, Sink] | None = None) -> dict[str, np.ndarray]:
+        """Send feeds (none: wait for the load) and return the outputs (those ``sinks`` take are handed to
+        them); the child's death is a RuntimeCrash, its deadline passed a RuntimeTimeout, outputs past the
+        byte budget a refusal (the child killed)."""
         deadline = child.deadline()
         what = f"{self.runtime.name} {doing} {self.path.name}"
         try:
@@ -426,8 +454,8 @@ class IsolatedModelSession(ModelSession):
                 send_arrays(child.fd, feeds, deadline)
             reply = receive_message(child.fd, deadline)
             if "arrays" in reply:
-                check_received(reply["arrays"], what)
-            outputs = receive_arrays(child.fd, reply["arrays"], deadline) if "arrays" in reply else {}
+                check_received(reply["arrays"], what, sinks)
+            outputs = receive_arrays(child.fd, reply["arrays"], deadline, sinks) if "arrays" in reply else {}
         except TimeoutError:
             self.child = None
             raise RuntimeTimeout(f"{self.runtime.name} timed out while {doing} {self.path.name}: {child.overdue()}") from None
@@ -447,6 +475,7 @@ class IsolatedModelSession(ModelSession):
             raise raised(*reply["error"])
         return outputs
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, feeds: Mapping[str, np.ndarray], sinks: Mapping[str, Sink] | None = None) -> dict[str, np.ndarray]:
+        """The outputs, except those ``sinks`` take block by block as they arrive (model-parity's logits)."""
         child = self.child or self.start()  # none: the last run crashed it, so a fresh one
-        return self.exchange(child, "running", feeds)
+        return self.exchange(child, "running", feeds, sinks)

@@ -16,6 +16,7 @@ from .exporters import identify
 from .genai import context_length
 from .find import KINDS, find_in
 from .graph import Graph, load
+from .rope_cache import chosen_limits
 from .sites import Fault, Site
 from .source import Candidates, candidates, choose
 
@@ -86,7 +87,7 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
         "model": str(model_path) if model_path else None,
         "exporter": exporter.as_dict(),
         "sites": [s.as_dict() for s in sites],
-        "exporter_faults": check_known_faults(sites, values or [], Path(from_model), exporter) if from_model else None,
+        "exporter_faults": check_known_faults(sites, values or [], Path(from_model), exporter, chosen_limits(model)) if from_model else None,
     }
     report["faults"] = sum(len(s.faults) for s in sites) + len(report["exporter_faults"] or [])
     context_length = genai_context(model_path)

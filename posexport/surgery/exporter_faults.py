@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ class Context:
     ropes: list[dict[str, Any]]  # every rope the model folder describes (posexport.models)
     config: dict[str, Any]  # the folder's config.json as saved
     exporter: Exporter
+    chosen: dict[str, int] = field(default_factory=dict)  # cache tensor -> rows posexport patch chose for it
 
 
 def graph_freqs(site: Site) -> np.ndarray | None:
@@ -158,12 +159,24 @@ def half_caches(ctx: Context) -> list[Fault]:
     return faults
 
 
+def promised(rope: dict[str, Any]) -> int:
+    """The positions a rope's config promises: max_position_embeddings, or, where a scaling names its
+    original length, factor × that length when it is more (a YaRN config of 32768 positions, factor 4)."""
+    length = int(rope.get("max_positions") or 0)
+    if rope.get("factor") and rope.get("original_max_positions"):
+        length = max(length, int(float(rope["factor"]) * int(rope["original_max_positions"])))
+    return length
+
+
 def caches_cut(ctx: Context) -> list[Fault]:
-    limits = {int(v["max_positions"]) for v in ctx.ropes if v.get("max_positions")}
-    return [Fault("caches-cut-at-max-positions", f"{site.anchor}: the caches hold {site.recovered['rows']} rows, the config's "
-                  f"max_position_embeddings: a longer context fails at position {site.recovered['rows']} (`posexport patch "
+    """Stored caches holding fewer rows than the config promises positions. Rows posexport patch chose
+    are the user's limit (doctor notes it), never this fault."""
+    length = max((promised(v) for v in ctx.ropes), default=0)
+    return [Fault("caches-cut-at-max-positions", f"{site.anchor}: the caches hold {site.recovered['rows']} rows, the config promises "
+                  f"{length} positions: a longer context fails at position {site.recovered['rows']} (`posexport patch "
                   "--position-limit N` rebuilds them longer)", float(site.recovered["rows"]))
-            for site in ctx.sites if site.kind in CACHE_KINDS and site.recovered.get("rows") in limits]
+            for site in ctx.sites if site.kind in CACHE_KINDS and site.recovered.get("rows", length) < length
+            and ctx.chosen.get(site.tensors.get("cos", "")) != site.recovered["rows"]]
 
 
 def spelling_misread(ctx: Context) -> list[Fault]:
@@ -199,13 +212,14 @@ CHECKS: dict[str, tuple[tuple[str, ...], Callable[[Context], list[Fault]]]] = {
 }
 
 
-def check_known_faults(sites: list[Site], ropes: list[dict[str, Any]], folder: Path, exporter: Exporter) -> list[dict[str, Any]]:
+def check_known_faults(sites: list[Site], ropes: list[dict[str, Any]], folder: Path, exporter: Exporter,
+                       chosen: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Every known exporter fault found, as report entries naming whose fault it is known to be."""
     try:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError):
         config = {}
-    ctx = Context(sites, ropes, config if isinstance(config, dict) else {}, exporter)
+    ctx = Context(sites, ropes, config if isinstance(config, dict) else {}, exporter, dict(chosen or {}))
     out = []
     for check, (known_of, run) in CHECKS.items():
         for fault in run(ctx):

@@ -14,6 +14,7 @@ from .. import guarded, params as params_mod
 from ..errors import PosexportError
 from ..files import Content, check_destination, reading_destinations, write_files
 from ..rope.encoding import RopeParams
+from .clients import CLIENT_FILES, client_files, client_sources
 from .genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from .find import KINDS, find_in
 from .graph import Graph, load, serialise
@@ -128,13 +129,15 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
                position_limit: int | None = None, extension: Extension | None = None) -> Patched:
     """Patch the model at ``src`` into ``out`` (external data beside it when the source had some); for
     an onnxruntime-genai folder also write genai_config.json with the new context length, and, in a new
-    folder, the files the folder needs. Nothing written may be a file the source reads. Only the tensors
+    folder, the files the folder needs; in a new folder, what the exporter's client reads (clients.py:
+    optimum's configs, transformers' export.json). Nothing written may be a file the source reads. Only the tensors
     a site reads are loaded; every other stored tensor is carried into the new data file."""
     src, out = Path(src), Path(out)
     check_destination(out, "--out", folders=True)
     graph = Graph(load(src), src)
     external, config = set(graph.stored), read_config(src.parent)
-    check_outputs(planned_outputs(src, out, external, config), source_files(src), src, out)
+    clients = client_files(graph.model, src, out) if config is None else {}  # a genai folder's files are genai_folder's
+    check_outputs(planned_outputs(src, out, external, config) + list(clients), source_files(src), src, out)
     done = rewritten(graph, values, position_limit, extension)
     # A patched model patched again names only its own source: one mark, never a growing list.
     kept = [entry for entry in done.model.metadata_props if entry.key != PATCHED_KEY]
@@ -144,6 +147,7 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     files: dict[Path, Content] = serialise(done.model, out, external, src)
     if config is not None:
         files |= genai_folder(src, out, done, config)
+    files |= clients
     # The model, its data and the folder's files are written as one set: all of them, or none.
     done.files = write_files(files, "--out", stem=out.stem)
     return done
@@ -152,8 +156,11 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
 def source_files(src: Path) -> dict[Path, str]:
     """Every file the source reads, resolved, with what it is to the source."""
     files = {guarded.regular_file(src).resolve(): "the model being patched"}
-    for entry in guarded.external_data(guarded.load_model(src), src):
+    model = guarded.load_model(src)
+    for entry in guarded.external_data(model, src):
         files.setdefault(entry.path, f"its external data {entry.location!r}")
+    for name in client_sources(model, src):
+        files.setdefault(guarded.regular_file(guarded.inside(src.parent, name)), f"its folder's {name}")
     config = read_config(src.parent)
     if config is not None:
         for name in [GENAI_CONFIG, *companions(src.parent, config, src.name)]:
@@ -187,7 +194,8 @@ def check_outputs(files: list[Path], sources: dict[Path, str], src: Path, out: P
 
 def previous_outputs(out: Path) -> set[Path]:
     """Files at ``out`` a previous patch wrote (so a patch may be rerun in place): the model, when it
-    carries posexport's mark, its data, and the genai files of a folder whose config names it."""
+    carries posexport's mark, its data, the files its exporter's client reads, and the genai files of a folder
+    whose config names it."""
     if not out.is_file() or out.is_symlink():
         return set()
     try:
@@ -197,7 +205,7 @@ def previous_outputs(out: Path) -> set[Path]:
             config = read_config(out.parent)
     except PosexportError:
         return set()
-    found = {out, out.with_name(out.name + ".data")}
+    found = {out, out.with_name(out.name + ".data")} | {out.parent / n for names in CLIENT_FILES.values() for n in names}
     if config is not None and out.name in named_files(config, out.parent / GENAI_CONFIG):
         found |= {out.parent / GENAI_CONFIG} | {out.parent / n for n in TOKENIZER_FILES}
     return found

@@ -6,7 +6,8 @@ reference of a graph's parameters, and the transformers model in float64 (hf_ora
 Comparators are posexport.comparison's one error formula. graphs.py sweeps built graphs (and checks their
 properties on graph runners only), models.py compares whole models output by output, report.py is the one
 report model both fill (rendered by posexport.reports.parity), outputs.py the outputs one run saves and
-another judges.
+another judges. Whole models are fed real text where a tokenizer is found (tokens.py), compared block by
+block as their outputs arrive (streamed.py), and decoded greedily against transformers (generate.py).
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ from .graphs import (
 )
 from .hf_oracle import HfOracle, cache_slot
 from .model_feeds import FeedCase, Signature, make_feeds, signature
-from .models import DEFAULT_RUNTIMES, TOLERANCE, model_parity
+from .models import DEFAULT_RUNTIMES, FLOOR_FACTOR, TOLERANCE, model_parity
 from .outputs import SAVED, Outputs, feeds_digest
-from .report import CaseResult, NotCompared, PropertyOutcome, Report, from_json, read_json, to_json
+from .report import CaseResult, Generation, NotCompared, PropertyOutcome, Report, TokenAgreement, from_json, read_json, to_json
+from .tokens import Tokens, token_source
 
 __all__ = [
-    "DEFAULT_RUNTIMES", "PAIRWISE_FACTOR", "SAVED", "TOLERANCE", "CaseResult", "Comparison", "FeedCase", "HfOracle",
-    "NotCompared", "Outputs", "Progress", "PropertyOutcome", "Report", "Signature", "Tolerance", "bound_for", "cache_slot",
-    "check_settings", "compare", "feeds_digest", "from_json", "graph_label", "make_feeds", "model_parity",
-    "normalised_error", "parse_tolerance", "read_json", "resolve_runtimes", "run_parity", "signature", "to_json",
+    "DEFAULT_RUNTIMES", "FLOOR_FACTOR", "PAIRWISE_FACTOR", "SAVED", "TOLERANCE", "CaseResult", "Comparison", "FeedCase",
+    "Generation", "HfOracle", "NotCompared", "Outputs", "Progress", "PropertyOutcome", "Report", "Signature", "TokenAgreement",
+    "Tokens", "Tolerance", "bound_for", "cache_slot", "check_settings", "compare", "feeds_digest", "from_json", "graph_label",
+    "make_feeds", "model_parity", "normalised_error", "parse_tolerance", "read_json", "resolve_runtimes", "run_parity",
+    "signature", "to_json", "token_source",
 ]

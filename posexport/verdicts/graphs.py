@@ -113,8 +113,9 @@ def check_settings(tolerance: Tolerance, seed: Any) -> None:
 
 
 def resolve_runtimes(runtimes: Sequence[str | Runtime] | None) -> list[Runtime]:
-    """Runtime names (checked before anything runs) or Runtime objects; default: every registered one."""
-    chosen = [get_runtime(r) if isinstance(r, str) else r for r in (runtimes or list(RUNTIMES))]
+    """Runtime names (checked before anything runs) or Runtime objects; default: every registered one that
+    runs by default (not those that start a browser)."""
+    chosen = [get_runtime(r) if isinstance(r, str) else r for r in (runtimes or [rt for rt in RUNTIMES.values() if rt.runs_by_default])]
     names = [r.name for r in chosen]
     if len(set(names)) != len(names):
         raise PosexportError(f"--runtimes {','.join(names)}: a runtime is named twice")

@@ -19,6 +19,7 @@ from ..surgery.genai import head_size
 from ..surgery.graph import node_label
 from ..surgery.rope_cache import reads_caches
 from .hf_oracle import cache_slot
+from .tokens import Tokens
 
 
 
@@ -57,16 +58,36 @@ class Signature:
 
 
 def vocabulary(model: onnx.ModelProto, ids: str) -> int:
-    """Rows of the embedding table that input_ids index (the first Gather reading them)."""
+    """Rows of the embedding table that input_ids index: the logits' last dimension where the export fixes
+    it, else the table the first Gather reading input_ids gathers from: stored, stored and transposed
+    (onnxruntime-genai's tied embeddings gather from Transpose(lm_head)) or block-quantized (int4)."""
+    logits = [o for o in model.graph.output if o.name.endswith("logits")]
+    dims = logits[0].type.tensor_type.shape.dim if logits else []
+    if dims and dims[-1].dim_value > 0:
+        return int(dims[-1].dim_value)
     sizes = {t.name: list(t.dims) for t in model.graph.initializer}
+    producer = {out: node for node in model.graph.node for out in node.output}
     for node in model.graph.node:
-        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == ids and node.input[0] in sizes:
-            rows = sizes[node.input[0]]
-            if not rows or rows[0] < 1:
-                raise PosexportError(f"{ids!r} indexes an embedding table {node.input[0][:80]!r} of shape {rows}: no token id "
-                                     "can be drawn from it")
-            return int(rows[0])
-    raise PosexportError(f"cannot tell the vocabulary size: no Gather reads {ids!r} from an embedding table")
+        if node.op_type in ("Gather", "GatherBlockQuantized") and len(node.input) > 1 and node.input[1] == ids:
+            rows = table_rows(node.input[0], sizes, producer)
+            if rows:
+                return rows
+    return 0  # unknown: random ids cannot be drawn (UNKNOWN_VOCABULARY), ids from a text can
+
+
+UNKNOWN_VOCABULARY = ("cannot tell the vocabulary size: the logits' last dimension is not fixed and no Gather reads the input ids "
+                      "from an embedding table (stored, or a Transpose of one); give --text FILE or --tokens FILE")
+
+
+def table_rows(name: str, sizes: Mapping[str, list[int]], producer: Mapping[str, onnx.NodeProto]) -> int | None:
+    """Rows of a stored table, or of the transpose of a stored [columns, rows] one."""
+    if name in sizes and sizes[name]:
+        return int(sizes[name][0])
+    node = producer.get(name)
+    if node is not None and node.op_type == "Transpose" and node.input[0] in sizes and len(sizes[node.input[0]]) == 2:
+        perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), [1, 0])
+        return int(sizes[node.input[0]][perm[0]])
+    return None
 
 
 def checked_model(path: str | Path) -> onnx.ModelProto:
@@ -219,14 +240,21 @@ def check_seed(seed: int) -> None:
         raise PosexportError(f"--seed {seed!r}: expected a whole number ≥ 0")
 
 
-def make_feeds(sig: Signature, case: FeedCase, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded feeds for one case; the same seed and case give the same arrays for every model."""
+def make_feeds(sig: Signature, case: FeedCase, seed: int = 0, tokens: Tokens | None = None) -> dict[str, np.ndarray]:
+    """Seeded feeds for one case; the same seed and case give the same arrays for every model. Token ids
+    come from ``tokens`` when they hold ids (the case's prompt cut from a text), else are random."""
     check_seed(seed)
     rng = np.random.default_rng(seed)
     feeds = {}
     for name, (shape, dtype) in feed_shapes(sig, case).items():
         if "input_ids" in name:
-            value = rng.integers(0, sig.vocab, size=shape)
+            if tokens is not None and tokens.ids is not None:
+                rng.integers(0, max(sig.vocab, 1), size=shape)  # drawn all the same: the other feeds stay as they were
+                value = tokens.prompt(shape[0], shape[1], sig.vocab)
+            elif sig.vocab:
+                value = rng.integers(0, sig.vocab, size=shape)
+            else:
+                raise PosexportError(UNKNOWN_VOCABULARY)
         elif "attention_mask" in name:
             value = np.ones(shape)
         elif "position_ids" in name:

@@ -23,6 +23,43 @@ from .outputs import Outputs
 
 
 @dataclass(frozen=True)
+class TokenAgreement:
+    """Teacher-forced next-token agreement of a model's logits with the reference's: at how many positions
+    both pick the same token, and at a disagreement the reference's own top-1 − top-2 margin (in logits;
+    a disagreement within the logits' error of a tie is rounding, one far from it is not)."""
+
+    positions: int
+    agreed: int
+    smallest_margin: float | None = None  # over the disagreements; None when there is none
+    largest_margin: float | None = None
+    first_disagreement: int | None = None  # its position
+
+    @property
+    def share(self) -> float:
+        return self.agreed / self.positions if self.positions else 1.0
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Greedy decoding of ``steps`` tokens after a case's prompt, the model through its own KV cache, the
+    reference (transformers) following the model's tokens: the steps where the reference picks the same
+    next token, the first where it would not, and the largest logits gap along the way."""
+
+    graph: str
+    case: str
+    runtime: str
+    steps: int  # decoded (fewer than asked when the model failed: ``message`` says how)
+    agreed: int
+    first_divergence: int | None = None  # the step (0: the token after the prompt); None: every step agreed
+    tokens: tuple[int, int] | None = None  # (the model's, the reference's) at the first divergence
+    margin: float | None = None  # the reference's top-1 − top-2 there
+    largest_gap: float = 0.0  # max|out − ref| / max(1, max|ref|) over one step's logits, the largest
+    gap_step: int = 0
+    cache: str = ""  # how the model was run: its own KV cache, or the whole sequence each step
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class CaseResult:
     graph: str  # the subject: a built graph (encoding and dtype) or a whole model
     case: str
@@ -34,6 +71,10 @@ class CaseResult:
     largest_position: int | None = None
     output: str = ""  # a whole model's output (logits, a layer's key cache); "" for a graph's one output
     original: str = ""  # whole models: how the model before a patch did on the same case and output
+    floor: float | None = None  # whole models: the error of transformers' own float32 forward on the same feeds
+    position: int | None = None  # where the largest difference is (a token's position)
+    tokens: TokenAgreement | None = None  # logits: next-token agreement with the reference
+    note: str = ""  # how the output was aligned with the reference (a sliding window's last rows)
 
 
 @dataclass(frozen=True)
@@ -67,6 +108,7 @@ class Report:
     pairwise: list[CaseResult] = field(default_factory=list)
     properties: list[PropertyOutcome] = field(default_factory=list)
     not_compared: list[NotCompared] = field(default_factory=list)
+    generations: list[Generation] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     # Runtime outputs, when the run kept them (--save-outputs); never part of the JSON report.
     outputs: Outputs | None = field(default=None, compare=False, repr=False)
@@ -82,8 +124,8 @@ class Report:
         )
 
     def strictly_passed(self) -> bool:
-        """Passed, with every requested runtime available and no known limitation met."""
-        return self.passed and not self.unavailable and all(p.status == "pass" for p in self.properties)
+        """Passed, with every requested runtime available, every output compared and no known limitation met."""
+        return self.passed and not self.unavailable and not self.not_compared and all(p.status == "pass" for p in self.properties)
 
     def counts(self) -> dict[str, int]:
         out = {"pass": 0, "fail": 0, "error": 0}
@@ -96,7 +138,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         data = {f: getattr(self, f) for f in ("graphs", "runtimes", "unavailable", "notes", "settings")}
-        data |= {f: [asdict(r) for r in getattr(self, f)] for f in ("results", "pairwise", "properties", "not_compared")}
+        data |= {f: [asdict(r) for r in getattr(self, f)] for f in ("results", "pairwise", "properties", "not_compared", "generations")}
         return finite_json(data | {"passed": self.passed})
 
     @classmethod
@@ -104,8 +146,11 @@ class Report:
         data = restore_json(data)
 
         def case(r: Mapping[str, Any]) -> CaseResult:
-            c = r.get("comparison")
-            return CaseResult(**{**r, "comparison": Comparison(**c) if c else None})
+            c, t = r.get("comparison"), r.get("tokens")
+            return CaseResult(**{**r, "comparison": Comparison(**c) if c else None, "tokens": TokenAgreement(**t) if t else None})
+
+        def generation(g: Mapping[str, Any]) -> Generation:
+            return Generation(**{**g, "tokens": tuple(g["tokens"]) if g.get("tokens") else None})
 
         return cls(
             graphs=dict(data["graphs"]),
@@ -116,6 +161,7 @@ class Report:
             pairwise=[case(r) for r in data["pairwise"]],
             properties=[PropertyOutcome(**p) for p in data["properties"]],
             not_compared=[NotCompared(**n) for n in data.get("not_compared", [])],
+            generations=[generation(g) for g in data.get("generations", [])],
             settings=dict(data["settings"]),
         )
 
@@ -135,7 +181,7 @@ def finite_json(value: Any) -> Any:
 
 
 NON_FINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
-FLOAT_FIELDS = {"max_abs", "normalised", "p99", "bound", "error"}
+FLOAT_FIELDS = {"max_abs", "normalised", "p99", "bound", "error", "floor", "largest_gap", "smallest_margin", "largest_margin", "margin"}
 
 
 def restore_json(value: Any, key: str = "") -> Any:
