@@ -70,13 +70,13 @@ def models_command(model: Path | None, against: Path | None, seqs: str, decode_p
     from posexport.reports.model_bench import render_terminal, write_reports
     from posexport.runtimes.isolated import DEFAULT_TIMEOUT
 
-    from .surgery import dim_sizes
+    from .surgery import parse_dims
 
     if model is None or against is None:
         raise PosexportError("--model and --against go together: time a patched model against its original")
     prompts = positions(seqs, "--seqs", (512, 2048))
     result = bench_models(model, against, prompts, positions(decode_positions, "--decode-positions", (max(prompts),)),
-                          threads, warmup, repeats, dims=dim_sizes(dim), timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+                          threads, warmup, repeats, dims=parse_dims(dim), timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
     render_terminal(result, console)
     write_reports(result, json_out, markdown_out)
 

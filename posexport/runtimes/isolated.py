@@ -162,8 +162,8 @@ def check_received(described: list[list[Any]], what: str, sinks: Mapping[str, Si
                                   "float64 for the comparison,", sum(size for size, *_ in sizes))
 
 
-def receive_arrays(fd: int, described: list[list[Any]], deadline: float | None = None,
-                   sinks: Mapping[str, Sink] | None = None) -> dict[str, np.ndarray]:
+def receive_arrays(fd: int, described: list[list[Any]], sinks: Mapping[str, Sink] | None = None,
+                   deadline: float | None = None) -> dict[str, np.ndarray]:
     """The arrays described, read from the socket; those named in ``sinks`` are handed over block by block
     (about CHUNK bytes of whole rows, one buffer reused) and not returned."""
     arrays, failed = {}, None
@@ -455,7 +455,7 @@ class IsolatedModelSession(ModelSession):
             reply = receive_message(child.fd, deadline)
             if "arrays" in reply:
                 check_received(reply["arrays"], what, sinks)
-            outputs = receive_arrays(child.fd, reply["arrays"], deadline, sinks) if "arrays" in reply else {}
+            outputs = receive_arrays(child.fd, reply["arrays"], sinks, deadline) if "arrays" in reply else {}
         except TimeoutError:
             self.child = None
             raise RuntimeTimeout(f"{self.runtime.name} timed out while {doing} {self.path.name}: {child.overdue()}") from None
