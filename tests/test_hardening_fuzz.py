@@ -81,7 +81,8 @@ def test_report_paths_never_write_over_what_the_command_reads(genai_like, rope_g
         model = folder / "model.onnx"
         args, inputs = {
             "doctor": (["doctor", str(model)], [folder / n for n in INPUTS]),
-            "model-parity": (["model-parity", "--model", str(model), "--against", str(model), "--runtimes", "ort-cpu", "--prompt", "3"],
+            "model-parity": (["model-parity", "--model", str(model), "--against", str(model), "--runtimes", "ort-cpu", "--prompt", "3",
+                              "--random-ids"],
                              [folder / n for n in INPUTS]),
             "parity": (["parity", str(graphs / "rope.onnx"), "--runtimes", "ort-cpu", "--seqs", "3", "--no-properties"],
                        [graphs / "rope.onnx", graphs / "rope.json"]),
