@@ -44,7 +44,7 @@ def parity_command(
 ) -> None:
     """Check GRAPH.onnx (built by `posexport build`, its manifest beside it), graphs built from --encoding and its
     options, or --from-model DIR's (also against its own code, docs/models.md) on every runtime. Exit 0 only when every case passed."""
-    from posexport.files import write_output
+    from posexport.files import write_outputs
     from posexport.options import parity_from_options
     from posexport.params import parse_ints, parse_options
     from posexport.verdicts import check_settings, parse_tolerance
@@ -74,8 +74,7 @@ def parity_command(
             report = parity_from_options(graph, parse_options(options), encoding=encoding, preset=preset or None,
                                          from_config=from_config, save_outputs=save_outputs, load_outputs=load_outputs, **run)
     reports.render_terminal(report, console, details=details, strict=strict)
-    for path, render, option in written:
-        write_output(path, render(report), option)
+    write_outputs([(path, render(report), option) for path, render, option in written])
     raise typer.Exit(0 if (report.strictly_passed() if strict else report.passed) else 1)
 
 

@@ -13,9 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from posexport.errors import PosexportError
-from posexport.files import write_output
+from posexport.files import note_input, write_outputs
 from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
+from posexport.runtimes.isolated import DEFAULT_TIMEOUT
 from posexport.verdicts.models import DEFAULT_RUNTIMES, FLOOR_FACTOR, ROUNDOFF_UNITS, TOLERANCE
 
 from .common import BROWSER_HELP, EXTRA_OPTIONS, console, require
@@ -126,8 +127,8 @@ def model_parity_command(
     against: Path = typer.Option(None, "--against", help="the reference ONNX model (e.g. the original), run on the same runtime"),
     against_hf: Path = typer.Option(None, "--against-hf", help="a transformers model folder, run in float64 as the oracle"),
     original: Path = typer.Option(None, "--original", help="the model before the patch: its error and failures are shown beside the model's"),
-    prompt: list[int] = typer.Option([16], "--prompt", help="prompt lengths to run from position 0 (repeatable)"),
-    past: list[int] = typer.Option([], "--past", help="decode one token after this many cached positions (repeatable)"),
+    prompt: list[int] = typer.Option([16], "--prompt", min=1, help="prompt lengths to run from position 0 (repeatable)"),
+    past: list[int] = typer.Option([], "--past", min=0, help="decode one token after this many cached positions (repeatable)"),
     runtimes: str = typer.Option(",".join(DEFAULT_RUNTIMES), help="comma-separated runtimes (ort-cpu, ort-cpu-noopt, ort-cuda, openvino, reference, "
                                  "ort-web-wasm, ort-webgpu)"),
     browser: Path = typer.Option(None, "--browser", help=BROWSER_HELP),
@@ -144,7 +145,9 @@ def model_parity_command(
     generate: int = typer.Option(0, "--generate", help="also decode N tokens greedily after each prompt through the model's own "
                                  "KV cache, against transformers (with --against-hf)"),
     dim: list[str] = typer.Option([], "--dim", help="size of a symbolic input dimension, NAME=N (repeatable)"),
-    seed: int = typer.Option(0, help="seed of the generated feeds"),
+    seed: int = typer.Option(0, min=0, help="seed of the generated feeds"),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="seconds each load and each case may take on a runtime; "
+                                  "past them the runtime's process is killed and the case fails, saying so"),
     details: bool = typer.Option(False, "--details", help="list every case and output, not only the failing ones"),
     json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file"),
     junit_out: Path = typer.Option(None, "--junit", help="also write the report as JUnit XML to this file"),
@@ -168,22 +171,26 @@ def model_parity_command(
                           runtimes=get_runtimes([r for r in runtimes.split(",") if r], browser),
                           tolerance=tolerance, seed=seed, dims=parse_dims(dim), outputs=[o for o in outputs.split(",") if o] or None,
                           original=original, text=text, tokens=tokens, random_ids=random_ids, generate=generate,
-                          floor_factor=floor_factor)
+                          floor_factor=floor_factor, timeout=timeout)
     reports.render_terminal(report, console, details=details, strict=strict)
-    for path, render, option in written:
-        write_output(path, render(report), option)
+    write_outputs([(path, render(report), option) for path, render, option in written])
     raise typer.Exit(0 if (report.strictly_passed() if strict else report.passed) else 1)
 
 
 def check_inputs(paths: dict[str, Path | None], against_hf: Path | None) -> None:
-    """Every file given exists, and --against-hf is a transformers model folder with transformers installed."""
+    """Every file given exists, and --against-hf is a transformers model folder with transformers installed;
+    each is an input of the command, that no report may be written over."""
     for option, path in paths.items():
         if path is not None and not (path.exists() or path.is_symlink()):
             raise PosexportError(f"{option} {path}: no such file")
+        if path is not None:
+            note_input(path)
     if against_hf is not None:
         if not (against_hf / "config.json").is_file():
             raise PosexportError(f"--against-hf {against_hf}: not a transformers model folder (no config.json)")
         require("transformers", "--against-hf", "hf")
+        for entry in sorted(against_hf.iterdir())[:10_000]:  # transformers reads them itself: reports never go there
+            note_input(entry)
 
 
 def parse_dims(items: list[str]) -> dict[str, int]:
@@ -199,10 +206,9 @@ def parse_dims(items: list[str]) -> dict[str, int]:
 def write_reports(report: dict[str, Any], json_out: Path | None, markdown: Path | None,
                   render: Callable[[dict[str, Any]], str]) -> None:
     """The report as JSON and/or Markdown files, as asked."""
-    if json_out:
-        write_output(json_out, json.dumps(report, indent=2, sort_keys=True) + "\n", "--json")
-    if markdown:
-        write_output(markdown, render(report), "--markdown")
+    write_outputs([(path, text(), option) for path, text, option in (
+        (json_out, lambda: json.dumps(report, indent=2, sort_keys=True) + "\n", "--json"),
+        (markdown, lambda: render(report), "--markdown")) if path])
 
 
 def register(app: typer.Typer) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..errors import PosexportError
 from .config import ModelConfig
 from .family import Family, Lookup
 from .learned import BART_LIKE
@@ -161,10 +162,33 @@ COMPOSITES: dict[str, Composite] = {
                                  "(cumsum of the prefix and action attention mask − 1)"))),
 }
 NOTE = "the {role} part ({key}, model_type {inner}) read as a {inner} folder"
+# Real composites nest two deep (Qwen2.5-Omni's thinker) and hold seven parts in all: a config past these
+# caps is refused, naming the part, before anything is read or built.
+MAX_DEPTH = 4
+MAX_PARTS = 32
+
+
+def check_size(cfg: ModelConfig) -> None:
+    """The composite's parts, counted through every nested composite (by their configs alone, stopping
+    at the caps), within MAX_DEPTH levels and MAX_PARTS parts; refused naming the part past a cap."""
+    count, todo = 0, [(cfg.data, cfg.architecture, "", 1)]
+    while todo:
+        data, architecture, path, depth = todo.pop()
+        for part in COMPOSITES[architecture].parts:
+            sub, named = data.get(part.key), f"{path}.{part.key}".lstrip(".")
+            count += 1
+            if depth > MAX_DEPTH or count > MAX_PARTS:
+                cap = f"nested past {MAX_DEPTH} levels" if depth > MAX_DEPTH else f"past {MAX_PARTS} parts in all"
+                raise PosexportError(f"{cfg.source}: composite part {named[:200]!r}: {cap}; real models nest two deep "
+                                     "and hold a handful of parts, so this config is refused")
+            inner = sub.get("model_type", part.model_type) if isinstance(sub, dict) else None
+            if isinstance(inner, str) and inner in COMPOSITES:
+                todo.append((sub, inner, named, depth + 1))
 
 
 def read(cfg: ModelConfig) -> list[Role]:
     line = COMPOSITES[cfg.architecture]
+    check_size(cfg)
     cfg.ignore(*line.unused)
     for key, model_type, why in line.without:
         data = cfg.get(key, {})
@@ -179,7 +203,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         if part.model_type is not None and inner != part.model_type:
             cfg.fail(part.key, data if not isinstance(data, dict) else inner,
                      f"the {cfg.architecture} model builds this part as {part.model_type}")
-        if inner not in cfg.catalogue.families:
+        if not isinstance(inner, str) or inner not in cfg.catalogue.families:  # a list or an object is no type
             cfg.fail(f"{part.key}.model_type", inner, f"that part is not read: {cfg.catalogue.why_not(inner)}"
                      if isinstance(inner, str) else "that part's model_type is missing")
     roles = []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ import onnx
 import onnx.numpy_helper as onh
 
 from ..errors import PosexportError
-from ..guarded import ExternalTensor, read_bytes
+from ..guarded import ExternalTensor
 from ..progress import progress
 
 # Bytes moved per copy call (and the buffer when the kernel cannot copy): bounded memory, and few
@@ -28,7 +27,7 @@ NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, err
 def read_tensor(stored: ExternalTensor) -> np.ndarray:
     """One stored tensor's value (only its own bytes are read)."""
     tensor = onnx.TensorProto(name=stored.name, data_type=stored.dtype, dims=stored.dims)
-    tensor.raw_data = read_bytes(stored.path, stored.offset, stored.length)
+    tensor.raw_data = stored.read()
     return onh.to_array(tensor)
 
 
@@ -40,15 +39,12 @@ def write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
 
 
 def open_regular(stored: ExternalTensor) -> int:
-    """A descriptor on ``stored``'s file, opened without blocking and refused unless still a regular file
-    (a FIFO swapped in after the check never hangs the copy)."""
-    try:
-        fd = os.open(stored.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise PosexportError(f"{stored.path}: cannot read it ({e.strerror}); it changed while the model was read") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    """A descriptor on ``stored``'s file, contained, still a regular file and checked on the descriptor
+    (posexport.guarded: a FIFO or a symlink elsewhere swapped in after the check is refused)."""
+    fd = stored.open()
+    if stored.offset + stored.length > os.fstat(fd).st_size:
         os.close(fd)
-        raise PosexportError(f"{stored.path}: is no longer a regular file; it changed while the model was read")
+        raise PosexportError(f"{stored.path}: is shorter than when the model was read; it changed underneath")
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)  # read ahead as cp does: the copy reads it front to back
     return fd
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import guarded
+from .. import files, guarded
 from ..errors import PosexportError
 
 GENAI_CONFIG = "genai_config.json"
@@ -43,7 +43,7 @@ def read_config(folder: Path) -> dict[str, Any] | None:
     if not is_genai(folder):
         return None
     path = folder / GENAI_CONFIG
-    config = guarded.read_json(guarded.inside(folder, GENAI_CONFIG))
+    config = guarded.read_json(GENAI_CONFIG, root=folder)
     if not isinstance(config, dict):
         raise PosexportError(f"{path}: expected a JSON object, found {type(config).__name__}")
     for keys, key in POSITIVE_INTS:
@@ -53,6 +53,8 @@ def read_config(folder: Path) -> dict[str, Any] | None:
     for name in named_files(config, path):
         if not guarded_name(name):
             raise PosexportError(f"{path}: file name {shown(name)}: expected a plain file name in the folder")
+    for name in [*named_files(config, path), *TOKENIZER_FILES]:
+        files.note_input(folder / name)  # the folder's files are the input's too: nothing is written over them
     return config
 
 

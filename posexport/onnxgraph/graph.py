@@ -4,6 +4,7 @@ writer that keeps external data external, beside the output, carrying the bytes 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +88,16 @@ class Graph:
 
     def opset(self) -> int:
         return next(o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def whole_length(value: float | np.ndarray | None, signed: bool = False) -> int | None:
+    """A stored scalar as a length (a regime switch's L0, a row offset when ``signed``): a finite whole
+    number below 2^62 (≥ 0 unless ``signed``), else None: a NaN or 1e300 is no length a rope could have."""
+    if value is None or np.size(value) != 1:
+        return None
+    number = float(np.reshape(value, ()))
+    fits = math.isfinite(number) and number == int(number) and abs(number) < 2 ** 62 and (signed or number >= 0)
+    return int(number) if fits else None
 
 
 def values(tensor: onnx.TensorProto) -> np.ndarray:

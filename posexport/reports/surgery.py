@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .escape import md_code, md_text
 from .markdown import md_table
 
 
 def doctor_markdown(report: dict[str, Any]) -> str:
     """Sites (kind, node, what was recovered) and every fault with its numbers."""
     exporter = report["exporter"]
-    lines = [f"# Positional-encoding sites of `{report['model']}`", "",
-             f"Written by {exporter['name']}{' ' + exporter['version'] if exporter['version'] else ''} ({'; '.join(exporter['evidence'])}).", ""]
+    written = f"{exporter['name']}{' ' + exporter['version'] if exporter['version'] else ''} ({'; '.join(exporter['evidence'])})"
+    lines = [f"# Positional-encoding sites of {md_code(report['model'])}", "", f"Written by {md_text(written)}.", ""]
     sites = [(str(i), s["kind"], s["node"], f"{len(s['feeds'])} node(s)",
               "; ".join(f"{k}: {v}" for k, v in s["recovered"].items() if v not in (None, "")))
              for i, s in enumerate(report["sites"], 1)]
@@ -20,4 +21,4 @@ def doctor_markdown(report: dict[str, Any]) -> str:
     faults = [(str(i), f["fault"], f["detail"]) for i, s in enumerate(report["sites"], 1) for f in s["faults"]]
     faults += [("exporter", f["fault"], f["detail"]) for f in report["exporter_faults"] or []]
     lines += [f"{report['faults']} fault(s)", ""] + (md_table(("#", "fault", "detail"), faults) if faults else [])
-    return "\n".join(lines + [f"- {note}" for note in report.get("notes", [])]) + "\n"
+    return "\n".join(lines + [f"- {md_text(note)}" for note in report.get("notes", [])]) + "\n"

@@ -21,7 +21,7 @@ import onnx.numpy_helper as onh
 
 from ..errors import PosexportError
 from ..onnxgraph.fused import reads_caches
-from ..onnxgraph.graph import Graph, attribute, node_label, values
+from ..onnxgraph.graph import Graph, attribute, node_label, values, whole_length
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, SCALINGS, decided_per_call, source_of, switch_length
 from .freqs import (LOW_PRECISION, PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache,
@@ -154,9 +154,10 @@ def switched(graph: Graph, cos: str, sin: str) -> tuple[list[CachePair], int] | 
     branches = {a.name: a.g for a in node.attribute}
     indexes = list(node.output).index(cos), list(node.output).index(sin)
     pairs = [branch_pair(branches[b], *indexes) for b in ("else_branch", "then_branch") if b in branches]
-    if switch is None or switch.size != 1 or len(pairs) != 2 or None in pairs:
+    length = whole_length(switch)
+    if length is None or len(pairs) != 2 or None in pairs:
         return None
-    return pairs, int(switch.reshape(()))
+    return pairs, length
 
 
 def read_caches(graph: Graph, cos: str, sin: str) -> tuple[list[CachePair], int | None] | None:

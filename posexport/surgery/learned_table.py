@@ -19,7 +19,7 @@ import onnx
 
 from ..encodings.learned import STRATEGIES, check_rows, extend_table
 from ..errors import PosexportError
-from ..onnxgraph.graph import Graph, node_label, set_constant
+from ..onnxgraph.graph import Graph, node_label, set_constant, whole_length
 from .caches import cache_gathers
 from .pattern import PASS_THROUGH, position_source, readers, sin_cos, table_gathers
 from .rebuilds import TABLE
@@ -54,7 +54,7 @@ def first_row(graph: Graph, name: str, depth: int = 0) -> int | None:
         return 0  # position ids given as an input
     if node.op_type == "Range":  # from a constant start (RoBERTa's padding_idx + 1), else the past length
         start = graph.array(node.input[0])
-        return int(start.reshape(())) if start is not None else 0
+        return whole_length(start, signed=True) if start is not None else 0
     if node.op_type in FIRST:
         return FIRST[node.op_type]
     if node.op_type not in PASS_THROUGH or depth > 12:
@@ -68,7 +68,9 @@ def first_row(graph: Graph, name: str, depth: int = 0) -> int | None:
     below = first_row(graph, moving[0], depth + 1)
     if below is None or not consts:  # times the mask (1 where there are tokens): positions unchanged
         return below
-    c = int(consts[0].reshape(()))
+    c = whole_length(consts[0], signed=True)
+    if c is None:
+        return None
     if node.op_type == "Add":
         return below + c
     if node.op_type == "Sub" and moving[0] == node.input[0]:

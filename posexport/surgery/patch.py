@@ -12,7 +12,7 @@ import onnx
 
 from .. import guarded, params as params_mod
 from ..errors import PosexportError
-from ..files import Content, check_destination, write_files
+from ..files import Content, check_destination, reading_destinations, write_files
 from ..onnxgraph.genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from ..onnxgraph.graph import Graph, load, serialise
 from ..rope.encoding import RopeParams
@@ -193,9 +193,10 @@ def previous_outputs(out: Path) -> set[Path]:
     if not out.is_file() or out.is_symlink():
         return set()
     try:
-        if not any(entry.key == PATCHED_KEY for entry in guarded.load_model(out).metadata_props):
-            return set()
-        config = read_config(out.parent)
+        with reading_destinations():  # read to be replaced: no input of the patch
+            if not any(entry.key == PATCHED_KEY for entry in guarded.load_model(out).metadata_props):
+                return set()
+            config = read_config(out.parent)
     except PosexportError:
         return set()
     found = {out, out.with_name(out.name + ".data")} | {out.parent / n for names in CLIENT_FILES.values() for n in names}

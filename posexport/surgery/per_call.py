@@ -16,7 +16,7 @@ import onnx
 import onnx.helper as oh
 
 from ..errors import PosexportError
-from ..onnxgraph.graph import Graph, attribute, node_label
+from ..onnxgraph.graph import Graph, attribute, node_label, whole_length
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, TABLES, source_of, switch_length
 from .freqs import PROJECTED, RECOGNISED, close, describe, dynamic_gap, float32_error, other_regime_gap, recognise
@@ -69,14 +69,14 @@ def regime_switch(graph: Graph, cond: str, positions: str) -> tuple[int, list[st
     greater = graph.producer.get(cond)
     if greater is None or greater.op_type != "Greater":
         return None
-    add, limit = graph.producer.get(greater.input[0]), scalar(graph, greater.input[1])
+    add, limit = graph.producer.get(greater.input[0]), whole_length(scalar(graph, greater.input[1]))
     if add is None or add.op_type != "Add" or limit is None:
         return None
     reduce = next((graph.producer.get(i) for i in add.input if graph.producer.get(i) is not None), None)
     one = [scalar(graph, i) for i in add.input if graph.producer.get(i) is None or graph.producer[i].op_type == "Constant"]
     if reduce is None or reduce.op_type != "ReduceMax" or reduce.input[0] != positions or one != [1.0]:
         return None
-    return int(limit), [greater.name, add.name, reduce.name]
+    return limit, [greater.name, add.name, reduce.name]
 
 
 def frequencies(graph: Graph, name: str, positions: str) -> dict[str, Any] | None:
