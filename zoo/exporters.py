@@ -105,17 +105,18 @@ def ort_optimized(model: Path, out: Path) -> Path:
 
 
 def genai(folder: Path, out: Path, precision: str = "fp32") -> Path:
-    """onnxruntime-genai's model builder (``-e cpu``, precision fp32, fp16, bf16 or int4): out/model.onnx with
-    genai_config.json and the tokenizer beside it."""
+    """onnxruntime-genai's model builder (``-e cpu``, precision fp32, fp16, bf16 or int4): out/model.onnx (for
+    Whisper, out/decoder.onnx beside out/encoder.onnx) with genai_config.json and the tokenizer beside it."""
     try:
         import onnxruntime_genai  # noqa: F401
     except ImportError:
         raise ExporterMissing("onnxruntime-genai is not installed") from None
-    if not (out / "model.onnx").is_file():
+    written = (out / "model.onnx", out / "decoder.onnx")
+    if not any(path.is_file() for path in written):
         command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(folder), "-o", str(out),
                    "-p", precision, "-e", "cpu", "-c", str(out.parent / "genai-cache")]
         run(command, "onnxruntime-genai builder")
-    return out / "model.onnx"
+    return next((path for path in written if path.is_file()), written[0])
 
 
 def optimum(folder: Path, out: Path, with_past: bool = True) -> Path:
