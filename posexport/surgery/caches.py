@@ -20,6 +20,7 @@ import onnx
 import onnx.numpy_helper as onh
 
 from .. import params as params_mod
+from ..contract import DOMAIN
 from ..errors import PosexportError
 from ..onnxgraph.fused import reads_caches
 from ..onnxgraph.graph import Graph, attribute, node_label, values, whole_length
@@ -104,10 +105,13 @@ def rows_product(graph: Graph, angle: str) -> dict[str, Any] | Miss:
 
 
 def computed_rows(graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) -> bool:
-    """The op's caches are Cos/Sin of ``rows_product`` (the rope-cache-computed kind's)."""
+    """The op's caches are Cos/Sin of ``rows_product`` (the rope-cache-computed kind's), or, once patched, posexport's
+    cos/sin of those rows (the posexport kind's)."""
     rows = rows_from(graph, node.input[spec[0]])
-    trig = graph.producer.get(rows) if rows is not None else None
-    return trig is not None and trig.op_type == "Cos" and bool(rows_product(graph, trig.input[0]))
+    made = graph.producer.get(rows) if rows is not None else None
+    if made is not None and made.domain == DOMAIN:
+        return True
+    return made is not None and made.op_type == "Cos" and bool(rows_product(graph, made.input[0]))
 
 
 def gathered_from(graph: Graph, cache: str) -> onnx.NodeProto | Miss:
