@@ -62,7 +62,7 @@ def trained_tables(arch: Architecture, model: Path, original: Path, limit: int |
     try:
         report = parity(original, HfOracle(model), arch.prompts[:1])
     except PosexportError as e:
-        return found | {"reason": f"{why}; the original is not compared: {one_line(e, 200)}"}
+        return found | {"reason": f"{why}; the original is not compared: {one_line(e, 200).split(': ', 1)[-1]}"}
     row = report.results[0] if report.results else None
     if row is None:
         return found | {"reason": f"{why}; the original is not compared: " + "; ".join(n.reason for n in report.not_compared[:1])}
