@@ -223,6 +223,8 @@ def checked(arch: Architecture, exporter: str, model: Path, out: Path) -> dict[s
     verdict(cell, report)
     if unjudged:
         cell["verdict"], cell["reason"] = "UNVERIFIED", f"not yet: patched, but {unjudged}"
+        if not cell["unpatched"].startswith("raises"):  # its errors are the quantisation's: nothing to say of positions
+            cell["unpatched"] = "not judged (see the reason)"
     cost = bench_models(fixed, original, prompts=(arch.prompts[0],), decode=(), warmup=3, repeats=15)
     ratio = cost.rows[0].ratio
     cell["time_ratio"] = None if math.isnan(ratio) else round(ratio, 3)
