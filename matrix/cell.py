@@ -169,6 +169,9 @@ def unpatched(cell: dict[str, Any], report: Report, arch: Architecture, original
         limit = cell.get("limit")
         failed = next(n for n, row in rows if str(row.original).startswith("fails"))
         return f"raises at position {limit}" if limit is not None else f"raises at a {failed}-token prompt"
+    unknown = [n for n, row in rows if not isinstance(before(row.original), float)]
+    if unknown:  # the verdict layer runs the original only beside a patched model that ran
+        return f"not measured: the original was not run at the {unknown[0]}-token prompt (the patched model failed there)"
     over = [n for n, row in rows if over_bound(row)]
     if oracle is None or not over:
         return f"nothing within max positions ({arch.positions}; within the bound up to {arch.prompts[-1]} tokens)"

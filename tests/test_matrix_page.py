@@ -70,6 +70,8 @@ def test_without_the_patch_says_where_the_original_raises_or_that_nothing_goes_w
     within = Report(results=[result("prompt 32", 2e-6, "2.5e-06"), result("prompt 136", 4e-6, "3.9e-06")])
     assert unpatched({"limit": None}, within, llama, Path("model.onnx"), None) == (
         "nothing within max positions (64; within the bound up to 136 tokens)")
+    unrun = Report(results=[result("prompt 32", 2e-6, ""), result("prompt 136", 4e-6, "")])
+    assert unpatched({"limit": None}, unrun, llama, Path("model.onnx"), None).startswith("not measured")
 
 
 def test_verdict_is_fixed_only_when_every_prompt_is_within_tolerance():
