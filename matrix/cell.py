@@ -224,9 +224,9 @@ def checked(arch: Architecture, exporter: str, model: Path, out: Path) -> dict[s
     unjudged = EXPORTERS[exporter].unjudged
     cell["unpatched"] = unpatched(cell, report, arch, original, None if unjudged else oracle)
     verdict(cell, report)
-    if unjudged:
+    if unjudged and all(r.comparison for r in report.results):  # it ran: its errors are the quantisation's
         cell["verdict"], cell["reason"] = "UNVERIFIED", f"not yet: patched, but {unjudged}"
-        if not cell["unpatched"].startswith("raises"):  # its errors are the quantisation's: nothing to say of positions
+        if cell["unpatched"].startswith("nothing"):
             cell["unpatched"] = "not judged (see the reason)"
     cost = bench_models(fixed, original, prompts=(arch.prompts[0],), decode=(), warmup=3, repeats=15)
     ratio = cost.rows[0].ratio
