@@ -44,12 +44,14 @@ exporter-venvs: .venvs/optimum/.installed .venvs/mobius/.installed
 	sh scripts/exporter-venv.sh $*
 
 # The suite: a stratified sample of the registry-wide catalogue walk (every reader and form at least once);
-# `make test-all` walks every type. PYTEST_ARGS adds pytest options (.ci/run: the 25 slowest tests).
+# `make test-all` walks every type. PYTEST_ARGS adds pytest options (.ci/run: the 25 slowest tests). One worker per
+# core (pytest-xdist), each taking whole files: a file's tests share its fixtures, and the docs' commands run in order.
+XDIST := -n auto --dist loadfile
 test: install exporter-venvs web-runtime
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-all: install exporter-venvs web-runtime
-	POSEXPORT_TEST_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+	POSEXPORT_TEST_ALL=1 $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # onnxruntime-web for the ort-web-wasm and ort-webgpu runtimes, from npm as the shipped lockfile pins it, into the
 # package's own folder (ignored by git; an installed posexport installs it into the user's cache on first use).
