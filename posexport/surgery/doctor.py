@@ -16,7 +16,7 @@ from .exporters import identify
 from .find import KINDS, find_in
 from .recorded import chosen_limits
 from .sites import Site
-from .source import Candidates, candidates
+from .source import Candidates, candidates, default_source
 
 # Bumped whenever a key of the report is renamed, removed or changes meaning (adding keys does not).
 SCHEMA_VERSION = 1
@@ -94,9 +94,17 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
 
 
 def doctor(path: str | Path, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None,
-           from_model: str | Path | None = None) -> dict[str, Any]:
+           from_model: str | Path | None = None, beside: bool = True) -> dict[str, Any]:
     """The doctor's report for the model file at ``path``: its graph, and from the external data beside
     it only the tensors a site reads (frequencies, caches, slopes), each by offset and length; with
-    ``from_model`` (the folder ``values`` were read from) also the exporter's known faults."""
+    ``from_model`` (the folder ``values`` were read from) also the exporter's known faults. Without either (and
+    with ``beside``), a config.json beside the model is the source, and a note says so."""
     path = Path(path)
-    return diagnose(load(path), values, position_limit, path, Path(from_model) if from_model else None)
+    notes: list[str] = []
+    if values is None and from_model is None and beside:
+        values, notes = default_source(path)
+        from_model = path.parent if values is not None else None
+    report = diagnose(load(path), values, position_limit, path, Path(from_model) if from_model else None)
+    if notes:
+        report["notes"] = notes + report.get("notes", [])
+    return report

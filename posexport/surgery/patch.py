@@ -21,7 +21,7 @@ from .find import KINDS, find_in
 from .learned_table import Extension
 from .rope_cache import CacheKind
 from .sites import LEFT, Request, Site
-from .source import Candidates
+from .source import Candidates, default_source
 
 # What a patched site computes from, shown even at their defaults; any other field only where it is not
 # the default (heads, layout or max_positions at their defaults were never read from the graph).
@@ -36,11 +36,14 @@ class Patched:
     model: onnx.ModelProto
     sites: list[tuple[Site, RopeParams | Extension | None]] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def describe(self) -> list[dict[str, Any]]:
         """Per site the parameters the patch used: those recovered from the graph or given, not defaults
-        (a rope's; a learned table's extension as it is; nothing for a rewrite that takes none)."""
-        return [{"site": s.anchor, "kind": s.kind, "params": shown_params(p)} for s, p in self.sites]
+        (a rope's; a learned table's extension as it is; nothing for a rewrite that takes none); for a site rebuilt
+        to other parameters than it held, how (replaced, rescaled) and the old ones."""
+        return [{"site": s.anchor, "kind": s.kind, "params": shown_params(p)} | s.tensors.get("replaced", {})
+                for s, p in self.sites]
 
 
 def shown_params(p: RopeParams | Extension | None) -> dict[str, Any]:
@@ -53,10 +56,10 @@ def shown_params(p: RopeParams | Extension | None) -> dict[str, Any]:
 
 
 def plan(graph: Graph, values: dict[str, Any] | Candidates | None, position_limit: int | None,
-         extension: Extension | None = None) -> list[tuple[Site, RopeParams | Extension | None]]:
+         extension: Extension | None = None, replace_mismatched: bool = False) -> list[tuple[Site, RopeParams | Extension | None]]:
     """Every patchable site with its checked parameters; any doubt is an error naming the node."""
     chosen, left = [], []
-    request = Request(values, position_limit, extension)
+    request = Request(values, position_limit, extension, replace_mismatched)
     for site in find_in(graph):
         kind = KINDS[site.kind]
         params = kind.rebuilds.for_patch(kind, graph, site, request)  # what the kind rebuilds says what it takes
@@ -73,22 +76,23 @@ def plan(graph: Graph, values: dict[str, Any] | Candidates | None, position_limi
 
 
 def patch(model: onnx.ModelProto | str | Path, values: dict[str, Any] | Candidates | None = None,
-          position_limit: int | None = None, extension: Extension | None = None) -> Patched:
+          position_limit: int | None = None, extension: Extension | None = None, replace_mismatched: bool = False) -> Patched:
     """Patch a model (a ModelProto, which is not changed, or a path, whose external data is read only
     where a site needs it and stays referenced, not loaded): the patched copy and what was used.
     ``values`` are rope options (as ``requested_values`` gives them); None: each site's recognised rope.
-    ``extension`` grows every learned position table (``--extend-learned N --strategy S``)."""
+    ``extension`` grows every learned position table (``--extend-learned N --strategy S``); ``replace_mismatched``
+    rebuilds a site whose parameters disagree with ``values`` to them (``--replace-mismatched``)."""
     source = Path(model) if isinstance(model, (str, Path)) else None
     copy = onnx.ModelProto()
     copy.CopyFrom(load(source) if source is not None else model)
-    return rewritten(Graph(copy, source), values, position_limit, extension)
+    return rewritten(Graph(copy, source), values, position_limit, extension, replace_mismatched)
 
 
 def rewritten(graph: Graph, values: dict[str, Any] | Candidates | None, position_limit: int | None,
-              extension: Extension | None = None) -> Patched:
+              extension: Extension | None = None, replace_mismatched: bool = False) -> Patched:
     """Rewrite every site of ``graph`` in place (checked first) and check the result as the source was."""
     passed = passes_checker(graph.model)  # some exporters' models (contrib ops in the default domain) never pass it
-    chosen = plan(graph, values, position_limit, extension)
+    chosen = plan(graph, values, position_limit, extension, replace_mismatched)
     for site, p in chosen:
         KINDS[site.kind].rewrite(graph, site, p)
     if passed:
@@ -120,19 +124,25 @@ def passes_checker(model: onnx.ModelProto) -> bool:
 
 
 def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candidates | None = None,
-               position_limit: int | None = None, extension: Extension | None = None) -> Patched:
+               position_limit: int | None = None, extension: Extension | None = None, replace_mismatched: bool = False,
+               beside: bool = True) -> Patched:
     """Patch the model at ``src`` into ``out`` (external data beside it when the source had some); for
     an onnxruntime-genai folder also write genai_config.json with the new context length, and, in a new
     folder, the files the folder needs; in a new folder, what the exporter's client reads (clients.py:
     optimum's configs, transformers' export.json). Nothing written may be a file the source reads. Only the tensors
-    a site reads are loaded; every other stored tensor is carried into the new data file."""
+    a site reads are loaded; every other stored tensor is carried into the new data file. Without ``values`` (and
+    with ``beside``) the rope of a config.json beside the model is the source (``default_source``), said in its notes."""
     src, out = Path(src), Path(out)
     check_destination(out, "--out", folders=True)
+    notes: list[str] = []
+    if values is None and beside:
+        values, notes = default_source(src)
     graph = Graph(load(src), src)
     external, config = set(graph.stored), read_config(src.parent)
     clients = client_files(graph.model, src, out) if config is None else {}  # a genai folder's files are genai_folder's
     check_outputs(planned_outputs(src, out, external, config) + list(clients), source_files(src), src, out)
-    done = rewritten(graph, values, position_limit, extension)
+    done = rewritten(graph, values, position_limit, extension, replace_mismatched)
+    done.notes = notes
     # A patched model patched again names only its own source: one mark, never a growing list.
     kept = [entry for entry in done.model.metadata_props if entry.key != PATCHED_KEY]
     del done.model.metadata_props[:]
