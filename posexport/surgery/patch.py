@@ -16,9 +16,10 @@ from ..files import Content, check_destination, reading_destinations, write_file
 from ..onnxgraph.genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from ..onnxgraph.graph import Graph, load, serialise
 from ..rope.encoding import RopeParams
-from .clients import CLIENT_FILES, client_files, client_sources
+from .clients import CLIENT_FILES, client_files, client_sources, with_rope
 from .find import KINDS, find_in
 from .learned_table import Extension
+from .lengths import check_followers, old_limit
 from .rope_cache import CacheKind
 from .sites import LEFT, Request, Site
 from .source import Candidates, default_source
@@ -93,6 +94,11 @@ def rewritten(graph: Graph, values: dict[str, Any] | Candidates | None, position
     """Rewrite every site of ``graph`` in place (checked first) and check the result as the source was."""
     passed = passes_checker(graph.model)  # some exporters' models (contrib ops in the default domain) never pass it
     chosen = plan(graph, values, position_limit, extension, replace_mismatched)
+    if position_limit is not None:
+        ropes = [(s, p) for s, p in chosen if isinstance(p, RopeParams)]
+        old = old_limit([s.recovered["rows"] for s, _ in ropes if "rows" in s.recovered], [p.max_positions for _, p in ropes])
+        if old is not None:
+            check_followers(graph, old, position_limit)
     for site, p in chosen:
         KINDS[site.kind].rewrite(graph, site, p)
     if passed:
@@ -151,10 +157,24 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     files: dict[Path, Content] = serialise(done.model, out, external, src)
     if config is not None:
         files |= genai_folder(src, out, done, config)
-    files |= clients
+    files |= rope_told(clients, done, position_limit)
     # The model, its data and the folder's files are written as one set: all of them, or none.
     done.files = write_files(files, "--out", stem=out.stem)
     return done
+
+
+def rope_told(clients: dict[Path, bytes], done: Patched, position_limit: int | None) -> dict[Path, bytes]:
+    """The client's files, its config.json saying the rope the patch rebuilt when it changed the rope (replaced,
+    rescaled) or was asked for a position limit: optimum's and transformers' clients and the doctor read it there.
+    A model of several ropes keeps its config as it is (its blocks per layer type are not rewritten)."""
+    config = next((path for path in clients if path.name == "config.json"), None)
+    ropes = {json.dumps({k: v for k, v in params_mod.to_dict(p).items() if k != "position_limit"}, sort_keys=True): p
+             for _, p in done.sites if isinstance(p, RopeParams)}
+    changed = position_limit is not None or any("replaced" in s.tensors for s, _ in done.sites)
+    if config is None or len(ropes) != 1 or not changed:
+        return clients
+    values = params_mod.to_dict(next(iter(ropes.values())))
+    return clients | {config: with_rope(clients[config], values, position_limit or 0, config)}
 
 
 def source_files(src: Path) -> dict[Path, str]:
