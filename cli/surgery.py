@@ -84,6 +84,11 @@ def doctor_command(
     for fault in report["exporter_faults"] or []:
         known = "known of this exporter" if fault["this_exporter"] else f"known of {', '.join(fault['known_of'])}"
         console.print(escape(f"exporter fault {fault['fault']} ({known}): {fault['detail']}"))
+    metadata = report.get("export_metadata")
+    if metadata is not None:
+        console.print(escape(f"transformers' export metadata ({metadata['from']}): {json.dumps(metadata['says'])}"))
+    for fault in (metadata or {}).get("faults", []):
+        console.print(escape(f"export metadata fault {fault['fault']}: {fault['detail']}"))
     for note in report.get("notes", []):
         console.print(escape(note))
     if "genai_context_length" in report:

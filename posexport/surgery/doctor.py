@@ -11,6 +11,8 @@ import onnx
 
 from ..onnxgraph.genai import context_length
 from ..onnxgraph.graph import Graph, load
+from .. import guarded
+from .export_metadata import check_export_metadata
 from .exporter_faults import check_known_faults
 from .exporters import identify
 from .find import KINDS, find_in
@@ -32,6 +34,14 @@ def params_or_fault(site: Site, values: Candidates | None, graph: Graph) -> Any:
     and consistent with the graph; a mismatch becomes a fault)."""
     kind = KINDS.get(site.kind)
     return None if kind is None else kind.rebuilds.for_doctor(kind, graph, site, values)
+
+
+def model_config(folder: Path | None) -> dict[str, Any]:
+    """The model folder's config.json as saved ({} without a folder)."""
+    if folder is None or not (folder / "config.json").is_file():
+        return {}
+    config = guarded.read_json("config.json", root=folder)
+    return config if isinstance(config, dict) else {}
 
 
 def reaching(graph: Graph, output: str) -> set[str]:
@@ -81,7 +91,10 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
         "sites": [s.as_dict() for s in sites],
         "exporter_faults": check_known_faults(sites, values or [], Path(from_model), exporter, chosen_limits(model)) if from_model else None,
     }
-    report["faults"] = sum(len(s.faults) for s in sites) + len(report["exporter_faults"] or [])
+    metadata = check_export_metadata(model, model_path, model_config(from_model))
+    if metadata is not None:
+        report["export_metadata"] = metadata
+    report["faults"] = sum(len(s.faults) for s in sites) + len(report["exporter_faults"] or []) + len((metadata or {}).get("faults", []))
     context_length = genai_context(model_path)
     if context_length is not None:
         report["genai_context_length"] = context_length
