@@ -38,10 +38,7 @@ def exported() -> Path:
 @functools.lru_cache(maxsize=None)
 def yarn_folder() -> Path:
     """The trained model with its config edited to YaRN over NEW positions: what transformers is configured with."""
-    folder = tf.variant("llama", f"yarn-{NEW}", rope_type="yarn", factor=4.0, original_max_position_embeddings=OLD)
-    config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(config | {"max_position_embeddings": NEW}, indent=2))
-    return folder
+    return tf.variant("llama", f"yarn-{NEW}", NEW, rope_type="yarn", factor=4.0, original_max_position_embeddings=OLD)
 
 
 @functools.lru_cache(maxsize=None)

@@ -95,14 +95,16 @@ def trained(arch: str) -> Path:
     return folder
 
 
-def variant(arch: str, name: str, **rope: Any) -> Path:
+def variant(arch: str, name: str, max_positions: int | None = None, **rope: Any) -> Path:
     """The trained weights of ``arch`` under another rope (``rope_parameters`` updated with ``rope``: a base
-    1% off, a YaRN scaling): the model an exporter that misread the config would have exported."""
+    1% off, a YaRN scaling) and, when given, another max_position_embeddings: the model an exporter that misread the
+    config would have exported, or the config a user edits to extend the context."""
     source, folder = trained(arch), ROOT / f"{arch}-{name}"
     if not folder.is_dir():
         shutil.copytree(source, folder)
         config = json.loads((folder / "config.json").read_text())
         config["rope_parameters"] = config["rope_parameters"] | rope
+        config["max_position_embeddings"] = max_positions or config["max_position_embeddings"]
         (folder / "config.json").write_text(json.dumps(config, indent=2))
     return folder
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import onnx
+
 
 from ..errors import PosexportError
 from ..onnxgraph.graph import Graph
@@ -28,12 +30,21 @@ def static_kv(graph: Graph, new: int) -> list[str]:
     return found
 
 
+def mask_like(tensor: onnx.TensorProto, old: int) -> bool:
+    """[..., old, old] as a mask is stored: boolean or bytes, or with leading axes of 1 ([1, 1, L, L]); a square
+    weight matrix ([hidden, hidden], where hidden happens to be the old length) is neither."""
+    dims = list(tensor.dims)
+    if len(dims) < 2 or dims[-2:] != [old, old]:
+        return False
+    return tensor.data_type in (onnx.TensorProto.BOOL, onnx.TensorProto.UINT8) or (len(dims) > 2 and set(dims[:-2]) == {1})
+
+
 def fixed_buffers(graph: Graph, old: int) -> list[str]:
-    """Stored tensors whose last two axes are [old, old]: an attention buffer (a causal mask) of the old length."""
+    """Stored tensors that are an attention buffer (a causal mask) of the old length."""
     tensors = list(graph.model.graph.initializer) + [a.t for n in graph.model.graph.node if n.op_type == "Constant"
                                                      for a in n.attribute if a.name == "value"]
     return [f"{tensor.name or 'a Constant'!r} is a fixed-size attention buffer {list(tensor.dims)}"
-            for tensor in tensors if len(tensor.dims) >= 2 and list(tensor.dims[-2:]) == [old, old]]
+            for tensor in tensors if mask_like(tensor, old)]
 
 
 def check_followers(graph: Graph, old: int, new: int) -> None:
