@@ -20,33 +20,19 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.trained import posexport, versions  # noqa: E402
 from tests import trained_fixtures as tf  # noqa: E402
-from tests.test_verdicts_trained import greedy  # noqa: E402
 
 OLD, NEW, FACTOR = 4096, 16384, 4
 
 
 def generate(folder: Path, prompt: list[int], steps: int) -> list[int] | str:
     """onnxruntime-genai's greedy tokens after the prompt, or its error."""
-    import onnxruntime_genai as og
-
     try:
-        model = og.Model(str(folder))
-        params = og.GeneratorParams(model)
-        params.set_search_options(max_length=len(prompt) + steps, do_sample=False)
-        generator = og.Generator(model, params)
-        generator.append_tokens(np.asarray(prompt, dtype=np.int32))
-        tokens = []
-        while not generator.is_done():
-            generator.generate_next_token()
-            tokens.append(int(generator.get_next_tokens()[0]))
-        return tokens
+        return tf.genai_greedy(folder, prompt, steps)
     except Exception as e:  # the runtime's own refusal is the measurement
         return f"error: {e}"
 
@@ -73,7 +59,7 @@ def measure(prompt_tokens: int, parity_tokens: int) -> dict[str, object]:
                       "--factor", str(FACTOR), "--original-max-positions", str(OLD))
     config = json.loads((fixed.parent / "genai_config.json").read_text())
     ids = tf.tokenizer().encode(tf.TEXT.read_text()).ids[:prompt_tokens]
-    ours, theirs = generate(fixed.parent, ids, 16), greedy(yarn, ids, 16)
+    ours, theirs = generate(fixed.parent, ids, 16), tf.greedy(yarn, ids, 16)
     return {
         "patch": {"exit": patch[0], "context_length": config["model"]["context_length"], "max_length": config["search"]["max_length"]},
         "generator": {"prompt": len(ids), "original": generate(model.parent, ids, 16), "extended": ours, "transformers": theirs,

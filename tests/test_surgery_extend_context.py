@@ -20,7 +20,6 @@ import pytest
 from zoo import exporters as ef
 from . import trained_fixtures as tf
 from .conftest import posexport_cli as cli
-from .test_verdicts_trained import greedy
 
 pytest.importorskip("onnxruntime_genai")
 pytest.importorskip("tokenizers")
@@ -50,28 +49,13 @@ def extended() -> Path:
     return out
 
 
-def generate(folder: Path, prompt: list[int], steps: int) -> list[int]:
-    import onnxruntime_genai as og
-
-    model = og.Model(str(folder))
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(prompt) + steps, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(np.asarray(prompt, dtype=np.int32))
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
-
-
 def test_the_folder_lengths_follow_and_genai_decodes_past_the_old_limit():
     config = json.loads((extended().parent / "genai_config.json").read_text())
     assert config["model"]["context_length"] == NEW and config["search"]["max_length"] == NEW
     prompt = tf.tokenizer().encode(tf.TEXT.read_text()).ids[:OLD + 44]
     with pytest.raises(Exception, match="context_length"):
-        generate(exported().parent, prompt, 16)  # the original refuses a prompt past its 256 positions
-    assert generate(extended().parent, prompt, 16) == greedy(yarn_folder(), prompt, 16)
+        tf.genai_greedy(exported().parent, prompt, 16)  # the original refuses a prompt past its 256 positions
+    assert tf.genai_greedy(extended().parent, prompt, 16) == tf.greedy(yarn_folder(), prompt, 16)
 
 
 def test_model_parity_past_the_old_limit_against_transformers_with_the_same_yarn(tmp_path):
