@@ -120,3 +120,29 @@ def test_a_scaling_fixed_caches_cannot_follow_is_refused_by_name(tmp_path):
     proc = cli("patch", exported(), "--out", tmp_path / "x" / "model.onnx", "--from-model", tf.trained("llama"),
                "--position-limit", NEW, "--scaling", "dynamic", "--factor", "4")
     assert proc.returncode == 2 and "cannot follow the dynamic scaling" in proc.stderr, proc.stderr
+
+
+def test_a_dynamo_export_is_extended_with_yarn_per_call(tmp_path):
+    """torch.onnx dynamo's per-call frequencies (a tiny Llama of 64 positions) rebuilt with YaRN over 256: the model is
+    transformers with that YaRN past the old limit, in float64; the export, plain rope there, is not."""
+    from . import surgery_fixtures as sf
+
+    folder = sf.tiny_llama("torch-default", "default")
+    model = sf.torch_export(folder)
+    yarn = tmp_path / "yarn"
+    shutil.copytree(folder, yarn)
+    config = json.loads((yarn / "config.json").read_text())
+    config["rope_parameters"] = config["rope_parameters"] | {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+    (yarn / "config.json").write_text(json.dumps(config | {"max_position_embeddings": 256}))
+    out = tmp_path / "extended.onnx"
+    proc = cli("patch", model, "--out", out, "--from-model", folder, "--position-limit", 256, "--max-positions", 256,
+               "--scaling", "yarn", "--factor", 4, "--original-max-positions", 64)
+    assert proc.returncode == 0 and "rescaled: it held" in proc.stdout, proc.stderr
+    report = tmp_path / "parity.json"
+    proc = cli("model-parity", "--model", out, "--against-hf", yarn, "--original", model, "--prompt", 200, "--runtimes", "ort-cpu",
+               "--random-ids", "--json", report)
+    assert proc.returncode == 0, proc.stdout
+    results = json.loads(report.read_text())["results"]
+    assert max(r["comparison"]["normalised"] for r in results) < 1e-4
+    proc = cli("model-parity", "--model", model, "--against-hf", yarn, "--prompt", 200, "--runtimes", "ort-cpu", "--random-ids")
+    assert proc.returncode == 1
