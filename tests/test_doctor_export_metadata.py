@@ -5,7 +5,6 @@ disagrees is a fault with its numbers."""
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 from pathlib import Path
@@ -15,22 +14,21 @@ import pytest
 
 from posexport import surgery
 
-import zoo
 from zoo import exporters as ef
 from . import surgery_fixtures as sf
+from . import test_surgery_generation as generation
 
 pytest.importorskip("transformers")
 
 
-@functools.lru_cache(maxsize=None)
 def exports() -> tuple[Path, Path]:
-    """(transformers' export of the tiny Llama, the folder its export_for_generation wrote)."""
-    folder = zoo.save_model(zoo.tiny_config("llama"), sf.ROOT / "metadata-llama")
+    """(transformers' export of the tiny Llama, the folder its export_for_generation wrote): the session's own, shared
+    with tests/test_surgery_exporters.py and tests/test_surgery_generation.py."""
     try:
-        return (ef.transformers_onnx(folder, sf.ROOT / "metadata-llama-onnx"),
-                ef.transformers_onnx_generation(folder, sf.ROOT / "metadata-llama-generation"))
+        model = ef.EXPORTERS["transformers-onnx"](generation.folder(), sf.ROOT / "x-llama-transformers-onnx")
     except ef.ExporterMissing as e:
         pytest.skip(str(e))
+    return model, generation.components(None)
 
 
 def metadata_faults(model: Path) -> list[str]:
