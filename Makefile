@@ -11,7 +11,7 @@ LOCK := locks/project.txt
 # pin pip resolves a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: install lock upstream exporter-venvs web-runtime run test test-all bench bench-gpu bench-t5-patch matrix bench-size web-conformance bench-parity-memory trained
+.PHONY: install lock upstream exporter-venvs web-runtime run test test-all bench bench-gpu bench-t5-patch matrix bench-size web-conformance bench-parity-memory trained extend-context
 
 install: $(VENV)/.installed
 
@@ -118,3 +118,10 @@ bench-parity-memory: install
 # judged both ways (minutes of exports; the suite runs one export per pattern, tests/test_verdicts_trained.py).
 trained: install exporter-venvs
 	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/trained.py --prompt 2000 --generate 64 --json benchmarks/trained.json --markdown benchmarks/trained.md
+
+# benchmarks/extend-context.{md,json}: the trained Llama's genai export of 4096 positions extended to 16384 with YaRN by
+# one command (docs/recipes.md), onnxruntime-genai's generator past 4096 against transformers, and model-parity at
+# 12000 tokens against float64 transformers with the same YaRN (minutes; the suite runs 256 -> 1024,
+# tests/test_surgery_extend_context.py).
+extend-context: install
+	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/extend_context.py --prompt 4200 --parity 12000 --json benchmarks/extend-context.json --markdown benchmarks/extend-context.md

@@ -84,6 +84,11 @@ def doctor_command(
     for fault in report["exporter_faults"] or []:
         known = "known of this exporter" if fault["this_exporter"] else f"known of {', '.join(fault['known_of'])}"
         console.print(escape(f"exporter fault {fault['fault']} ({known}): {fault['detail']}"))
+    metadata = report.get("export_metadata")
+    if metadata is not None:
+        console.print(escape(f"transformers' export metadata ({metadata['from']}): {json.dumps(metadata['says'])}"))
+    for fault in (metadata or {}).get("faults", []):
+        console.print(escape(f"export metadata fault {fault['fault']}: {fault['detail']}"))
     for note in report.get("notes", []):
         console.print(escape(note))
     if "genai_context_length" in report:
@@ -106,6 +111,8 @@ def patch_command(
     extend_learned: int = typer.Option(None, "--extend-learned", help="grow every learned position table to N positions"),
     strategy: str = typer.Option(None, "--strategy", help="how --extend-learned makes new rows: mean (positions below the old "
                                  "limit unchanged) or interpolate (every row resampled); default mean"),
+    replace_mismatched: bool = typer.Option(False, "--replace-mismatched", help="rebuild a site whose parameters disagree "
+                                            "with the source's (e.g. a config an exporter misread) to the source's rope"),
 ) -> None:
     """Replace every positional-encoding site of MODEL by posexport's exact maths; nothing else changes.
     Without a parameter source the sites' own recovered parameters are used (shown below)."""
@@ -114,11 +121,15 @@ def patch_command(
     if strategy is not None and extend_learned is None:
         raise PosexportError(f"--strategy {strategy}: only with --extend-learned N")
     extension = Extension(extend_learned, strategy or "mean") if extend_learned is not None else None
-    done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit, extension)
+    done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit, extension, replace_mismatched)
+    for note in done.notes:
+        console.print(escape(note))
     for entry in done.describe():
         params = {k: v for k, v in entry["params"].items() if v not in (None, [], ())}
         used = f" with {escape(json.dumps(params))}" if params else " (from the graph's own values)"
         console.print(f"patched {escape(entry['site'])} ({entry['kind']}){used}")
+        if "how" in entry:
+            console.print(escape(f"  {entry['how']}: it held {json.dumps(entry['old'])}"))
     console.print("wrote " + ", ".join(str(f) for f in done.files))
 
 

@@ -43,17 +43,19 @@ def doctor(model: str | Path, *, from_model: str | Path | None = None, from_conf
            preset: str | None = None, position_limit: int | None = None, **rope: Any) -> dict[str, Any]:
     """Every positional-encoding site of an exported model and its faults, with numbers (the report
     `posexport doctor --json` writes). ``rope`` options (base=..., scaling=...) may stand for a source."""
-    return surgery.doctor(model, rope_values(from_model, from_config, preset, rope), position_limit)
+    return surgery.doctor(model, rope_values(from_model, from_config, preset, rope), position_limit, from_model)
 
 
 def patch(model: str | Path, out: str | Path, *, from_model: str | Path | None = None, from_config: str | Path | None = None,
           preset: str | None = None, position_limit: int | None = None, extend_learned: int | None = None,
-          strategy: str = "mean", **rope: Any) -> surgery.Patched:
+          strategy: str = "mean", replace_mismatched: bool = False, **rope: Any) -> surgery.Patched:
     """Write ``model`` with every site replaced by posexport's exact maths to ``out`` (the source is never
     modified); returns what was patched and the files written. ``extend_learned`` grows every learned
-    position table to that many positions by ``strategy`` (mean or interpolate), as `--extend-learned`."""
+    position table to that many positions by ``strategy`` (mean or interpolate), as `--extend-learned`;
+    ``replace_mismatched`` rebuilds a site whose parameters disagree with the source's, as `--replace-mismatched`."""
     extension = surgery.Extension(extend_learned, strategy) if extend_learned is not None else None
-    return surgery.patch_file(model, out, rope_values(from_model, from_config, preset, rope), position_limit, extension)
+    return surgery.patch_file(model, out, rope_values(from_model, from_config, preset, rope), position_limit, extension,
+                              replace_mismatched)
 
 
 splice = surgery.splice

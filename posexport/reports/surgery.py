@@ -20,5 +20,6 @@ def doctor_markdown(report: dict[str, Any]) -> str:
     lines += md_table(("#", "kind", "node", "feeds", "recovered"), sites)
     faults = [(str(i), f["fault"], f["detail"]) for i, s in enumerate(report["sites"], 1) for f in s["faults"]]
     faults += [("exporter", f["fault"], f["detail"]) for f in report["exporter_faults"] or []]
+    faults += [("export metadata", f["fault"], f["detail"]) for f in (report.get("export_metadata") or {}).get("faults", [])]
     lines += [f"{report['faults']} fault(s)", ""] + (md_table(("#", "fault", "detail"), faults) if faults else [])
     return "\n".join(lines + [f"- {md_text(note)}" for note in report.get("notes", [])]) + "\n"

@@ -53,6 +53,20 @@ def config_key(param: str) -> str:
     return PARAM_KEYS.get(param, param)
 
 
+def config_block(values: dict[str, Any]) -> dict[str, Any]:
+    """A rope's scaling as a config's rope_parameters / rope_scaling block spells it (rope_type and its keys; {} for
+    plain rope): what a patched model's config says of the rope it now computes."""
+    kind = values.get("scaling", "default")
+    if kind == "default":
+        return {}
+    block = {"rope_type": kind}
+    for param in scaling.SCALINGS[kind].accepted:
+        value = values.get(param)
+        if value is not None and value != ():
+            block[config_key(param)] = list(value) if isinstance(value, tuple) else value
+    return block
+
+
 def shown(value: Any) -> str:
     """A config value as the file spells it (inf and nan as Python does), cut short when long."""
     text = str(value) if isinstance(value, float) and not math.isfinite(value) else json.dumps(value)

@@ -15,7 +15,7 @@ from ..limits import check_product
 from ..models import read_model
 from ..rope import config
 from ..rope.encoding import RopeParams
-from .sites import Site
+from .sites import REPLACE_FLAG, Mismatch, Site
 
 
 Candidates = list[dict[str, Any]]
@@ -24,6 +24,22 @@ Candidates = list[dict[str, Any]]
 def model_values(directory: str | Path) -> Candidates:
     """Rope options of every rope a transformers model folder uses (config.json read by posexport.models)."""
     return [dict(role.values) for role in read_model(directory).roles if role.encoding == "rope"]
+
+
+def default_source(model: Path) -> tuple[Candidates | None, list[str]]:
+    """The ropes of the config.json beside ``model`` (optimum-onnx and transformers' exporters write the model's config
+    there), as the source when none is given, and the line saying so, or why it was not used; (None, []) without one."""
+    config_file = model.parent / "config.json"
+    if not config_file.is_file():
+        return None, []
+    try:
+        found = model_values(model.parent)
+    except PosexportError as e:
+        return None, [f"{config_file} beside the model not used ({e}); the rope recognised in the graph is used"]
+    if not found:
+        return None, []
+    return found, [f"rope parameters from {config_file}, beside the model (give --from-model, --from-config or --preset "
+                   "to choose others)"]
 
 
 def requested_values(from_model: str | Path | None = None, from_config: str | Path | None = None,
@@ -51,9 +67,12 @@ def candidates(values: dict[str, Any] | Candidates | None) -> Candidates | None:
 
 
 def choose(site: Site, values: dict[str, Any] | Candidates | None, position_limit: int | None,
-           check: Callable[[RopeParams], None]) -> RopeParams:
+           check: Callable[[RopeParams], None], replace: bool = False, rescale: bool = False) -> RopeParams:
     """The first candidate rope that the site's ``check`` accepts (or the site's recognised rope when none
-    is given); when none fits, the error names the node and why each candidate does not."""
+    is given); when none fits, the error names the node and why each candidate does not. A candidate the check
+    refuses only because the graph holds other parameters (a Mismatch) is taken when it adds a scaling to the rope
+    the graph holds (``rescale``: a context extension), or, with ``replace``, when it is the only such candidate;
+    either way the site keeps what it held, to be shown beside the new parameters."""
     options = candidates(values)
     if options is None:
         p = site_params(site, None, position_limit, site.recovered.get("rows"))
@@ -61,18 +80,62 @@ def choose(site: Site, values: dict[str, Any] | Candidates | None, position_limi
         return p
     if not options:
         raise PosexportError(f"{site.anchor}: the model folder describes no rope to compare it with or patch it with")
-    errors = []
+    errors, mismatched = [], []
     for values_ in options:
         try:
             p = site_params(site, values_, position_limit, site.recovered.get("rows"))
             check(p)
             return p
+        except Mismatch as e:
+            if rescale and holds_unscaled(p, check):
+                return replaced(site, p, "rescaled")
+            mismatched.append(p)
+            errors.append(str(e))
         except PosexportError as e:
             errors.append(str(e))
+    if replace and len(mismatched) == 1:
+        return replaced(site, mismatched[0], "replaced")
+    hint = mismatch_hint(site, mismatched, replace)
     if len(errors) == 1:
-        raise PosexportError(errors[0])
+        raise PosexportError(errors[0] + hint)
     reasons = "; ".join(e.removeprefix(f"{site.anchor}: ") for e in errors)
-    raise PosexportError(f"{site.anchor}: none of the model's {len(errors)} ropes fits it: {reasons}")
+    raise PosexportError(f"{site.anchor}: none of the model's {len(errors)} ropes fits it: {reasons}{hint}")
+
+
+def mismatch_hint(site: Site, mismatched: list[RopeParams], replace: bool) -> str:
+    """What the user can do about parameters that disagree with the graph (nothing when none do)."""
+    if not mismatched:
+        return ""
+    if replace:
+        return (f"; {REPLACE_FLAG}: {len(mismatched)} of them could replace it, which is a guess: give the one rope "
+                "with --from-config FILE or options")
+    return f"; refusing to guess (pass {REPLACE_FLAG} to rebuild it to the parameters asked for)"
+
+
+def holds_unscaled(p: RopeParams, check: Callable[[RopeParams], None]) -> bool:
+    """The parameters add a scaling to exactly the rope the graph holds (the same base, unscaled)."""
+    if p.scaling == "default":
+        return False
+    unscaled = {k: v for k, v in params_mod.to_dict(p).items() if k in UNSCALED}
+    try:
+        check(params_mod.build(RopeParams, unscaled))
+    except PosexportError:
+        return False
+    return True
+
+
+# What a rope is without its scaling (the rope a rescale starts from).
+UNSCALED = ("head_dim", "heads", "rotary_dim", "base", "pair_layout", "layout", "max_positions", "position_limit")
+
+
+def replaced(site: Site, p: RopeParams, how: str) -> RopeParams:
+    """``p``, with what the site held before kept on it (the old parameters a patch report shows)."""
+    held = site.recovered.get("recognised") or {"inv_freq": site.recovered.get("inv_freq"),
+                                                "attention_factor": site.recovered.get("attention_factor")}
+    if "rows" in site.recovered:
+        held = dict(held) | {"position_limit": site.recovered["rows"]}
+    site.tensors["replaced"] = {"how": how, "old": held}
+    return p
 
 
 def site_params(site: Site, values: dict[str, Any] | None, position_limit: int | None,
