@@ -16,11 +16,13 @@ TORCH ?= torch==2.13.0
 install: $(VENV)/.installed
 
 # A fresh venv whenever the lock or the project's metadata changes: exactly the lock, hash-checked, then the
-# project itself (editable, built with the lock's setuptools), then pip's own consistency check.
+# project itself (editable, built with the lock's setuptools), then pip's own consistency check. setuptools' one
+# remaining line for an editable install ("Editable installation.": folders named like the packages may shadow them,
+# which here they are by design) is information, not a warning, and is left out.
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	python3 -m venv --clear $(VENV)
 	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK)
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	$(PY) -m pip check
 	touch $@
 

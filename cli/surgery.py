@@ -13,12 +13,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from posexport.errors import PosexportError
-from posexport.files import write_output
+from posexport.files import check_destination, write_output
 from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
-from posexport.verdicts.models import DEFAULT_RUNTIMES, FLOOR_FACTOR, ROUNDOFF_UNITS, TOLERANCE
+from posexport.comparison import FLOOR_FACTOR, ROUNDOFF_UNITS, TOLERANCE
+from posexport.contract import DEFAULT_MODEL_RUNTIMES as DEFAULT_RUNTIMES
 
-from .common import BROWSER_HELP, EXTRA_OPTIONS, console, require
+from .common import BROWSER_HELP, EXTRA_OPTIONS, ExtraOptions, console, require
 
 
 def source_options() -> dict[str, Any]:
@@ -41,12 +42,11 @@ def requested(ctx: typer.Context, from_model: Path | None, from_config: Path | N
 
 def site_tables(report: dict[str, Any]) -> list[Table]:
     """The sites (what was found and recovered) and, below, every fault and note with its numbers."""
-    sites = Table(title=f"positional-encoding sites of {report['model']}", title_justify="left", show_lines=True)
-    for column in ("#", "kind", "node", "feeds", "recovered"):
-        sites.add_column(column)
-    findings = Table(title="faults and notes", title_justify="left")
-    for column in ("#", "fault", "detail"):
-        findings.add_column(column)
+    from posexport.reports.terminal import table
+
+    sites = table(("#", "kind", "node", "feeds", "recovered"), ("#", "kind"), f"positional-encoding sites of {report['model']}",
+                  show_lines=True)
+    findings = table(("#", "fault", "detail"), ("#", "fault"), "faults and notes")
     for number, site in enumerate(report["sites"], 1):
         feeds = site["feeds"]
         shown = ", ".join(feeds[:2]) + (f" … ({len(feeds)} nodes)" if len(feeds) > 2 else "")
@@ -66,14 +66,20 @@ def doctor_command(
     from_config: Path = _src["from_config"],
     preset: str = _src["preset"],
     position_limit: int = typer.Option(None, "--position-limit", help="where to project the precision (default 131072)"),
-    json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file"),
+    json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file (docs/schemas/doctor.json)"),
+    junit_out: Path = typer.Option(None, "--junit", help="also write the report as JUnit XML (a testcase per site, a failure per "
+                                   "fault) for CI systems (docs/ci.md)"),
     markdown: Path = typer.Option(None, "--markdown", help="also write the report as Markdown to this file"),
     fail_on: bool = typer.Option(False, "--fail-on", help="exit 1 when any fault is found"),
 ) -> None:
     """Find every positional-encoding site of MODEL and report its parameters and faults, with numbers.
     Rope options (--base 500000 …) may be given like build's."""
+    from posexport.reports.surgery import doctor_junit
     from posexport.surgery import doctor
 
+    for path, option in ((json_out, "--json"), (junit_out, "--junit"), (markdown, "--markdown")):
+        if path:
+            check_destination(path, option)
     report = doctor(model, requested(ctx, from_model, from_config, preset), position_limit, from_model)
     exporter = report["exporter"]
     console.print(escape(f"written by {exporter['name']}{' ' + exporter['version'] if exporter['version'] else ''} "
@@ -87,11 +93,24 @@ def doctor_command(
         console.print(escape(note))
     if "genai_context_length" in report:
         console.print(f"genai_config.json context_length: {report['genai_context_length']}")
-    verdict = ("FAIL: " if report["faults"] else "PASS: ") if fail_on else ""  # what --fail-on's exit says
-    console.print(f"{verdict}{report['faults']} fault(s) in {len(report['sites'])} site(s)")
+    console.print(escape(doctor_summary(report, fail_on)))
     write_reports(report, json_out, markdown, doctor_markdown)
+    if junit_out:
+        write_output(junit_out, doctor_junit(report), "--junit")
     if fail_on and report["faults"]:
         raise typer.Exit(1)
+
+
+def doctor_summary(report: dict[str, Any], fail_on: bool) -> str:
+    """The doctor's last line: its verdict under --fail-on, the faults and sites counted, and for each rope it could
+    not name, what to pass."""
+    from posexport.reports.terminal import plural
+
+    verdict = ("FAIL: " if report["faults"] else "PASS: ") if fail_on else ""  # what --fail-on's exit says
+    line = f"{verdict}{plural(report['faults'], 'fault')} in {plural(len(report['sites']), 'site')}"
+    for site in report.get("unrecognised", []):
+        line += f"; site {site['site']}'s rope is not recognised: to check it against the model's and patch it, {site['what_to_pass']}"
+    return line
 
 
 def patch_command(
@@ -105,6 +124,7 @@ def patch_command(
     extend_learned: int = typer.Option(None, "--extend-learned", help="grow every learned position table to N positions"),
     strategy: str = typer.Option(None, "--strategy", help="how --extend-learned makes new rows: mean (positions below the old "
                                  "limit unchanged) or interpolate (every row resampled); default mean"),
+    json_out: Path = typer.Option(None, "--json", help="also write what was patched as JSON to this file (docs/schemas/patch.json)"),
 ) -> None:
     """Replace every positional-encoding site of MODEL by posexport's exact maths; nothing else changes.
     Without a parameter source the sites' own recovered parameters are used (shown below)."""
@@ -112,6 +132,8 @@ def patch_command(
 
     if strategy is not None and extend_learned is None:
         raise PosexportError(f"--strategy {strategy}: only with --extend-learned N")
+    if json_out:
+        check_destination(json_out, "--json")
     extension = Extension(extend_learned, strategy or "mean") if extend_learned is not None else None
     done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit, extension)
     for entry in done.describe():
@@ -119,6 +141,8 @@ def patch_command(
         used = f" with {escape(json.dumps(params))}" if params else " (from the graph's own values)"
         console.print(f"patched {escape(entry['site'])} ({entry['kind']}){used}")
     console.print("wrote " + ", ".join(str(f) for f in done.files))
+    if json_out:
+        write_output(json_out, json.dumps(done.report(), indent=2, sort_keys=True) + "\n", "--json")
 
 
 def model_parity_command(
@@ -206,6 +230,6 @@ def write_reports(report: dict[str, Any], json_out: Path | None, markdown: Path 
 
 
 def register(app: typer.Typer) -> None:
-    app.command("doctor", context_settings=EXTRA_OPTIONS)(doctor_command)
-    app.command("patch", context_settings=EXTRA_OPTIONS)(patch_command)
+    app.command("doctor", cls=ExtraOptions, context_settings=EXTRA_OPTIONS)(doctor_command)
+    app.command("patch", cls=ExtraOptions, context_settings=EXTRA_OPTIONS)(patch_command)
     app.command("model-parity")(model_parity_command)

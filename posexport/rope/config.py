@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from . import scaling
-from ..errors import ParamError, PosexportError
+from ..errors import ParamError, PosexportError, not_one_of, unknown
 from ..params import json_mismatch
 from ..registry import get_encoding
 
@@ -114,7 +114,7 @@ def scaling_kind(block_name: str, block: dict[str, Any], source: str) -> str:
             raise PosexportError(f"{source}: {block_name} has no rope_type (or type); choose one of {', '.join(scaling.SCALINGS)}")
         kind = "default"
     if kind not in scaling.SCALINGS:
-        raise PosexportError(f"{source}: {block_name}.rope_type {kind!r} is not a scaling posexport knows; choose one of {', '.join(scaling.SCALINGS)}")
+        raise PosexportError(f"{source}: {block_name}.rope_type {kind!r}: {not_one_of(kind, list(scaling.SCALINGS), 'scaling')}")
     return kind
 
 
@@ -265,7 +265,7 @@ def preset_names() -> list[str]:
 
 def preset_config(name: str) -> dict[str, Any]:
     if name not in preset_names():
-        raise PosexportError(f"--preset {name!r}: no such preset; choose one of {', '.join(preset_names())}")
+        raise PosexportError(unknown("--preset", name, "preset", preset_names()))
     return json.loads((presets_dir() / f"{name}.json").read_text())
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ..errors import PosexportError
+from ..errors import PosexportError, unknown
 from .base import Bound, ModelSession, Runtime, Session, SessionOptions
 from .hf import Hf
 from .openvino import OpenVino
@@ -39,8 +39,7 @@ def get_runtime(name: str, browser: str | os.PathLike[str] | None = None) -> Run
     try:
         runtime = {**RUNTIMES, **MODEL_RUNTIMES}[name]
     except KeyError:
-        known = ", ".join([*RUNTIMES, *MODEL_RUNTIMES])
-        raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {known}") from None
+        raise PosexportError(unknown("--runtimes", name, "runtime", [*RUNTIMES, *MODEL_RUNTIMES])) from None
     return runtime.with_browser(browser) if browser is not None and isinstance(runtime, OrtWeb) else runtime
 
 

@@ -18,7 +18,7 @@ from .find import KINDS, find_in
 from .graph import Graph, load
 from .rope_cache import chosen_limits
 from .sites import Fault, Site
-from .source import Candidates, candidates, choose
+from .source import Candidates, candidates, choose, what_to_pass
 
 # Bumped whenever a key of the report is renamed, removed or changes meaning (adding keys does not).
 SCHEMA_VERSION = 1
@@ -40,6 +40,13 @@ def params_or_fault(site: Site, values: Candidates | None, graph: Graph) -> Rope
     except PosexportError as e:
         site.faults.append(Fault("parameters-mismatch", str(e)))
         return None
+
+
+def unrecognised(sites: list[Site], model_path: Path | None) -> list[dict[str, Any]]:
+    """Rope sites whose frequencies no plain or linear rope gives: each with what to pass to measure and patch it."""
+    return [{"site": number, "node": site.anchor, "what_to_pass": what_to_pass(site, model_path)}
+            for number, site in enumerate(sites, 1)
+            if "rotary_dim" in site.recovered and "recognised" in site.recovered and site.recovered["recognised"] is None]
 
 
 def reaching(graph: Graph, output: str) -> set[str]:
@@ -90,6 +97,8 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
         "exporter_faults": check_known_faults(sites, values or [], Path(from_model), exporter, chosen_limits(model)) if from_model else None,
     }
     report["faults"] = sum(len(s.faults) for s in sites) + len(report["exporter_faults"] or [])
+    if values is None:  # what to pass for each rope the doctor could not name (summed up on the verdict line)
+        report["unrecognised"] = unrecognised(sites, model_path)
     context_length = genai_context(model_path)
     if context_length is not None:
         report["genai_context_length"] = context_length

@@ -11,6 +11,7 @@ from typing import Any
 import onnx
 
 from .. import guarded, params as params_mod
+from ..contract import SCHEMA_VERSION
 from ..errors import PosexportError
 from ..files import Content, check_destination, write_files
 from ..rope.encoding import RopeParams
@@ -21,7 +22,7 @@ from .graph import Graph, load, serialise
 from .learned_table import Extension
 from .rope_cache import CacheKind
 from .sites import Site
-from .source import Candidates, choose
+from .source import Candidates, Unrecognised, choose
 
 # What a patched site computes from, shown even at their defaults; any other field only where it is not
 # the default (heads, layout or max_positions at their defaults were never read from the graph).
@@ -41,6 +42,11 @@ class Patched:
         """Per site the parameters the patch used: those recovered from the graph or given, not defaults
         (a rope's; a learned table's extension as it is; nothing for a rewrite that takes none)."""
         return [{"site": s.anchor, "kind": s.kind, "params": shown_params(p)} for s, p in self.sites]
+
+    def report(self) -> dict[str, Any]:
+        """What `posexport patch --json` writes (docs/schemas/patch.json): each site with its parameters, and the
+        files written (the model first)."""
+        return {"schema_version": SCHEMA_VERSION, "sites": self.describe(), "files": [str(f) for f in self.files]}
 
 
 def shown_params(p: RopeParams | Extension | None) -> dict[str, Any]:
@@ -138,7 +144,10 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     external, config = set(graph.stored), read_config(src.parent)
     clients = client_files(graph.model, src, out) if config is None else {}  # a genai folder's files are genai_folder's
     check_outputs(planned_outputs(src, out, external, config) + list(clients), source_files(src), src, out)
-    done = rewritten(graph, values, position_limit, extension)
+    try:
+        done = rewritten(graph, values, position_limit, extension)
+    except Unrecognised as e:  # what to add, looked for beside the model
+        raise e.in_folder(src) from None
     # A patched model patched again names only its own source: one mark, never a growing list.
     kept = [entry for entry in done.model.metadata_props if entry.key != PATCHED_KEY]
     del done.model.metadata_props[:]
