@@ -2,13 +2,18 @@
 
 Every line of a ```sh or ```bash block is a command: `posexport ...` runs in this process (the CLI's main,
 as a user's shell would call it), `make TARGET` runs the target's posexport lines from the Makefile or is
-skipped for the reason MAKE gives. Each doc's commands run in order in one temporary folder, where the
-models they name are tiny random ones made under those names (MODELS). A command exits 0 unless its
-comment says `exits N`. A line that is neither fails here, so a doc cannot gain a command no test runs.
+skipped for the reason MAKE gives. Each doc's commands run in order in one temporary folder, as a user would
+type them: what a command writes is what the next one reads, and no command replaces a file an earlier one
+wrote with other contents (a tour that overwrote its own graph would check another one than it names) unless
+its comment says `replaces`. The models a doc names are tiny random ones made under those names (MODELS; a
+doc's own in DOC_MODELS: the README's model.onnx is the torch.onnx export of its own Llama-3.1-style model).
+A command exits 0 unless its comment says `exits N`. A line that is neither fails here, so a doc cannot gain
+a command no test runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 import shutil
@@ -28,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(?:sh|bash)\n(.*?)^```", re.S | re.M)
 EXITS = re.compile(r"\bexits (\d+)\b")
+REPLACES = re.compile(r"\breplaces\b")
 
 # make targets: None runs the target's posexport lines; a string is why the target is not run here.
 MAKE: dict[str, str | None] = {
@@ -67,6 +73,7 @@ class Command:
     line: str  # as written, without its comment
     args: tuple[str, ...]
     exit: int
+    replaces: bool = False  # its comment says it replaces a file an earlier command wrote
 
     @property
     def id(self) -> str:
@@ -80,7 +87,8 @@ def commands_of(doc: Path) -> list[Command]:
             line, _, comment = raw.partition(" #")
             if line.strip() and not line.lstrip().startswith("#"):
                 exits = EXITS.search(comment)
-                found.append(Command(doc, line.strip(), tuple(shlex.split(line)), int(exits[1]) if exits else 0))
+                found.append(Command(doc, line.strip(), tuple(shlex.split(line)), int(exits[1]) if exits else 0,
+                                     bool(REPLACES.search(comment))))
     return found
 
 
@@ -110,9 +118,9 @@ def vit(folder: Path) -> None:
                           intermediate_size=32, image_size=32, patch_size=8)
 
 
-def llama3_config(folder: Path) -> None:
-    model_zoo.raw(folder.parent, {"model_type": "llama", **model_zoo.SMALL, "max_position_embeddings": 131072,
-                                  "rope_theta": 500000.0, "rope_scaling": dict(model_zoo.LLAMA3)})
+def llama3_config(path: Path) -> None:
+    model_zoo.raw(path.parent, {"model_type": "llama", **model_zoo.SMALL, "max_position_embeddings": 131072,
+                                "rope_theta": 500000.0, "rope_scaling": dict(model_zoo.LLAMA3)})
 
 
 def copied(made: Callable[[], Path], folder: bool = False) -> Callable[[Path], None]:
@@ -140,12 +148,13 @@ def dynamic_llama() -> Path:
 
 # path as the docs write it (without ./ or a trailing /) -> how to make a tiny stand-in there
 MODELS: dict[str, Callable[[Path], None]] = {
-    "Meta-Llama-3.1-8B": llama31,
+    # the README's own model: Llama-3.1's rope, with weights (its tour exports it, patches the export from it)
+    "Meta-Llama-3.1-8B": copied(sf.tiny_llama31),
     "Meta-Llama-3.1-8B-Instruct": llama31,
     "t5-small": t5,
     "flan-t5-base": t5,
     "vit-base-patch16-224": vit,
-    "path/to/config.json": llama3_config,
+    "my-model/config.json": llama3_config,
     "tiny-llama3": copied(genai_llama3),
     "gen/model.onnx": copied(lambda: sf.genai_export(genai_llama3()).parent, folder=True),
     "model.onnx": copied(lambda: sf.torch_export(sf.tiny_llama("torch-default", "default"))),
@@ -163,16 +172,22 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "base-off.onnx": copied(lambda: sf.torch_export_with_cache(tf.variant("llama", "base-off", rope_theta=10100.0))),
     "LICENSE": copied(lambda: tf.TEXT),
 }
+# A doc's own stand-ins, where it means another model than the other docs under the same name.
+DOC_MODELS: dict[str, dict[str, Callable[[Path], None]]] = {
+    # the README tour's exported model: torch.onnx of its own Llama-3.1-style model (Meta-Llama-3.1-8B above)
+    "README.md": {"model.onnx": copied(lambda: sf.torch_export(sf.tiny_llama31()))},
+}
 NEEDS_GENAI = {"tiny-llama3", "gen/model.onnx", "smollm2-genai/model.onnx"}
 
 
-def stand_ins(args: tuple[str, ...], folder: Path) -> None:
+def stand_ins(args: tuple[str, ...], folder: Path, doc: Path) -> None:
+    models = MODELS | DOC_MODELS.get(doc.name, {})
     for arg in args:
         name = arg.removeprefix("./").rstrip("/")
-        if name in MODELS and not (folder / name).exists():
+        if name in models and not (folder / name).exists():
             if name in NEEDS_GENAI:
                 pytest.importorskip("onnxruntime_genai", reason="the docs' genai model is made by onnxruntime-genai's builder")
-            MODELS[name](folder / name)
+            models[name](folder / name)
 
 
 def not_run_because(command: Command) -> str | None:
@@ -201,10 +216,19 @@ def run(command: Command, folder: Path, monkeypatch: pytest.MonkeyPatch) -> list
     monkeypatch.chdir(folder)
     done = []
     for args in calls:
-        stand_ins(args, folder)
+        stand_ins(args, folder, command.doc)
+        before = contents(folder)
         code, out, err = cli(*args)
+        replaced = sorted(str(p.relative_to(folder)) for p, digest in contents(folder).items() if before.get(p, digest) != digest)
+        assert command.replaces or not replaced, (f"{command.id}: replaces {', '.join(replaced)}, which an earlier command wrote, "
+                                                  "with other contents (say `replaces` in its comment if the doc means it)")
         done.append((args, code, out + err))
     return done
+
+
+def contents(folder: Path) -> dict[Path, str]:
+    """Every file under ``folder`` and its sha256."""
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.id for c in COMMANDS])
