@@ -208,3 +208,57 @@ def test_transformers_progress_bars_never_reach_the_output(torch_llama, monkeypa
     with contextlib.redirect_stderr(shown):
         transformers.AutoModelForCausalLM.from_pretrained(str(folder))
     assert "Loading weights" in shown.getvalue()
+
+
+def narrow(width: int) -> Console:
+    return Console(file=io.StringIO(), width=width, color_system=None)
+
+
+def test_bench_medians_stay_whole_at_100_columns():
+    """At 100 columns one wide table once cut medians to `392.1…`: each group is now its own table of five columns."""
+    from posexport.bench import BenchResult, Row
+    from posexport.reports.bench import render_terminal
+
+    rows = [Row("rope", "ort-cpu-noopt", "bfloat16", 2048, subject, kind, [1, 2048, 32, 128], median, 12.3456, 11.0, ratio,
+                note="cache of 131072 positions" if kind == "baseline" else "", layout="bshd", position=100000)
+            for subject, kind, median, ratio in (("copy", "baseline", 392.1234, 1.0), ("contrib-full-cache", "baseline", 401.5678, 1.024),
+                                                 ("portable", "backend", 1234.5678, 3.148))]
+    console = narrow(100)
+    render_terminal(BenchResult({"threads": 2, "load_average": [1.0, 1.0, 1.0], "repeats": 30, "warmup": 5}, rows, []), console)
+    shown = console.file.getvalue()
+    assert "…" not in shown and all(f"{r.median_ms:.3f}" in shown and f"{r.ratio_to_copy:.2f}" in shown for r in rows), shown
+    assert max(map(len, shown.splitlines())) <= 100
+
+
+def test_parity_keys_runtime_columns_that_do_not_fit_and_folds_the_parameters(graph):
+    """At 80 columns five runtimes' names are columns of the properties grid: numbered, with the key below; the graph's
+    line shows the parameters set (every one with --details), and the verdict's counts are singular where they are one."""
+    from posexport.options import parity_from_options
+    from posexport.reports import parity as reports
+
+    names = ["torch", "reference", "ort-cpu", "ort-cpu-noopt", "openvino", "ort-cuda"]
+    report = parity_from_options(graph, {}, runtimes=names, seqs=[17], batches=[1])
+    console = narrow(80)
+    reports.render_terminal(report, console)
+    shown = console.file.getvalue()
+    ran = [n for n in names if n not in report.unavailable]
+    assert "…" not in shown and max(map(len, shown.splitlines())) <= 80
+    assert "key: " + ", ".join(f"{i} = {n}" for i, n in enumerate(ran, 1)) in shown.replace("\n", " ").replace("  ", " ")
+    head = shown.split("\n\n")[0].split("error = ")[0].replace("\n", " ")
+    assert "head_dim 16" in head and "attention_factor" not in head and "unset; --details lists every parameter" in head
+    console = narrow(1000)
+    reports.render_terminal(report, console, details=True)
+    assert "attention_factor null" in console.file.getvalue().splitlines()[0]
+    unavailable = len(report.unavailable)
+    assert shown.replace("\n", " ").rstrip().endswith(f"{unavailable} runtime{'s' * (unavailable != 1)} unavailable")
+    assert "1 runtimes" not in shown and "1 known limitations" not in shown
+
+
+def test_model_parity_shows_the_original_without_details(torch_llama, tmp_path):
+    """--original's column is in the outputs table whatever --details says."""
+    _, model = torch_llama
+    out = tmp_path / "fixed.onnx"
+    assert cli("patch", str(model), "--out", str(out))[0] == 0
+    code, stdout, _ = cli("model-parity", "--model", str(out), "--against", str(model), "--original", str(model), "--runtimes", "ort-cpu")
+    header = next(line for line in stdout.splitlines() if "case" in line and "output" in line)
+    assert code == 0 and "original" in header
