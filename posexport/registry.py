@@ -1,7 +1,8 @@
 """Name -> encoding. Adding an encoding is its own module plus one line in ``ENCODINGS``.
 
 Entries name the module that defines the encoding, which is imported when the encoding is first used:
-`posexport list` and `--help` read the entries alone and never import torch or onnxscript.
+`posexport list` and every command's `--help` read the entries alone and never import torch or onnxscript (an
+encoding's own options, `--encoding NAME --help`, load that encoding).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ from .test_parity_cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(?:sh|bash)\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^```(sh|bash|yaml)\n(.*?)^```", re.S | re.M)
+RUN_STEP = re.compile(r"^\s*(?:-\s*)?run:\s*(\S.*)$")  # a CI workflow's one-line step (docs/ci.md)
 EXITS = re.compile(r"\bexits (\d+)\b")
 REPLACES = re.compile(r"\breplaces\b")
 
@@ -81,9 +82,13 @@ class Command:
 
 
 def commands_of(doc: Path) -> list[Command]:
+    """Every command of the doc's shell blocks, and every `run:` step of its workflow (YAML) blocks, in order."""
     found = []
-    for block in FENCE.findall(doc.read_text()):
-        for raw in block.replace("\\\n", " ").splitlines():
+    for kind, block in FENCE.findall(doc.read_text()):
+        lines = block.replace("\\\n", " ").splitlines()
+        if kind == "yaml":
+            lines = [step[1] for step in map(RUN_STEP.match, lines) if step]
+        for raw in lines:
             line, _, comment = raw.partition(" #")
             if line.strip() and not line.lstrip().startswith("#"):
                 exits = EXITS.search(comment)
@@ -173,9 +178,11 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "LICENSE": copied(lambda: tf.TEXT),
 }
 # A doc's own stand-ins, where it means another model than the other docs under the same name.
+TOUR_EXPORT = copied(lambda: sf.torch_export(sf.tiny_llama31()))
 DOC_MODELS: dict[str, dict[str, Callable[[Path], None]]] = {
-    # the README tour's exported model: torch.onnx of its own Llama-3.1-style model (Meta-Llama-3.1-8B above)
-    "README.md": {"model.onnx": copied(lambda: sf.torch_export(sf.tiny_llama31()))},
+    # the README tour's exported model, and the CI gate's: torch.onnx of the README's own Llama-3.1-style model
+    "README.md": {"model.onnx": TOUR_EXPORT},
+    "ci.md": {"model.onnx": TOUR_EXPORT},
 }
 NEEDS_GENAI = {"tiny-llama3", "gen/model.onnx", "smollm2-genai/model.onnx"}
 
