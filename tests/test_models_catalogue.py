@@ -24,7 +24,7 @@ from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.models import (READERS, audio_encoders, catalogue, decoders, deepseek, learned, navit, patch_table, qwen_vl, read_model,  # noqa: E402
                               sinusoids, swin, swinv2, vit)
 from posexport.models.check import run_model_parity  # noqa: E402
-from posexport.models.cli import build as cli_build  # noqa: E402
+from posexport.models.cli import build as cli_build, lines as build_lines  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import mrope, scaling  # noqa: E402
 from posexport.runtimes.hf import SESSIONS, model_bound, recipe_problem  # noqa: E402
@@ -354,7 +354,7 @@ def test_query_scale_plan_is_every_layer(tiny_models, model_type, floor):
 # scaling, YaRN truncate false, proportional, wrappers, M-RoPE, M-RoPE on a partial rotary) built and judged as a user would: about 0.1 s each.
 @pytest.mark.parametrize("model_type", PARITY_TYPES)
 def test_every_config_read_type_builds_and_passes_parity_from_model(tiny_models, tmp_path, model_type):
-    lines = cli_build(tiny_models[model_type], None, {}, tmp_path, None, backend="portable")
+    lines = build_lines(cli_build(tiny_models[model_type], None, {}, tmp_path, None, backend="portable"))
     # The layer plan, or (a config with no layer count: LongCat-Flash's paired sublayers, Moonshine's two stacks) its one rope for all.
     assert any(line.startswith("plan: ") or line.endswith("used by every layer") for line in lines), lines
     for graph in sorted(tmp_path.glob("*.onnx")):
@@ -1771,7 +1771,7 @@ def test_esm_rotary_is_its_own_and_a_misread_fails(tmp_path):
             error = np.max(np.abs(session.run(feeds) - exact)) / max(1.0, np.max(np.abs(exact)))
             bound = model_bound(DTYPES["float32"].bound(5016), 5016)
             assert (error < bound) if agrees else (error > 100 * bound), (layout, error)
-    assert any(line.startswith("plan: layers 0-3: rope") for line in cli_build(folder, None, {}, tmp_path, None, backend="portable"))
+    assert any(line.startswith("plan: layers 0-3: rope") for line in build_lines(cli_build(folder, None, {}, tmp_path, None, backend="portable")))
     report = run_model_parity(folder, tmp_path / "esm-rope.onnx", ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
     assert all(r.status == "pass" for r in report.results) and any(r.runtime == "hf" for r in report.results)
 

@@ -261,9 +261,12 @@ def validate(p: Any) -> None:
             check(False, name, value, f"does not apply to the {p.scaling} scaling, which takes {takes}")
         if name in spec.required and not is_set(value):
             raise MissingParam(name, f"--scaling {p.scaling}", EXAMPLES[name])
-    for name in ("factor", "low_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor"):
+    for name in ("factor", "low_freq_factor", "beta_fast", "beta_slow", "attention_factor"):
         value = getattr(p, name)
         check(value is None or (math.isfinite(value) and value > 0), name, value, "must be a finite number > 0")
+    for name in ("mscale", "mscale_all_dim"):  # 0 is transformers' "not given": the attention factor is then g(s, 1)
+        value = getattr(p, name)
+        check(value is None or (math.isfinite(value) and value >= 0), name, value, "must be a finite number ≥ 0")
     if p.low_freq_factor is not None:
         check(math.isfinite(p.high_freq_factor), "high_freq_factor", p.high_freq_factor, "must be a finite number")
     if p.original_max_positions is not None:
