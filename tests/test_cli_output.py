@@ -262,3 +262,14 @@ def test_model_parity_shows_the_original_without_details(torch_llama, tmp_path):
     code, stdout, _ = cli("model-parity", "--model", str(out), "--against", str(model), "--original", str(model), "--runtimes", "ort-cpu")
     header = next(line for line in stdout.splitlines() if "case" in line and "output" in line)
     assert code == 0 and "original" in header
+
+
+def test_counts_in_the_verdict_line_take_their_plural():
+    """The issue saw "1 runtimes unavailable"."""
+    from posexport.reports.parity import verdict_line
+    from posexport.verdicts import Report
+
+    one = Report(unavailable={"ort-cuda": "onnxruntime-gpu is not installed"})
+    two = Report(unavailable={"ort-cuda": "not installed", "openvino": "not installed"})
+    assert verdict_line(one) == "FAIL: nothing was compared (1 runtime unavailable)"
+    assert verdict_line(two) == "FAIL: nothing was compared (2 runtimes unavailable)"

@@ -83,3 +83,25 @@ def test_an_unknown_model_type_names_the_nearest_in_one_short_line(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "lama", "hidden_size": 64, "num_attention_heads": 4}))
     code, _, err = cli("build", "--from-model", str(tmp_path))
     assert code == 2 and "did you mean 'llama'?" in err and len(err) < 600, err
+
+
+def completed(*words: str) -> list[str]:
+    """What typer's bash completion (the script `posexport --install-completion` installs) offers for the last word."""
+    import os
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "posexport"
+    env = {**os.environ, "_POSEXPORT_COMPLETE": "complete_bash", "COMP_WORDS": " ".join(("posexport", *words)),
+           "COMP_CWORD": str(len(words))}
+    done = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.split()
+
+
+def test_shell_completion_offers_the_registry_presets_commands_and_options():
+    from posexport.registry import ENCODINGS
+    from posexport.rope.config import preset_names
+
+    assert completed("build", "--encoding", "ro") == [n for n in ENCODINGS if n.startswith("ro")] != []
+    assert completed("build", "--preset", "llama") == [n for n in preset_names() if n.startswith("llama")] != []
+    assert completed("bui") == ["build"] and completed("parity", "--run") == ["--runtimes"]
+    assert completed("build", "--encoding", "xyz") == []
