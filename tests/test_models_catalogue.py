@@ -79,7 +79,7 @@ def rope_form(model_type: str) -> tuple:
 
 
 # A line's values that differ per type without changing the form read (the walk's sample ignores them).
-SPECIFIC = {"module", "prefix", "max_positions", "theta", "head_dim", "notes", "partial", "theta_without_block"}
+SPECIFIC = {"module", "prefix", "max_positions", "theta", "head_dim", "notes", "partial", "theta_without_block", "block"}
 # `make test`: one type per form, and the named ones (`make test-all`: every type).
 PARITY_TYPES = stratified(ROPE_TYPES, rope_form, always=NAMED)
 
