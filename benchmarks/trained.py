@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("posexport", "onnx", "onnxruntime", "onnxruntime-genai", "onnxscript", "torch", "transformers", "tokenizers", "numpy")  # the Versions line
 sys.path.insert(0, str(ROOT))
 
-from tests import exporter_fixtures as ef  # noqa: E402
+from zoo import exporters as ef  # noqa: E402
 from tests import trained_fixtures as tf  # noqa: E402
 
 EXPORTERS = {

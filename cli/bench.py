@@ -33,13 +33,16 @@ def bench_command(
     plot_out: Path = typer.Option(None, "--plot", help="write a PNG: time and ratio to copy against sequence length"),
     model: Path = typer.Option(None, "--model", help="a whole model (e.g. a patched one) to time against --against instead of built graphs"),
     against: Path = typer.Option(None, "--against", help="with --model: the model it is compared with (e.g. the original)"),
+    dim: list[str] = typer.Option([], "--dim", help="with --model: size of a symbolic input dimension, NAME=N (repeatable)"),
+    timeout: float = typer.Option(None, "--timeout", help="with --model: seconds each call's warm-up and timed runs may take "
+                                  "together (default 600); past them the call's process is killed and its row says so"),
 ) -> None:
     """Time every backend, with a plain copy (the memory-bound limit), the naive tutorial export, the
     contrib op with a full precomputed cache and PyTorch eager in every table, round-robin. Encoding
     parameters are options too (--heads 32 --head-dim 128). With --model FIXED --against ORIGINAL: the two
     whole models' prompts and decode steps, interleaved, their ratios and file sizes."""
     if model is not None or against is not None:
-        return models_command(model, against, seqs, decode_positions, threads, warmup, repeats, json_out, markdown_out)
+        return models_command(model, against, seqs, decode_positions, threads, warmup, repeats, json_out, markdown_out, dim, timeout)
     from posexport.bench import run_from_options
     from posexport.reports.bench import render_terminal, write_reports
 
@@ -60,17 +63,20 @@ def bench_command(
 
 
 def models_command(model: Path | None, against: Path | None, seqs: str, decode_positions: str, threads: int, warmup: int,
-                   repeats: int, json_out: Path | None, markdown_out: Path | None) -> None:
+                   repeats: int, json_out: Path | None, markdown_out: Path | None, dim: list[str], timeout: float | None) -> None:
     """`posexport bench --model FIXED --against ORIGINAL` (posexport.bench.models)."""
     from posexport.bench.models import bench_models, positions
     from posexport.errors import PosexportError
     from posexport.reports.model_bench import render_terminal, write_reports
+    from posexport.contract import DEFAULT_TIMEOUT
+
+    from .surgery import parse_dims
 
     if model is None or against is None:
         raise PosexportError("--model and --against go together: time a patched model against its original")
     prompts = positions(seqs, "--seqs", (512, 2048))
     result = bench_models(model, against, prompts, positions(decode_positions, "--decode-positions", (max(prompts),)),
-                          threads, warmup, repeats)
+                          threads, warmup, repeats, dims=parse_dims(dim), timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
     render_terminal(result, console)
     write_reports(result, json_out, markdown_out)
 

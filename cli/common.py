@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import click
 import typer
 from rich.console import Console, ConsoleDimensions
+from rich.segment import Segment
 from typer.core import TyperCommand
+
+from posexport.reports.escape import terminal_text
 
 # Wider than any row a report prints: in a pipe or a CI log a table is laid out at its natural width.
 PIPED_WIDTH = 100_000
@@ -20,12 +23,18 @@ PIPED_WIDTH = 100_000
 
 class Output(Console):
     """rich's console at the terminal's width on a terminal; anywhere else (a pipe, a file, a CI log) wide
-    enough that no table wraps or cuts a cell (rich would otherwise assume 80 columns)."""
+    enough that no table wraps or cuts a cell (rich would otherwise assume 80 columns). What it shows has
+    every control character dropped (a model's or output's name, an error quoting one), so no input moves
+    the cursor, clears the screen or retitles the window; rich's own styles and cursor moves are kept."""
 
     @property
     def size(self) -> ConsoleDimensions:
         size = super().size
         return size if self.is_terminal else ConsoleDimensions(PIPED_WIDTH, size.height)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(segment if segment.control else Segment(terminal_text(segment.text), *segment[1:])
+                                      for segment in buffer)
 
 
 console = Output(soft_wrap=True)
@@ -183,6 +192,9 @@ INPUT_ERRORS = {
     "ValidationError": "the model is not valid ONNX",  # onnx.checker
     "DecodeError": "the file is not a valid protobuf",  # google.protobuf
     "RecursionError": "the input is nested too deeply to read",
+    # torch.load(weights_only=True) under transformers (--against-hf): a checkpoint that needs code
+    "UnpicklingError": "a checkpoint is a pickle that needs code to load it, which posexport never runs; where you "
+                       "trust its source, save its tensors with safetensors.torch.save_file",
 }
 
 

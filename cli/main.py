@@ -21,6 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from posexport.errors import PosexportError
+from posexport.files import inputs_guarded
 
 from .common import console, err_console, input_error, keep_last_line, show_last_line
 
@@ -157,7 +158,11 @@ def transformers_quiet() -> Iterator[None]:
 
 
 class Terminated(BaseException):
-    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that writers remove their temporaries."""
+    """SIGTERM or SIGHUP (a closed terminal), raised like Ctrl-C's KeyboardInterrupt so that writers remove
+    their temporaries and the runtimes' processes are ended (posexport.runtimes.isolated) on the way out."""
+
+
+UNWINDING = (signal.SIGTERM, signal.SIGHUP)
 
 
 def terminate(signum: int, frame: object) -> None:
@@ -167,9 +172,9 @@ def terminate(signum: int, frame: object) -> None:
 @contextlib.contextmanager
 def quiet_and_interruptible() -> Iterator[None]:
     """Library warnings (numpy casts, torch, onnx) stay off stderr, so an error is the only line a user
-    sees; SIGTERM unwinds like Ctrl-C. Both are undone afterwards (the CLI also runs in-process in tests)."""
+    sees; SIGTERM and SIGHUP unwind like Ctrl-C. Both are undone afterwards (the CLI also runs in-process in tests)."""
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, terminate) if in_main_thread else None
+    previous = {sig: signal.signal(sig, terminate) for sig in UNWINDING} if in_main_thread else {}
     last_resort = logging.lastResort.level if logging.lastResort else None
     try:
         with warnings.catch_warnings():
@@ -179,8 +184,8 @@ def quiet_and_interruptible() -> Iterator[None]:
                 logging.lastResort.setLevel(logging.ERROR)
             yield
     finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if logging.lastResort:
             logging.lastResort.setLevel(last_resort)
 
@@ -200,7 +205,7 @@ def usage_error(error: typer.TyperException) -> str:
 def main() -> None:
     args = sys.argv[1:] or ["--help"]
     try:
-        with quiet_and_interruptible(), transformers_quiet(), show_last_line():
+        with quiet_and_interruptible(), transformers_quiet(), show_last_line(), inputs_guarded():
             code = app(args, prog_name="posexport", standalone_mode=False)
     except PosexportError as e:
         err_console.print(f"error: {e}", highlight=False, markup=False)
@@ -212,8 +217,8 @@ def main() -> None:
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
-    except Terminated:
-        sys.exit(128 + signal.SIGTERM)
+    except Terminated as e:
+        sys.exit(128 + e.args[0])
     except Exception as e:  # a library's refusal of a bad input file is one line too; anything else is a bug
         line = input_error(e)
         if line is None:

@@ -47,12 +47,12 @@ def parity_command(
     from posexport.registry import entry
 
     entry(encoding)  # a mistyped name is answered before torch is imported
-    from posexport.files import write_output
+    from posexport.files import write_outputs
     from posexport.options import parity_from_options
     from posexport.params import parse_ints, parse_options
     from posexport.verdicts import check_settings, parse_tolerance
     from posexport.reports import parity as reports
-    from posexport.runtimes import get_runtimes
+    from posexport.verdicts.runners import get_runtimes
 
     # GRAPH is read from the free arguments: a declared positional would swallow the value of an
     # encoding option (`--head-dim 8`), which click cannot tell apart from a path.
@@ -77,8 +77,7 @@ def parity_command(
             report = parity_from_options(graph, parse_options(options), encoding=encoding, preset=preset or None,
                                          from_config=from_config, save_outputs=save_outputs, load_outputs=load_outputs, **run)
     reports.render_terminal(report, console, details=details, strict=strict)
-    for path, render, option in written:
-        write_output(path, render(report), option)
+    write_outputs([(path, render(report), option) for path, render, option in written])
     raise typer.Exit(0 if (report.strictly_passed() if strict else report.passed) else 1)
 
 
@@ -99,7 +98,7 @@ def report_files(json_out: Path | None, junit_out: Path | None, markdown_out: Pa
 def model_report(folder: Path, graph: Path | None, options: list[str], preset: str, from_config: Path | None,
                  save_outputs: Path | None, load_outputs: Path | None, run: dict):
     """parity --from-model: options that make no sense with a model are refused by the library."""
-    from posexport.models.check import parity_from_model
+    from posexport.verdicts.from_model import parity_from_model
 
     conflicts = {"--preset": preset, "--from-config": from_config, "--save-outputs": save_outputs,
                  "--load-outputs": load_outputs, **{option: True for option in options[:1]}}

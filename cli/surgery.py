@@ -4,7 +4,7 @@ model (posexport.surgery holds the logic; this module parses options and renders
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +13,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from posexport.errors import PosexportError
-from posexport.files import check_destination, write_output
+from posexport.files import check_destination, note_input, write_outputs
 from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
 from posexport.comparison import FLOOR_FACTOR, ROUNDOFF_UNITS, TOLERANCE
 from posexport.contract import DEFAULT_MODEL_RUNTIMES as DEFAULT_RUNTIMES
+from posexport.contract import DEFAULT_TIMEOUT
 
 from .common import BROWSER_HELP, EXTRA_OPTIONS, ExtraOptions, console, require
 
@@ -94,9 +95,7 @@ def doctor_command(
     if "genai_context_length" in report:
         console.print(f"genai_config.json context_length: {report['genai_context_length']}")
     console.print(escape(doctor_summary(report, fail_on)))
-    write_reports(report, json_out, markdown, doctor_markdown)
-    if junit_out:
-        write_output(junit_out, doctor_junit(report), "--junit")
+    write_reports(report, json_out, markdown, doctor_markdown, [(junit_out, lambda: doctor_junit(report), "--junit")])
     if fail_on and report["faults"]:
         raise typer.Exit(1)
 
@@ -142,7 +141,7 @@ def patch_command(
         console.print(f"patched {escape(entry['site'])} ({entry['kind']}){used}")
     console.print("wrote " + ", ".join(str(f) for f in done.files))
     if json_out:
-        write_output(json_out, json.dumps(done.report(), indent=2, sort_keys=True) + "\n", "--json")
+        write_outputs([(json_out, json.dumps(done.report(), indent=2, sort_keys=True) + "\n", "--json")])
 
 
 def model_parity_command(
@@ -150,8 +149,8 @@ def model_parity_command(
     against: Path = typer.Option(None, "--against", help="the reference ONNX model (e.g. the original), run on the same runtime"),
     against_hf: Path = typer.Option(None, "--against-hf", help="a transformers model folder, run in float64 as the oracle"),
     original: Path = typer.Option(None, "--original", help="the model before the patch: its error and failures are shown beside the model's"),
-    prompt: list[int] = typer.Option([16], "--prompt", help="prompt lengths to run from position 0 (repeatable)"),
-    past: list[int] = typer.Option([], "--past", help="decode one token after this many cached positions (repeatable)"),
+    prompt: list[int] = typer.Option([16], "--prompt", min=1, help="prompt lengths to run from position 0 (repeatable)"),
+    past: list[int] = typer.Option([], "--past", min=0, help="decode one token after this many cached positions (repeatable)"),
     runtimes: str = typer.Option(",".join(DEFAULT_RUNTIMES), help="comma-separated runtimes (ort-cpu, ort-cpu-noopt, ort-cuda, openvino, reference, "
                                  "ort-web-wasm, ort-webgpu)"),
     browser: Path = typer.Option(None, "--browser", help=BROWSER_HELP),
@@ -168,7 +167,9 @@ def model_parity_command(
     generate: int = typer.Option(0, "--generate", help="also decode N tokens greedily after each prompt through the model's own "
                                  "KV cache, against transformers (with --against-hf)"),
     dim: list[str] = typer.Option([], "--dim", help="size of a symbolic input dimension, NAME=N (repeatable)"),
-    seed: int = typer.Option(0, help="seed of the generated feeds"),
+    seed: int = typer.Option(0, min=0, help="seed of the generated feeds"),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", help="seconds each load and each case may take on a runtime; "
+                                  "past them the runtime's process is killed and the case fails, saying so"),
     details: bool = typer.Option(False, "--details", help="list every case and output, not only the failing ones"),
     json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file"),
     junit_out: Path = typer.Option(None, "--junit", help="also write the report as JUnit XML to this file"),
@@ -180,7 +181,7 @@ def model_parity_command(
     layer's key/value cache against transformers), with next-token agreement. Exits 1 when the model fails or
     drifts past its bound."""
     from posexport.reports import parity as reports
-    from posexport.runtimes import get_runtimes
+    from posexport.verdicts.runners import get_runtimes
     from posexport.verdicts import FeedCase, model_parity
 
     from .parity import report_files
@@ -192,22 +193,26 @@ def model_parity_command(
                           runtimes=get_runtimes([r for r in runtimes.split(",") if r], browser),
                           tolerance=tolerance, seed=seed, dims=parse_dims(dim), outputs=[o for o in outputs.split(",") if o] or None,
                           original=original, text=text, tokens=tokens, random_ids=random_ids, generate=generate,
-                          floor_factor=floor_factor)
+                          floor_factor=floor_factor, timeout=timeout)
     reports.render_terminal(report, console, details=details, strict=strict)
-    for path, render, option in written:
-        write_output(path, render(report), option)
+    write_outputs([(path, render(report), option) for path, render, option in written])
     raise typer.Exit(0 if (report.strictly_passed() if strict else report.passed) else 1)
 
 
 def check_inputs(paths: dict[str, Path | None], against_hf: Path | None) -> None:
-    """Every file given exists, and --against-hf is a transformers model folder with transformers installed."""
+    """Every file given exists, and --against-hf is a transformers model folder with transformers installed;
+    each is an input of the command, that no report may be written over."""
     for option, path in paths.items():
         if path is not None and not (path.exists() or path.is_symlink()):
             raise PosexportError(f"{option} {path}: no such file")
+        if path is not None:
+            note_input(path)
     if against_hf is not None:
         if not (against_hf / "config.json").is_file():
             raise PosexportError(f"--against-hf {against_hf}: not a transformers model folder (no config.json)")
         require("transformers", "--against-hf", "hf")
+        for entry in sorted(against_hf.iterdir())[:10_000]:  # transformers reads them itself: reports never go there
+            note_input(entry)
 
 
 def parse_dims(items: list[str]) -> dict[str, int]:
@@ -221,12 +226,12 @@ def parse_dims(items: list[str]) -> dict[str, int]:
 
 
 def write_reports(report: dict[str, Any], json_out: Path | None, markdown: Path | None,
-                  render: Callable[[dict[str, Any]], str]) -> None:
-    """The report as JSON and/or Markdown files, as asked."""
-    if json_out:
-        write_output(json_out, json.dumps(report, indent=2, sort_keys=True) + "\n", "--json")
-    if markdown:
-        write_output(markdown, render(report), "--markdown")
+                  render: Callable[[dict[str, Any]], str],
+                  others: Sequence[tuple[Path | None, Callable[[], str], str]] = ()) -> None:
+    """The report as JSON and/or Markdown files (and ``others``: (path, text, option)), as asked, all checked first."""
+    write_outputs([(path, text(), option) for path, text, option in (
+        (json_out, lambda: json.dumps(report, indent=2, sort_keys=True) + "\n", "--json"),
+        (markdown, lambda: render(report), "--markdown"), *others) if path])
 
 
 def register(app: typer.Typer) -> None:

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-VOCAB = 100
-# 2 layers, hidden 64, 4 heads of 16, 2 kv heads; weights large enough (std 0.3) that logits depend on positions.
-# No rope_theta here: each architecture keeps its own default and its own key (GPT-NeoX says rotary_emb_base).
-TINY: dict[str, Any] = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                            num_key_value_heads=2, initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-                            tie_word_embeddings=False, max_position_embeddings=64)
+import zoo
+
+# The exporters' tiny causal LMs (zoo.TINY: 2 layers, hidden 64, 4 heads of 16, 2 kv heads, weights large enough that
+# logits depend on positions), trained at 64 positions. No rope_theta here: each architecture keeps its own default
+# and its own key (GPT-NeoX says rotary_emb_base).
+TINY: dict[str, Any] = {**zoo.TINY, "max_position_embeddings": 64}
 PHI_SHORT = [1.0 + 0.1 * i for i in range(8)]
 
 
@@ -87,7 +87,7 @@ def build(architecture: Architecture, root: Path) -> Path:
         return folder
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(as_transformers5(architecture.config)).eval().save_pretrained(folder)
-    tokenizer = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(VOCAB)}, unk_token="t3"))
+    tokenizer = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(zoo.VOCAB)}, unk_token="t3"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="t1", eos_token="t2", pad_token="t0",
                             unk_token="t3").save_pretrained(folder)

@@ -181,7 +181,8 @@ ENV_PACKAGES = ("posexport", "numpy", "torch", "onnx", "onnxruntime", "onnxrunti
 def env() -> dict[str, Any]:
     """`posexport env`, for bug reports: Python, the platform, the versions of the packages posexport runs with, and
     every runtime, available or not and why (the browser ones start a headless Chromium to say: a second or two)."""
-    from .runtimes import MODEL_RUNTIMES, RUNTIMES
+    from .runtimes import RUNTIMES
+    from .verdicts.runners import MODEL_RUNTIMES
 
     versions = {}
     for name in ENV_PACKAGES:

@@ -14,14 +14,16 @@ import json
 import math
 import pickle
 import struct
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import guarded
+from . import guarded, limits
 from .dtypes import numpy_dtype
 from .errors import PosexportError, one_line
+from .limits import FLOAT64
 
 SINGLE = ("model.safetensors", "pytorch_model.bin")
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -55,13 +57,18 @@ def has_weights(folder: Path) -> bool:
 
 
 def checked(folder: Path, name: str) -> Path:
-    """``name`` in ``folder``: contained, a regular file within the budget."""
+    """``name`` in ``folder``: contained, a regular file within the budget; resolved, as ``read`` takes it."""
     return guarded.regular_file(guarded.inside(folder, name))
+
+
+def read(path: Path, offset: int = 0, length: int | None = None) -> bytes:
+    """Bytes of a file ``checked`` (or guarded.inside) resolved: the descriptor read is that very file."""
+    return guarded.read_bytes(path, offset, length, exact=True)
 
 
 def read_index(folder: Path, name: str) -> dict[str, str]:
     path = folder / name
-    index = guarded.read_json(guarded.inside(folder, name))
+    index = guarded.read_json(name, root=folder)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not (isinstance(weight_map, dict) and all(isinstance(v, str) and v for v in weight_map.values())):
         raise PosexportError(f"{path}: not a checkpoint index (expected weight_map, an object of tensor names to file names)")
@@ -71,11 +78,11 @@ def read_index(folder: Path, name: str) -> dict[str, str]:
 def safetensors_header(path: Path) -> dict[str, dict[str, Any]]:
     """The tensors of a safetensors file (name -> dtype, shape, absolute byte range), checked."""
     size = guarded.file_size(path)
-    (length,) = struct.unpack("<Q", guarded.read_bytes(path, 0, 8)) if size >= 8 else (None,)
+    (length,) = struct.unpack("<Q", read(path, 0, 8)) if size >= 8 else (None,)
     if length is None or length > min(size - 8, MAX_HEADER):
         raise PosexportError(f"{path}: not a safetensors file (its header length is past the file)")
     try:
-        header = json.loads(guarded.read_bytes(path, 8, length).decode("utf-8"))
+        header = json.loads(read(path, 8, length).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise PosexportError(f"{path}: not a safetensors file (header: {one_line(e, 120)})") from None
     if not isinstance(header, dict):
@@ -116,16 +123,73 @@ def file_keys(path: Path) -> list[str]:
 
 def torch_object(path: Path) -> Any:
     """What a torch checkpoint holds, unpickled with torch.load(weights_only=True) from bytes read through
-    posexport.guarded (a regular file within the budget): tensors and plain containers, no code."""
-    data = guarded.read_bytes(path)
+    posexport.guarded (a regular file within the budget): tensors and plain containers, no code. The
+    archive is checked first (``check_torch_archive``), so nothing it would allocate passes the budget."""
+    data = read(path)
     import torch
 
+    check_torch_archive(path, data)
+    return loaded(path, lambda: torch.load(io.BytesIO(data), map_location="cpu", weights_only=True))
+
+
+def loaded(path: Path, load: Any) -> Any:
+    """``load()`` of a torch archive, its refusals one line."""
     try:
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        return load()
     except pickle.UnpicklingError:
         raise PosexportError(f"{path}: refused: {PICKLE_REFUSED}") from None
     except Exception as e:  # a damaged archive: torch's errors have no common base
         raise PosexportError(f"{path}: cannot read it as a torch checkpoint ({one_line(e, 200)})") from None
+
+
+def check_torch_archive(path: Path, data: bytes) -> None:
+    """Before torch.load allocates anything: a zip archive as torch.save writes (a bare pickle is refused),
+    whose members together, uncompressed, fit the budget (a deflated bomb is refused before it inflates),
+    and whose every tensor, loaded without its data on the meta device, is dense and fits the budget once
+    widened to float64 (a zero stride makes a terabyte view of one stored number)."""
+    import torch
+    from torch.serialization import skip_data
+
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        raise PosexportError(f"{path}: refused: not an archive torch.save writes (a zip); {PICKLE_REFUSED}")
+    guarded.check_archive(data, path)
+
+    def meta() -> Any:
+        with skip_data():
+            return torch.load(io.BytesIO(data), map_location="meta", weights_only=True)
+
+    for name, tensor in tensors_in(loaded(path, meta)):
+        check_tensor(path, name, tensor)
+
+
+def tensors_in(held: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
+    """Every tensor in a checkpoint's containers (dicts, lists, tuples, sets), with its key path."""
+    import torch
+
+    if isinstance(held, torch.Tensor):
+        return [(prefix or "(the tensor)", held)]
+    if depth > 32:
+        raise PosexportError(f"checkpoint containers nested past 32 levels at {prefix[:80]!r}")
+    items = held.items() if isinstance(held, dict) else enumerate(held) if isinstance(held, (list, tuple, set)) else ()
+    return [found for key, value in items for found in tensors_in(value, f"{prefix}.{key}" if prefix else str(key), depth + 1)]
+
+
+def check_tensor(path: Path, name: str, tensor: Any) -> None:
+    """A tensor of a checkpoint loaded on the meta device (torch itself refuses a view past its storage):
+    dense, and within the budget once widened to float64."""
+    import torch
+
+    if tensor.layout != torch.strided:
+        raise PosexportError(f"{path}: tensor {name[:80]!r} is {str(tensor.layout).removeprefix('torch.')}, not a dense "
+                             "tensor; save tensor.to_dense() instead")
+    check_widened(f"{path}: tensor {name[:80]!r}", list(tensor.shape), str(tensor.dtype).removeprefix("torch."), tensor.element_size())
+
+
+def check_widened(subject: str, shape: list[int], dtype: str, itemsize: int) -> None:
+    """Refuse a stored tensor whose values, read in their dtype and widened to float64 (posexport's
+    tables are computed in float64), would pass the budget: named with its shape, dtype and the budget."""
+    limits.check_allocation(subject, f"its {dtype} values {shape}, read and widened to float64,",
+                            math.prod(shape) * (itemsize + FLOAT64))
 
 
 def torch_state(path: Path) -> dict:
@@ -158,8 +222,9 @@ def stored_tensor(path: Path, key: str) -> np.ndarray:
     entry = safetensors_header(path).get(key)
     if entry is None:
         raise PosexportError(f"{path}: holds no tensor {key!r}")
+    check_widened(f"{path}: tensor {key[:80]!r}", entry["shape"], entry["dtype"], np.dtype(SAFETENSORS[entry["dtype"]]).itemsize)
     first, last = entry["span"]
-    raw = np.frombuffer(guarded.read_bytes(path, first, last - first), dtype=np.dtype(SAFETENSORS[entry["dtype"]]).newbyteorder("<"))
+    raw = np.frombuffer(read(path, first, last - first), dtype=np.dtype(SAFETENSORS[entry["dtype"]]).newbyteorder("<"))
     if entry["dtype"] == "BF16":  # the top half of a float32
         raw = (raw.astype(np.uint32) << 16).view(np.float32)
     return raw.reshape(entry["shape"])
@@ -176,7 +241,7 @@ def with_tensor(path: Path, name: str, array: np.ndarray) -> bytes:
     offset = 0
     for key, entry in sorted(tensors.items(), key=lambda item: item[1]["span"]):
         first, last = entry["span"]
-        data = new.tobytes() if key == name else guarded.read_bytes(path, first, last - first)
+        data = new.tobytes() if key == name else read(path, first, last - first)
         header[key] = {"dtype": entry["dtype"], "shape": list(new.shape) if key == name else entry["shape"],
                        "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)

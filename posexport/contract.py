@@ -41,6 +41,8 @@ DEFAULT_TARGET = "onnxruntime"
 
 # The runtimes whole-model parity runs a model on unless told (posexport model-parity --runtimes).
 DEFAULT_MODEL_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
+# Seconds one load, run or timed call of a whole model may take in a child process (--timeout).
+DEFAULT_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,11 @@ under an exclusive lock on the name (``.NAME.posexport.lock``, removed afterward
 name never pair one's graph with the other's manifest. A writer interrupted (an exception, Ctrl-C, or
 SIGTERM, which the CLI turns into an exception) removes its temporaries; temporaries a killed writer left
 behind are removed by the next write of that name into that folder.
+
+No file a command writes may be one it reads: within ``inputs_guarded()`` (the CLI runs every command in
+it) every file posexport.guarded opens or checks, and every file an input names (a model's external data,
+a genai folder's files), is noted by device and inode, and a write over any of them (a report, saved
+outputs, a plot, a model) is refused with one line before anything is written.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import fcntl
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from .errors import PosexportError
@@ -30,6 +35,8 @@ SEPARATORS = {"/", "\\", os.sep, os.altsep or "/"}
 # A file's content: bytes, or a function that writes it through an open file descriptor (a large file
 # streamed from its sources instead of held in memory).
 Content = bytes | Callable[[int], None]
+# The files the running command reads, (device, inode) -> the path it reads them as; None outside a command.
+_inputs: dict[tuple[int, int], str] | None = None
 
 
 def current_umask() -> int:
@@ -52,6 +59,54 @@ def check_stem(name: str, option: str = "--name") -> str:
     return name
 
 
+@contextlib.contextmanager
+def inputs_guarded() -> Iterator[None]:
+    """Within: every file noted as read (``note_input``) is refused as a destination (``check_not_input``)."""
+    global _inputs
+    saved, _inputs = _inputs, {}
+    try:
+        yield
+    finally:
+        _inputs = saved
+
+
+@contextlib.contextmanager
+def reading_destinations() -> Iterator[None]:
+    """Within: files read are not noted as inputs: a writer reading what it would replace (patch checks that
+    a file at its destination is its own previous output) does not make it one."""
+    global _inputs
+    saved, _inputs = _inputs, None
+    try:
+        yield
+    finally:
+        _inputs = saved
+
+
+def note_input(path: str | Path, info: os.stat_result | None = None) -> None:
+    """Note ``path`` (its stat ``info`` when the caller has it) as a file the command reads; a path that
+    cannot be stat'ed is no file to protect."""
+    if _inputs is None:
+        return
+    try:
+        info = info or os.stat(path)
+    except (OSError, ValueError):
+        return
+    _inputs.setdefault((info.st_dev, info.st_ino), str(path))
+
+
+def check_not_input(path: str | Path, option: str) -> None:
+    """Refuse ``path`` as a destination when it is (symlinks followed, hard links too) a file the command reads."""
+    try:
+        info = os.stat(path) if _inputs else None
+    except (OSError, ValueError):
+        return
+    read_as = _inputs.get((info.st_dev, info.st_ino)) if info is not None else None
+    if read_as is not None:
+        shown = "" if read_as == str(path) else f" ({read_as})"
+        raise PosexportError(f"{option} {path}: is a file this command reads{shown}; choose another path "
+                             "(posexport never writes over its inputs)")
+
+
 def check_destination(path: str | Path, option: str, folders: bool = False) -> Path:
     """Before a long run: ``path`` can be written (its folder exists and is writable, it is no folder).
     With ``folders`` (an ``--out``), missing folders are fine where they can be made: ``write_files``
@@ -67,6 +122,7 @@ def check_destination(path: str | Path, option: str, folders: bool = False) -> P
         raise PosexportError(f"{option} {target}: a folder; {option} names the file to write, e.g. {target / 'FILE'}")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PosexportError(f"{option} {target}: cannot write there; choose a writable path")
+    check_not_input(target, option)
     return target
 
 
@@ -151,6 +207,8 @@ def write_files(files: Mapping[str | Path, Content | str], option: str, stem: st
     """Write files of one folder as a set (see the module's docstring), under the lock of ``stem`` (default:
     the first file's stem); an OS failure is one error line naming ``option``."""
     targets = {Path(path): data.encode() if isinstance(data, str) else data for path, data in files.items()}
+    for path in targets:
+        check_not_input(path, option)
     first = next(iter(targets))
     folder = first.parent
     try:
@@ -175,3 +233,20 @@ def check_out_folder(out: str | Path, option: str = "--out") -> Path:
         raise PosexportError(f"{option} {folder}: {option} is the folder the graph and its manifest go in, not a file; "
                              f"to name the file, give {option} {folder.parent} --name {folder.stem}")
     return folder
+
+
+def write_outputs(outputs: Sequence[tuple[str | Path, bytes | str, str]]) -> list[Path]:
+    """Files each asked for by its own option (a command's reports: ``(path, content, option)``), each
+    written atomically once all are known to be allowed: none is an input, none named twice."""
+    seen: dict[tuple[int, int] | Path, str] = {}
+    for path, _, option in outputs:
+        check_not_input(path, option)
+        try:
+            info = os.stat(path)
+            key: tuple[int, int] | Path = (info.st_dev, info.st_ino)
+        except (OSError, ValueError):
+            key = Path(os.path.abspath(path))
+        if key in seen:
+            raise PosexportError(f"{option} {path}: {seen[key]} writes that file too; give each report its own path")
+        seen[key] = option
+    return [write_output(path, data, option) for path, data, option in outputs]

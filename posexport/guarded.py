@@ -4,25 +4,33 @@ genai folders, index files, configs.
 Every read goes through a check, and every refusal is one PosexportError naming the file and the reason:
 
 - ``inside(root, path)``: symlinks resolved, the file must lie inside ``root``, or, when ``root`` is a
-  Hugging Face cache snapshot (``.../snapshots/<rev>/``), inside that cache's ``blobs/`` folder;
+  Hugging Face cache snapshot (``.../snapshots/<rev>/``), be a regular file directly in that cache's
+  ``blobs/`` folder, itself a real folder (no symlink) of the cache; any other layout counts as outside;
 - ``regular_file(path)``: it exists and is a regular file (no FIFO, device or folder), within the byte
   budget (POSEXPORT_MAX_BYTES, posexport.limits);
-- ``read_bytes(path, offset, length)``: a bounded read of a regular file, refused when it would pass the
-  file's end or the budget; opened without blocking, so a FIFO swapped in after a check never hangs;
+- ``read_bytes(path, offset, length, root)``: a bounded read of a regular file, refused when it would pass
+  the file's end or the budget; opened once, without blocking (a FIFO swapped in after a check never
+  hangs), and read from that descriptor, whose own path (``/proc/self/fd``) must be the checked one: a
+  folder swapped for a symlink between the check and the read is refused, not followed;
 - ``read_json(path)``: a JSON document of bounded size and nesting;
 - ``external_data(model, model_path)``: every external-data location of a model, checked (contained, not
   the model file itself, declared length = dims × itemsize, offset + length within the file) before
   anything is allocated;
 - ``load_model(path)``: the model's protobuf alone, through the same checks; ``read_external_data`` then
   fills its tensors from the checked locations.
+
+Every file checked or read is noted as an input of the running command (posexport.files), so that no
+report or output of that command can be written over it.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import stat
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +40,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from .errors import PosexportError, one_line
-from . import limits
+from . import files, limits
 from .limits import ENV, human
 
 MAX_JSON_BYTES = 16 << 20  # configs, indexes and genai_config.json are small; a larger one is not a config
@@ -53,32 +61,49 @@ def within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def cache_blobs(root: Path) -> Path | None:
-    """The ``blobs/`` folder of the Hugging Face cache ``root`` (resolved) is a snapshot of, if any:
-    ``<repo>/snapshots/<rev>/...`` shares ``<repo>/blobs/``."""
-    for folder in (root, *root.parents):
-        if folder.parent.name == "snapshots" and (folder.parent.parent / "blobs").is_dir():
-            return (folder.parent.parent / "blobs").resolve()
+def cache_blobs(top: Path) -> Path | None:
+    """The ``blobs/`` folder of the Hugging Face cache that ``top`` (resolved) is a snapshot in:
+    ``<repo>/snapshots/<rev>/...`` shares ``<repo>/blobs/``, when that is a real folder (not a symlink:
+    a ``blobs`` pointing elsewhere would make elsewhere count as the cache)."""
+    for folder in (top, *top.parents):
+        if folder.parent.name == "snapshots":
+            blobs = folder.parent.parent / "blobs"
+            try:
+                return blobs if stat.S_ISDIR(os.lstat(blobs).st_mode) else None
+            except OSError:
+                return None
     return None
+
+
+def contained(target: Path, top: Path) -> bool:
+    """``target`` (resolved) lies inside ``top`` (resolved), or is a regular file directly in the blobs/
+    of the Hugging Face cache ``top`` is a snapshot in (a folder or anything else there is outside)."""
+    if within(target, top):
+        return True
+    blobs = cache_blobs(top)
+    return blobs is not None and target.parent == blobs and os.path.isfile(target)
+
+
+def resolved(path: Path) -> Path:
+    if "\x00" in str(path):
+        raise PosexportError(f"{str(path)[:200]!r}: holds a NUL byte; posexport reads only plain file names")
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as e:  # a symlink loop
+        raise PosexportError(f"{path}: cannot resolve it ({e}); posexport reads only plain files and symlinks that resolve") from None
 
 
 def inside(root: Path | str, path: Path | str) -> Path:
     """``path`` (relative paths are taken from ``root``) resolved, symlinks followed; refused unless it lies
-    inside ``root`` or inside the blobs/ of the Hugging Face cache ``root`` is a snapshot of."""
+    inside ``root`` or is a blob of the Hugging Face cache ``root`` is a snapshot of (``contained``)."""
     root = Path(root)
     given = Path(path) if Path(path).is_absolute() else root / path
-    try:
-        top, target = root.resolve(), given.resolve()
-    except (OSError, RuntimeError) as e:  # a symlink loop
-        raise PosexportError(f"{given}: cannot resolve it ({e}); posexport reads only plain files and symlinks that resolve") from None
-    if within(target, top):
-        return target
-    blobs = cache_blobs(top)
-    if blobs is not None and within(target, blobs):
+    target = resolved(given)
+    if contained(target, resolved(root)):
         return target
     raise PosexportError(
         f"{given}: resolves to {target}, outside {root}; posexport reads only files inside the input's folder "
-        "(or its Hugging Face cache's blobs/)"
+        "(or a regular file in its Hugging Face cache's own blobs/ folder)"
     )
 
 
@@ -106,7 +131,7 @@ def budget(path: Path | str, nbytes: int, cap: int | None = None, what: str = "r
 
 def regular_file(path: Path | str, max_bytes: int | None = None) -> Path:
     """``path`` exists and is a regular file (symlinks followed) of at most ``max_bytes`` (default: the
-    POSEXPORT_MAX_BYTES budget); returns it."""
+    POSEXPORT_MAX_BYTES budget); returns it, noted as an input of the command."""
     path = Path(path)
     try:
         info = path.stat()
@@ -114,7 +139,10 @@ def regular_file(path: Path | str, max_bytes: int | None = None) -> Path:
         raise PosexportError(f"{path}: no such file") from None
     except OSError as e:
         raise PosexportError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except ValueError:  # a NUL byte
+        raise PosexportError(f"{str(path)[:200]!r}: holds a NUL byte; posexport reads only plain file names") from None
     check_regular(path, info, max_bytes)
+    files.note_input(path, info)
     return path
 
 
@@ -123,21 +151,60 @@ def file_size(path: Path | str) -> int:
     return os.stat(regular_file(path, max_bytes=math.inf)).st_size  # type: ignore[arg-type]
 
 
-def read_bytes(path: Path | str, offset: int = 0, length: int | None = None, root: Path | str | None = None,
-               max_bytes: int | None = None) -> bytes:
-    """``length`` bytes (default: to the end) of a regular file from ``offset``; ``path`` is first
-    contained in ``root`` when given. Refused past the file's end or past ``max_bytes`` (default: the
-    budget) before anything is allocated."""
-    path = inside(root, path) if root is not None else Path(path)
+def descriptor_path(fd: int) -> Path | None:
+    """The path the open file ``fd`` lies at, from /proc/self/fd (None where there is no /proc)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
+
+
+def open_checked(path: Path | str, root: Path | str | None = None, exact: bool = False) -> tuple[int, os.stat_result, Path]:
+    """A descriptor on a regular file, its fstat and the path opened, opened once without blocking. With
+    ``root``, ``path`` is first contained in it (``inside``); with ``root`` or ``exact`` (``path`` is one
+    ``inside`` returned), the descriptor itself must be that resolved file: its own path (or, without
+    /proc, its device and inode), so a folder swapped for a symlink after the check is refused, never read."""
+    target = inside(root, path) if root is not None else Path(path)
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise PosexportError(f"{path}: no such file") from None
+        raise PosexportError(f"{target}: no such file") from None
     except OSError as e:
-        raise PosexportError(f"{path}: cannot read it ({e.strerror or e})") from None
+        raise PosexportError(f"{target}: cannot read it ({e.strerror or e})") from None
+    except ValueError:
+        raise PosexportError(f"{str(target)[:200]!r}: holds a NUL byte; posexport reads only plain file names") from None
     try:
         info = os.fstat(fd)
-        check_regular(path, info, math.inf)  # type: ignore[arg-type]
+        if (root is not None or exact) and not same_file(fd, info, target):
+            raise PosexportError(f"{target}: changed while being opened (the file opened is not the one checked); "
+                                 "posexport reads only files that stay put")
+        check_regular(target, info, math.inf)  # type: ignore[arg-type]
+    except BaseException:
+        os.close(fd)
+        raise
+    files.note_input(target, info)
+    return fd, info, target
+
+
+def same_file(fd: int, info: os.stat_result, target: Path) -> bool:
+    """The open ``fd`` is the file at ``target`` (resolved when checked): by its /proc path, else by inode."""
+    opened = descriptor_path(fd)
+    if opened is not None:
+        return opened == target
+    try:
+        now = os.stat(target, follow_symlinks=False)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
+
+
+def read_bytes(path: Path | str, offset: int = 0, length: int | None = None, root: Path | str | None = None,
+               max_bytes: int | None = None, exact: bool = False) -> bytes:
+    """``length`` bytes (default: to the end) of a regular file from ``offset``; with ``root`` contained in
+    it, with ``root`` or ``exact`` checked on the open descriptor (``open_checked``). Refused past the
+    file's end or past ``max_bytes`` (default: the budget) before anything is allocated."""
+    fd, info, path = open_checked(path, root, exact)
+    try:
         size = info.st_size
         length = size - offset if length is None else length
         if offset < 0 or length < 0 or offset + length > size:
@@ -157,9 +224,23 @@ def read_bytes(path: Path | str, offset: int = 0, length: int | None = None, roo
         os.close(fd)
 
 
+def check_archive(data: bytes, path: Path | str) -> list[zipfile.ZipInfo]:
+    """The members of a zip archive held in ``data`` (a torch checkpoint, an .npz), refused before any is
+    inflated when together, uncompressed, they pass the budget: a few MB of deflated zeros may stand for
+    gigabytes. Not a zip archive: refused."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as e:
+        raise PosexportError(f"{path}: not a zip archive ({one_line(e, 120)})") from None
+    budget(path, sum(m.file_size for m in members), what=f"inflating its {len(members)} archive member(s)")
+    return members
+
+
 def read_json(path: Path | str, root: Path | str | None = None, max_bytes: int = MAX_JSON_BYTES) -> Any:
     """A JSON document (UTF-8, at most ``max_bytes``, nested no deeper than Python's recursion allows)."""
     data = read_bytes(path, root=root, max_bytes=max_bytes)
+    path = Path(root) / path if root is not None else path
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -209,7 +290,8 @@ def is_external(tensor: onnx.TensorProto) -> bool:
 
 @dataclass(frozen=True)
 class ExternalTensor:
-    """One tensor's checked external data: ``length`` bytes of ``path`` (resolved) from ``offset``."""
+    """One tensor's checked external data: ``length`` bytes of ``path`` (resolved) from ``offset``; read
+    again as ``location`` inside ``root`` (``open``), so that the file read is the one contained."""
 
     name: str
     path: Path
@@ -219,6 +301,14 @@ class ExternalTensor:
     dims: tuple[int, ...]
     location: str  # as the model names it, relative to the model's folder
     tensor: onnx.TensorProto = field(repr=False, compare=False, hash=False)
+    root: Path = Path()  # the model's folder, as given
+
+    def open(self) -> int:
+        """A descriptor on the data file, contained and checked on the descriptor (``open_checked``)."""
+        return open_checked(self.location, self.root)[0]
+
+    def read(self, max_bytes: int | None = None) -> bytes:
+        return read_bytes(self.location, self.offset, self.length, root=self.root, max_bytes=max_bytes)
 
 
 def nonnegative(model_path: Path, name: str, key: str, raw: str) -> int:
@@ -264,7 +354,7 @@ def external_entry(tensor: onnx.TensorProto, model_path: Path, root: Path, sizes
     if offset + length > sizes[path]:
         raise PosexportError(f"{model_path}: tensor {name!r}: external data bytes {offset}..{offset + length} are past "
                              f"the end of {location[:80]!r} ({sizes[path]} bytes)")
-    return ExternalTensor(tensor.name, path, offset, length, tensor.data_type, tuple(tensor.dims), location, tensor)
+    return ExternalTensor(tensor.name, path, offset, length, tensor.data_type, tuple(tensor.dims), location, tensor, root)
 
 
 def external_data(model: onnx.ModelProto, model_path: Path | str) -> list[ExternalTensor]:
@@ -294,7 +384,7 @@ def read_external_data(model: onnx.ModelProto, model_path: Path | str, max_bytes
     total = file_size(model_path) + sum(t.length for t in found)
     budget(model_path, total, max_bytes, "the model with its external data")
     for entry in found:
-        entry.tensor.raw_data = read_bytes(entry.path, entry.offset, entry.length, max_bytes=max_bytes)
+        entry.tensor.raw_data = entry.read(max_bytes)
         del entry.tensor.external_data[:]
         entry.tensor.data_location = onnx.TensorProto.DEFAULT
     return found

@@ -64,6 +64,15 @@ def check_bytes(name: str, value: object, nbytes: int, what: str) -> None:
         raise ParamError(name, value, f"{what} would take {tail}")
 
 
+def check_allocation(subject: object, what: str, nbytes: int) -> None:
+    """Refuse, naming ``subject`` (a file, an input, an option with its value), when ``what`` would
+    allocate ``nbytes`` past the cap: ``--weights t.npy: reading its int8 table [262144, 8192] and widening
+    it to float64 would take about 18 GiB, over the 2 GiB limit …``."""
+    tail = over(nbytes)
+    if tail:
+        raise PosexportError(f"{subject}: {what} would take {tail}")
+
+
 def check_product(factors: Sequence[tuple[str, int]], what: str, itemsize: int = FLOAT64) -> None:
     """check_bytes for an array of prod(factors) items, naming the largest factor (the one most likely
     mistyped) when several sizes multiply."""

@@ -14,7 +14,7 @@ import hashlib
 import io
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -42,10 +42,10 @@ def refusals(path: str) -> Iterator[None]:
 
 
 def checked_file(path: str) -> Path:
-    """The file, contained in its folder (symlinks resolved) and a regular file within the budget."""
+    """The file contained in its folder, resolved (symlinks followed; the readers below read it through
+    checkpoint.read, from a descriptor that must be that very file) and a regular file within the budget."""
     file = Path(path)
-    guarded.inside(file.parent, file.name)
-    return guarded.regular_file(file)
+    return guarded.regular_file(guarded.inside(file.parent, file.name))
 
 
 def load_table(path: str, key: str | None, shape: tuple[int, ...] | None = None, what: str = "table") -> np.ndarray:
@@ -79,26 +79,33 @@ def read_array(file: Path, suffix: str, key: str | None, path: str) -> np.ndarra
     return torch_array(file, key, path)
 
 
+def npy_layout(stream: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """An .npy header (format 1.0 or 2.0) read from ``stream``: shape, Fortran order, dtype and the offset
+    its data starts at, nothing allocated; a header numpy would not write is a ValueError."""
+    version = np.lib.format.read_magic(stream)
+    read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+    if read_header is None:
+        raise ValueError(f"format version {version[0]}.{version[1]}, of which posexport reads 1.0 and 2.0")
+    shape, fortran, dtype = read_header(stream, max_header_size=NPY_HEADER)
+    return shape, fortran, dtype, stream.tell()
+
+
 def npy_array(file: Path) -> np.ndarray:
     """An .npy file's array: its header parsed from the bytes read, its shape × dtype checked against the
     bytes after it, then only those read."""
     size = guarded.file_size(file)
-    head = io.BytesIO(guarded.read_bytes(file, 0, min(size, NPY_HEADER)))
     try:
-        version = np.lib.format.read_magic(head)
-        read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-        if read_header is None:
-            raise ValueError(f"format version {version[0]}.{version[1]}, of which posexport reads 1.0 and 2.0")
-        shape, fortran, dtype = read_header(head, max_header_size=NPY_HEADER)
+        shape, fortran, dtype, start = npy_layout(io.BytesIO(checkpoint.read(file, 0, min(size, NPY_HEADER))))
     except ValueError as e:
         raise PosexportError(f"{file}: not an .npy file posexport reads ({one_line(e, 200)})") from None
     if dtype.hasobject:  # its data is a pickle
         raise PosexportError(f"{file}: refused: {PICKLE_REFUSED}")
-    start, nbytes = head.tell(), int(np.prod(shape, dtype=object)) * dtype.itemsize
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if start + nbytes != size:
         raise PosexportError(f"{file}: its header declares {list(shape)} of {dtype} ({nbytes} bytes), but {size - start} "
                              "bytes follow the header")
-    data = guarded.read_bytes(file, start, nbytes)
+    checkpoint.check_widened(str(file), list(shape), str(dtype), dtype.itemsize)
+    data = checkpoint.read(file, start, nbytes)
     return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C") if nbytes else np.zeros(shape, dtype)
 
 
@@ -160,7 +167,7 @@ def chosen_name(names: list[str], key: str | None, path: str) -> str:
 def file_digest(path: str) -> str:
     """The sha256 of a weights file, read through the same checks as its table."""
     with refusals(path):
-        return hashlib.sha256(guarded.read_bytes(checked_file(path))).hexdigest()
+        return hashlib.sha256(checkpoint.read(checked_file(path))).hexdigest()
 
 
 def pin(path: str, recorded: str | None) -> tuple[str, str]:

@@ -45,11 +45,6 @@ def session(art: export.Artifact, runtime: str):
     return _session(id(art), runtime)
 
 
-def normalised_error(out: np.ndarray, ref: np.ndarray) -> float:
-    """The parity error: max|out − ref| / max(1, max|ref|) (docs/numerics.md)."""
-    return float(np.max(np.abs(out.astype(np.float64) - ref)) / max(1.0, float(np.max(np.abs(ref)))))
-
-
 def posexport_cli(*args: str, cwd: Path | None = None, check: bool = False) -> subprocess.CompletedProcess:
     """Run `posexport ARGS` as a user types it, in-process (the command's own main: its error lines and
     exit codes, stdout and stderr apart); a subprocess would add seconds of start-up and nothing else."""

@@ -14,7 +14,8 @@ from posexport.contract import Case
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
 
-from .conftest import artifact, normalised_error, posexport_cli, session
+from .conftest import artifact, posexport_cli, session
+from .harness import normalised_error
 
 DTYPES = ["float32", "float16", "bfloat16"]
 RUNTIMES = ["ort-cpu", "reference"]
@@ -28,7 +29,7 @@ def masked_error(out: np.ndarray, ref: np.ndarray) -> float:
     assert np.all(np.isfinite(out[finite])), "a finite reference entry came out infinite or NaN"
     if not finite.any():
         return 0.0
-    return float(np.max(np.abs(out[finite] - ref[finite])) / max(1.0, float(np.max(np.abs(ref[finite])))))
+    return normalised_error(out[finite], ref[finite])
 
 
 def check_feeds(art, runtime: str, feeds: dict[str, np.ndarray], bound: float | None = None) -> float:

@@ -1,6 +1,6 @@
 """Tiny random transformers models in temp folders (no downloads), exported by the real exporters:
 torch.onnx (dynamo, and the TorchScript exporter), onnxscript's onnxruntime fusions and onnxruntime-genai's
-model builder (the exports themselves: tests/exporter_fixtures.py). Each export is made once per test
+model builder (the exports themselves: zoo/exporters.py). Each export is made once per test
 session, in a temp folder removed at exit."""
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from . import exporter_fixtures as ef
+import zoo
+from zoo import exporters as ef
+
 
 ROOT = Path(tempfile.mkdtemp(prefix="posexport-surgery-"))
 atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
-VOCAB, TINY = ef.VOCAB, ef.TINY  # 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, weights std 0.3
+VOCAB, TINY = zoo.VOCAB, zoo.TINY  # 2 layers, hidden 64, 4 heads of 16, 2 kv heads, vocab 100, weights std 0.3
 
 # Rope scalings of the fixtures, as transformers' config spells them (max_position_embeddings 64 unless set).
 SCALINGS: dict[str, dict[str, Any] | None] = {
@@ -68,7 +70,7 @@ def tiny_gemma3(name: str = "gemma3") -> Path:
 
 def save(name: str, config: Any) -> Path:
     """The seeded model of ``config`` and a WordLevel tokenizer, in ROOT/name (made once)."""
-    return ef.save_model(config, ROOT / name)
+    return zoo.save_model(config, ROOT / name)
 
 
 def promising(folder: Path, positions: int) -> Path:
@@ -146,11 +148,6 @@ def half_ulp(x: np.ndarray, dtype: str) -> np.ndarray:
     """Half a unit in the last place of ``dtype`` around the float64 values x: the most rounding once leaves."""
     fraction, smallest = FLOAT_BITS[dtype]
     return 2.0 ** (np.floor(np.log2(np.maximum(np.abs(x), 2.0 ** smallest))) - fraction - 1)
-
-
-def normalised_error(out: np.ndarray, ref: np.ndarray) -> float:
-    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    return float(np.max(np.abs(out - ref)) / max(1.0, float(np.max(np.abs(ref)))))
 
 
 def tiny_gpt2(name: str = "gpt2") -> Path:

@@ -14,7 +14,8 @@ from posexport.rope.encoding import reference
 from posexport.errors import PosexportError
 from posexport.runtimes import get_runtime
 
-from .conftest import artifact, normalised_error, session
+from .conftest import artifact, session
+from .harness import normalised_error
 
 OPSET = {"portable": 18, "onnx23": 23, "ort": 18}
 # Pair layouts × axis layouts × full/partial rotary, odd head counts so no axis is mistaken for another.

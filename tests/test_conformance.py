@@ -23,7 +23,8 @@ import pytest
 import torch
 from onnxscript import script
 
-from posexport import export, properties, registry, verdicts
+from posexport import export, registry, verdicts
+from posexport.encodings import properties
 from posexport.contract import BuildOptions, Case, Property, Tables
 from posexport.dtypes import COMPUTE
 from posexport.errors import PosexportError

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from . import learned_fixtures as lf, model_zoo
+import zoo
+
+from . import learned_fixtures as lf
 from . import surgery_fixtures as sf
 from . import trained_fixtures as tf
 from . import test_surgery_generation as generation
@@ -109,23 +111,23 @@ def make_target(target: str) -> list[tuple[str, ...]]:
 
 
 def llama31(folder: Path) -> None:
-    model_zoo.saved_config(folder, "LlamaConfig", **model_zoo.SMALL, num_key_value_heads=2, max_position_embeddings=131072,
-                           rope_theta=500000.0, rope_scaling=dict(model_zoo.LLAMA3))
+    zoo.saved_config(folder, "LlamaConfig", **zoo.SMALL, num_key_value_heads=2, max_position_embeddings=131072,
+                           rope_theta=500000.0, rope_scaling=dict(zoo.LLAMA3))
 
 
 def t5(folder: Path) -> None:
-    model_zoo.saved_model(folder, "T5Config", "T5Model", vocab_size=64, d_model=32, d_kv=8, d_ff=32, num_layers=2,
+    zoo.saved_model(folder, "T5Config", "T5Model", vocab_size=64, d_model=32, d_kv=8, d_ff=32, num_layers=2,
                           num_heads=4, relative_attention_num_buckets=16, relative_attention_max_distance=32)
 
 
 def vit(folder: Path) -> None:
-    model_zoo.saved_model(folder, "ViTConfig", "ViTModel", hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+    zoo.saved_model(folder, "ViTConfig", "ViTModel", hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                           intermediate_size=32, image_size=32, patch_size=8)
 
 
 def llama3_config(path: Path) -> None:
-    model_zoo.raw(path.parent, {"model_type": "llama", **model_zoo.SMALL, "max_position_embeddings": 131072,
-                                "rope_theta": 500000.0, "rope_scaling": dict(model_zoo.LLAMA3)})
+    zoo.raw(path.parent, {"model_type": "llama", **zoo.SMALL, "max_position_embeddings": 131072,
+                          "rope_theta": 500000.0, "rope_scaling": dict(zoo.LLAMA3)})
 
 
 def copied(made: Callable[[], Path], folder: bool = False) -> Callable[[Path], None]:

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from posexport import surgery
 from posexport.surgery.doctor import SCHEMA_VERSION
 
-from . import exporter_fixtures as ef
+import zoo
+from zoo import exporters as ef
 from . import surgery_fixtures as sf
 
 pytest.importorskip("transformers")
@@ -30,19 +31,19 @@ def model_folder(name: str) -> Path:
     from transformers import Gemma3TextConfig
 
     configs = {
-        "dynamic": lambda: ef.tiny_config("llama", rope_scaling=sf.SCALINGS["dynamic"]),
-        "yarn": lambda: ef.tiny_config("llama", 8192, rope_scaling=YARN),
-        "yarn-unrounded": lambda: ef.tiny_config("llama", 8192, rope_scaling=YARN | {"truncate": False}),
+        "dynamic": lambda: zoo.tiny_config("llama", rope_scaling=sf.SCALINGS["dynamic"]),
+        "yarn": lambda: zoo.tiny_config("llama", 8192, rope_scaling=YARN),
+        "yarn-unrounded": lambda: zoo.tiny_config("llama", 8192, rope_scaling=YARN | {"truncate": False}),
         "gemma3": lambda: Gemma3TextConfig(head_dim=16, max_position_embeddings=256, sliding_window=16, rope_parameters=GEMMA3_ROPES,
-                                           layer_types=["sliding_attention", "full_attention"], **ef.TINY),
+                                           layer_types=["sliding_attention", "full_attention"], **zoo.TINY),
         # every layer given the global rope: the local base lost, as an exporter with one rope per model builds it
         "gemma3-one-rope": lambda: Gemma3TextConfig(head_dim=16, max_position_embeddings=256, sliding_window=16,
                                                     rope_parameters=dict.fromkeys(GEMMA3_ROPES, GEMMA3_ROPES["full_attention"]),
-                                                    layer_types=["sliding_attention", "full_attention"], **ef.TINY),
-        "llama3": lambda: ef.tiny_config("llama", 2048, rope_theta=500000.0, rope_scaling=sf.SCALINGS["llama3"]),
-        "llama": lambda: ef.tiny_config("llama"),
+                                                    layer_types=["sliding_attention", "full_attention"], **zoo.TINY),
+        "llama3": lambda: zoo.tiny_config("llama", 2048, rope_theta=500000.0, rope_scaling=sf.SCALINGS["llama3"]),
+        "llama": lambda: zoo.tiny_config("llama"),
     }
-    return ef.save_model(configs[name](), sf.ROOT / f"doctor-{name}")
+    return zoo.save_model(configs[name](), sf.ROOT / f"doctor-{name}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,7 +124,7 @@ def test_longrope_frozen_to_one_regime_is_named():
     # itself cannot export transformers' LongRoPE: aten::copy).
     longrope = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.0 + 0.5 * i for i in range(8)],
                 "original_max_position_embeddings": 64}
-    folder = ef.save_model(ef.tiny_config("llama", 256, rope_scaling=longrope), sf.ROOT / "doctor-longrope")
+    folder = zoo.save_model(zoo.tiny_config("llama", 256, rope_scaling=longrope), sf.ROOT / "doctor-longrope")
     fault = exporter_faults(torchscript(sf.as_plain(folder)), folder)["longrope-frozen"]
     assert "frozen to its short regime (no switch at length 64)" in fault["detail"] and fault["value"] > 0.1
     # dynamo keeps the switch (a Where between the two sets of frequencies): nothing frozen

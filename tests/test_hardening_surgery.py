@@ -281,8 +281,8 @@ def set_metadata(value: str):  # noqa: ANN201
     return change
 
 
-def caches_from_an_if(missing: bool):  # noqa: ANN201
-    """cos/sin caches switched by If(Greater(total length, 1024)), one branch short of an output when ``missing``."""
+def caches_from_an_if(missing: bool, switch: np.ndarray = np.array(1024, dtype=np.int64)):  # noqa: ANN201
+    """cos/sin caches switched by If(Greater(total length, ``switch``)), one branch short of an output when ``missing``."""
     def change(m: onnx.ModelProto) -> None:
         caches = {t.name: t for t in m.graph.initializer if t.name in ("cos_cache", "sin_cache")}
         outputs = [oh.make_tensor_value_info(n, 1, None) for n in caches]
@@ -293,7 +293,7 @@ def caches_from_an_if(missing: bool):  # noqa: ANN201
             return oh.make_graph(nodes, name, [], outs[:1] if drop else outs)
         for t in caches.values():
             m.graph.initializer.remove(t)
-        m.graph.initializer.append(onh.from_array(np.array(1024, dtype=np.int64), "switch_at"))
+        m.graph.initializer.append(onh.from_array(switch, "switch_at"))
         m.graph.node.insert(0, oh.make_node("Greater", ["switch_at", "switch_at"], ["long"]))
         m.graph.node.insert(1, oh.make_node("If", ["long"], list(caches), then_branch=branch("long", missing), else_branch=branch("short", False)))
         del outputs
@@ -306,6 +306,8 @@ HOSTILE_MODELS = {
     "unknown dtype": set_cache("cos_cache", data_type=999),
     "declared size past the data": set_cache("cos_cache", dims=[4096, 8]),
     "an If branch short of an output": caches_from_an_if(missing=True),
+    "a NaN switch length": caches_from_an_if(missing=False, switch=np.array(np.nan, dtype=np.float32)),
+    "a switch length of 1e300": caches_from_an_if(missing=False, switch=np.array(1e300)),
     "limits metadata not JSON": set_metadata("{not json"),
     "limits metadata nested deep": set_metadata("[" * 100000),
     "limits metadata of the wrong shape": set_metadata('{"cos_cache": "many"}'),

@@ -12,7 +12,8 @@ import pytest
 from posexport import export, indexshare
 from posexport.errors import ParamError
 
-from .conftest import normalised_error, posexport_cli
+from .conftest import posexport_cli
+from .harness import normalised_error
 
 # (batch, seq, past, start): a prompt, decode steps, a chunk after a past (batch 1: onnxruntime's limit),
 # and positions far past the fine table (start shifts position_ids away from the key numbers).

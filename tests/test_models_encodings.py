@@ -13,7 +13,8 @@ from posexport.encodings.vit_learned import grid_weights, resample_grid
 from posexport.errors import ParamError
 from posexport.registry import get_encoding
 
-from .conftest import normalised_error, session
+from .conftest import session
+from .harness import normalised_error
 from .encoding_checks import check_bad_params
 
 

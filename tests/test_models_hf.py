@@ -18,18 +18,18 @@ from posexport.models import read_model  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.models import cli as model_cli  # noqa: E402
 from posexport.models.build import build_model, save_model  # noqa: E402
-from posexport.models.check import run_model_parity  # noqa: E402
-from posexport.runtimes import get_runtime  # noqa: E402
-from posexport.runtimes.hf import Hf, model_bound  # noqa: E402
+from posexport.verdicts.from_model import run_model_parity  # noqa: E402
+from posexport.verdicts.runners import get_runtime  # noqa: E402
+from posexport.models.oracle import Hf, model_bound  # noqa: E402
 
-from . import model_zoo  # noqa: E402
-from .conftest import normalised_error  # noqa: E402
+from zoo import ROPE, TRAINED, rope_models, trained_models  # noqa: E402
+from .harness import normalised_error  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("zoo")
-    return {**model_zoo.rope_models(root), **model_zoo.trained_models(root)}
+    return {**rope_models(root), **trained_models(root)}
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +37,7 @@ def built(zoo):
     return {name: build_model(folder, backend="portable") for name, folder in zoo.items()}
 
 
-ALL = [*model_zoo.ROPE, *model_zoo.TRAINED]
+ALL = [*ROPE, *TRAINED]
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -13,7 +13,7 @@ from posexport.errors import PosexportError
 from posexport.models import read_model, supported_architectures
 from posexport.models.build import build_model, compress
 
-from .model_zoo import LLAMA3, SMALL, raw
+from zoo import LLAMA3, SMALL, raw
 
 
 def values(folder: Path, role: str | None = None) -> dict:

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from posexport import export, properties, verdicts
+from posexport import export, verdicts
+from posexport.encodings import properties
 from posexport.reports import parity as reports
 from posexport.dtypes import DTYPES
 from posexport.errors import PosexportError

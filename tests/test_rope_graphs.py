@@ -12,7 +12,8 @@ from posexport import export, verdicts
 from posexport.contract import Case
 from posexport.rope.encoding import reference
 
-from .conftest import artifact, normalised_error, session
+from .conftest import artifact, session
+from .harness import normalised_error
 
 CONFIGS = {
     "half-bshd": dict(head_dim=64, heads=4),

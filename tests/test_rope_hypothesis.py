@@ -10,7 +10,7 @@ from posexport import export
 from posexport.rope.encoding import reference
 from posexport.runtimes import get_runtime
 
-from .conftest import normalised_error
+from .harness import normalised_error
 
 
 @st.composite

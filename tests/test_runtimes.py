@@ -13,12 +13,13 @@ import pytest
 
 from posexport.contract import Case
 from posexport.rope.encoding import reference
-from posexport.properties import RAISES_PAST_LIMIT
+from posexport.encodings.properties import RAISES_PAST_LIMIT
 from posexport.runtimes import RUNTIMES
 from posexport.runtimes.openvino import OpenVino, partial_contrib_rotary
 from posexport.runtimes.ort_web import OrtWeb, pinned_version
 
-from .conftest import artifact, normalised_error, session
+from .conftest import artifact, session
+from .harness import normalised_error
 
 CONFORMANCE = [
     ("float32", "script", dict(head_dim=16, heads=2)),

@@ -15,7 +15,8 @@ from posexport.rope.encoding import reference
 from posexport.verdicts import run_parity
 from posexport.runtimes import get_runtime
 
-from .conftest import artifact, normalised_error, session
+from .conftest import artifact, session
+from .harness import normalised_error
 
 L0 = 64
 SHORT = tuple(1.0 + 0.25 * i for i in range(8))

@@ -12,7 +12,8 @@ import pytest
 from posexport import verdicts
 from posexport.contract import Case
 
-from .conftest import artifact, normalised_error, session
+from .conftest import artifact, session
+from .harness import normalised_error
 
 OPSET = {"portable": 18, "onnx23": 23, "ort": 18}
 SMALL = dict(head_dim=16, heads=3, layout="bsh")

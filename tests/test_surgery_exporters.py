@@ -18,10 +18,11 @@ import pytest
 from posexport import surgery
 from posexport.errors import PosexportError
 from posexport.surgery.doctor import reaching
-from posexport.surgery.graph import Graph
+from posexport.onnxgraph.graph import Graph
 from posexport.verdicts import FeedCase, model_parity
 
-from . import exporter_fixtures as ef
+import zoo
+from zoo import exporters as ef
 from . import surgery_fixtures as sf
 
 pytest.importorskip("transformers")
@@ -33,7 +34,7 @@ EXACT = 2e-5  # patched logits against float64 transformers
 def folder(arch: str) -> Path:
     if arch == "phi3-longrope":  # LongRoPE switching at 64, max_position_embeddings 256
         return sf.tiny_phi3()
-    return ef.save_model(ef.tiny_config(arch), sf.ROOT / f"x-{arch}")
+    return zoo.save_model(zoo.tiny_config(arch), sf.ROOT / f"x-{arch}")
 
 
 @functools.lru_cache(maxsize=None)

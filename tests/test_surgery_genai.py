@@ -20,6 +20,7 @@ from posexport.errors import PosexportError
 from posexport.verdicts import FeedCase, model_parity
 
 from . import surgery_fixtures as sf
+from .harness import normalised_error
 
 pytest.importorskip("onnxruntime_genai")
 LIMIT = 8192
@@ -110,7 +111,7 @@ def chained_decode(model: Path, prompt: int) -> list[np.ndarray]:
 
 def test_a_5000_token_prompt_then_decoding_at_position_5000(llama3, patched, exact):
     for got, expected in zip(chained_decode(patched, 5000), chained_decode(exact, 5000)):
-        assert sf.normalised_error(got, expected) <= 2e-5
+        assert normalised_error(got, expected) <= 2e-5
     with pytest.raises(Exception, match="cos_cache dimension 0"):
         chained_decode(llama3[1], 5000)
 

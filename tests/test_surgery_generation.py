@@ -15,7 +15,8 @@ from posexport import surgery
 from posexport.errors import PosexportError
 from posexport.verdicts import FeedCase, model_parity
 
-from . import exporter_fixtures as ef
+import zoo
+from zoo import exporters as ef
 from . import surgery_fixtures as sf
 
 pytest.importorskip("transformers")
@@ -26,7 +27,7 @@ CASES = {"prefill": [FeedCase(16), FeedCase(2100)], "decode": [FeedCase(1, 16), 
 
 @functools.lru_cache(maxsize=None)
 def folder() -> Path:
-    return ef.save_model(ef.tiny_config("llama"), sf.ROOT / "x-llama")
+    return zoo.save_model(zoo.tiny_config("llama"), sf.ROOT / "x-llama")
 
 
 @functools.lru_cache(maxsize=None)

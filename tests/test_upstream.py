@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.upstream import CHECKED_TRANSFORMERS, installed_transformers, transformers_attr  # noqa: E402
 
-from . import arch_zoo  # noqa: E402
+import zoo  # noqa: E402
 from .conftest import ROOT, posexport_cli  # noqa: E402
 
 PROBE = "posexport_probe"
@@ -81,7 +81,7 @@ def test_parity_on_a_recipe_whose_transformers_code_moved_is_one_line(tmp_path):
     """A graph built --from-model under a release whose HY-V4 rotated half-split (its manifest names 5.24's
     apply_rotary_pos_emb), judged by the hf runtime on 5.25: the runtime's row is one line naming the missing
     function, and with nothing compared the run fails (exit 1)."""
-    folder = arch_zoo.tiny("hy_v4", tmp_path / "hy_v4")
+    folder = zoo.tiny("hy_v4", tmp_path / "hy_v4")
     posexport_cli("build", "--from-model", folder, "--out", tmp_path / "g", "--backend", "portable", check=True)
     manifest_path = next((tmp_path / "g").glob("*.json"))
     manifest = json.loads(manifest_path.read_text())

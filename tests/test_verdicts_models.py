@@ -62,7 +62,7 @@ def test_a_cache_frozen_at_max_position_embeddings_fails_past_it():
 def test_transformers_exporters_model_is_judged_on_its_caches_too(llama, tmp_path):
     """transformers 5's own OnnxExporter returns the cache as cache.layers.N.keys/values: mapped by layer
     and compared with float64 transformers' own, beside the logits; a base 1% off fails on the keys."""
-    from . import exporter_fixtures as ef
+    from zoo import exporters as ef
 
     try:
         model = ef.transformers_onnx(llama, tmp_path / "transformers")
@@ -83,16 +83,15 @@ def test_the_oracles_logits_by_rows_are_its_own_forwards():
     import numpy as np
     import torch
 
+    import zoo
     from posexport.verdicts import HfOracle
 
-    from . import exporter_fixtures as ef
-
-    hf = HfOracle(ef.save_model(ef.tiny_config("gemma2"), sf.ROOT / "x-gemma2"))
-    ids = np.random.default_rng(0).integers(0, ef.VOCAB, (2, 12))
+    hf = HfOracle(zoo.save_model(zoo.tiny_config("gemma2"), sf.ROOT / "x-gemma2"))
+    ids = np.random.default_rng(0).integers(0, zoo.VOCAB, (2, 12))
     expected = hf.expect({"input_ids": ids, "position_ids": np.broadcast_to(np.arange(12), (2, 12))})
-    assert expected.rows is not None and expected.logits_shape == (2, 12, ef.VOCAB)
+    assert expected.rows is not None and expected.logits_shape == (2, 12, zoo.VOCAB)
     with torch.no_grad():
-        whole = hf.model(input_ids=torch.from_numpy(ids), logits_to_keep=0).logits.numpy().reshape(24, ef.VOCAB)
+        whole = hf.model(input_ids=torch.from_numpy(ids), logits_to_keep=0).logits.numpy().reshape(24, zoo.VOCAB)
     rows = np.concatenate([expected.logits_rows(0, 5), expected.logits_rows(5, 24)])
     assert np.abs(rows - whole).max() <= 1e-12 * np.abs(whole).max()
     assert hf.model.config.final_logit_softcapping == 30.0 and np.abs(whole).max() < 30.0

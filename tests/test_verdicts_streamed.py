@@ -5,7 +5,6 @@ The isolated runtime hands an output over in blocks that add up to it, byte for 
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import threading
 
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 
 from posexport.comparison import compare
-from posexport.runtimes.isolated import receive_arrays, send_arrays
+from posexport.runtimes.isolated import receive_arrays, receive_message, send_arrays
 from posexport.verdicts.streamed import Running, TokenTally, compared
 
 
@@ -99,10 +98,10 @@ def test_an_output_handed_over_in_blocks_is_every_byte_of_it():
             got[start:start + len(block)] = block
         return take
 
-    sender = threading.Thread(target=send_arrays, args=(a, arrays))
+    sender = threading.Thread(target=send_arrays, args=(a.fileno(), arrays))
     sender.start()
-    described = json.loads(b.recv_bytes())["arrays"]
-    rest = receive_arrays(b, described, {"logits": sink})
+    described = receive_message(b.fileno())["arrays"]
+    rest = receive_arrays(b.fileno(), described, {"logits": sink})
     sender.join()
     assert list(rest) == ["present.0.key"] and np.array_equal(rest["present.0.key"], arrays["present.0.key"])
     assert len(starts) > 1 and np.array_equal(got.reshape(arrays["logits"].shape), arrays["logits"])

@@ -25,7 +25,7 @@ from posexport import surgery
 from posexport.reports import parity as reports
 from posexport.verdicts import FLOOR_FACTOR, FeedCase, from_json, model_parity, to_json
 
-from . import exporter_fixtures as ef
+from zoo import exporters as ef
 from . import surgery_fixtures as sf
 from . import trained_fixtures as tf
 from .test_parity_cli import cli

@@ -18,7 +18,8 @@ from posexport.encodings.vit_learned import aa_bicubic_weights, reference, resam
 from posexport.errors import ParamError, PosexportError
 from posexport.registry import get_encoding
 
-from .conftest import artifact, normalised_error, posexport_cli, session
+from .conftest import artifact, posexport_cli, session
+from .harness import normalised_error
 from .encoding_checks import check_bad_params, check_every_case
 
 PLAIN = dict(dim=32, trained_h=6, trained_w=5, max_grid=16)

@@ -6,7 +6,7 @@ are judged on is another one, the Apache-2.0 LICENSE at the repository's root.
 
 Everything is seeded and single-threaded, so the same weights come out on every run: a tokenizer of 512
 ids (trained by ``tokenizers``), hidden size 64, 2 layers of 4 heads of 16. Trained once per test session
-in a temp folder, in seconds; the exports are tests/exporter_fixtures.py's, cached beside them.
+in a temp folder, in seconds; the exports are zoo/exporters.py's, cached beside them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from posexport.verdicts.tokens import python_text
 
-from . import exporter_fixtures as ef
+from zoo import exporters as ef
 
 ROOT = Path(tempfile.mkdtemp(prefix="posexport-trained-"))
 atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
@@ -109,6 +109,6 @@ def variant(arch: str, name: str, **rope: Any) -> Path:
 
 @functools.lru_cache(maxsize=None)
 def export(arch: str, exporter: str, folder: Path | None = None) -> Path:
-    """The trained model (or a ``variant`` folder of it) exported by one of exporter_fixtures.EXPORTERS."""
+    """The trained model (or a ``variant`` folder of it) exported by one of zoo.exporters.EXPORTERS."""
     source = folder or trained(arch)
     return ef.EXPORTERS[exporter](source, source.with_name(f"{source.name}--{exporter}"))

@@ -1,6 +1,6 @@
 """The matrix's exporters: one small file each ("given a tiny model folder, export it under an output
 folder and return the .onnx path, or raise ExporterFailed with a one-line reason"), most of them calling
-the helpers the tests export with (tests/exporter_fixtures.py), and one line here. Each runs in a
+the helpers the tests export with (tests/exporters.py), and one line here. Each runs in a
 subprocess of its virtual environment's python (`venv` None: the project's own, .venv), through
 ``python -m matrix.exporters.run``; nothing here imports posexport, which those venvs lack."""
 

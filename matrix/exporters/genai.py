@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests import exporter_fixtures
+from zoo import exporters
 
 
 def export(model: Path, out: Path, precision: str = "fp32") -> Path:
-    return exporter_fixtures.genai(model, out, precision)
+    return exporters.genai(model, out, precision)

@@ -1,12 +1,12 @@
 """mobius-onnx (onnxruntime's new builder): `mobius build --config DIR OUT --dtype f32`, run from
-.venvs/mobius by its helper (tests/exporter_fixtures.mobius)."""
+.venvs/mobius by its helper (tests/exporters.mobius)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests import exporter_fixtures
+from zoo import exporters
 
 
 def export(model: Path, out: Path) -> Path:
-    return exporter_fixtures.mobius(model, out)
+    return exporters.mobius(model, out)

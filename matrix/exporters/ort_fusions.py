@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests import exporter_fixtures
+from zoo import exporters
 
 
 def export(model: Path, out: Path) -> Path:
-    return exporter_fixtures.ort_optimized(exporter_fixtures.torch_onnx(model, out / "plain.onnx"), out / "model.onnx")
+    return exporters.ort_optimized(exporters.torch_onnx(model, out / "plain.onnx"), out / "model.onnx")

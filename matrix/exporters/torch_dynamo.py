@@ -1,11 +1,11 @@
-"""torch.onnx.export with the dynamo exporter, logits only (tests/exporter_fixtures.torch_onnx)."""
+"""torch.onnx.export with the dynamo exporter, logits only (tests/exporters.torch_onnx)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests import exporter_fixtures
+from zoo import exporters
 
 
 def export(model: Path, out: Path) -> Path:
-    return exporter_fixtures.torch_onnx(model, out / "model.onnx")
+    return exporters.torch_onnx(model, out / "model.onnx")

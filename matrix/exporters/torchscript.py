@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests import exporter_fixtures
+from zoo import exporters
 
 
 def export(model: Path, out: Path) -> Path:
-    return exporter_fixtures.torch_onnx(model, out / "model.onnx", dynamo=False)
+    return exporters.torch_onnx(model, out / "model.onnx", dynamo=False)

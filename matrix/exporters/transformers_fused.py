@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests import exporter_fixtures
+from zoo import exporters
 
 
 def export(model: Path, out: Path) -> Path:
-    return exporter_fixtures.transformers_onnx(model, out, "cpu")
+    return exporters.transformers_onnx(model, out, "cpu")

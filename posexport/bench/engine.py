@@ -28,7 +28,8 @@ from ..errors import PosexportError, UnknownOption
 from ..params import check, convert, field_type, parse_options
 from ..registry import get_encoding
 from ..rope import backends as rope_backends
-from ..runtimes import Runtime, get_runtimes
+from ..runtimes import Runtime
+from ..verdicts.runners import get_runtimes
 from .baselines import BASELINES, bench_indexshare, bias_only_row, contrib_row, copy_row, eager_row, naive_row
 from .targets import check_targets
 from .timing import BenchConfig, BenchResult, Group, Row, params_for

@@ -18,7 +18,7 @@ import onnx
 from ..contract import SCHEMA_VERSION
 from ..errors import PosexportError, one_line
 from ..runtimes import SessionOptions
-from ..runtimes.isolated import RuntimeCrash, call_in_child
+from ..runtimes.isolated import DEFAULT_TIMEOUT, ChildError, RuntimeCrash, call_in_child, check_timeout
 from ..runtimes.ort import OrtModelSession
 from ..verdicts.model_feeds import FeedCase, Signature, make_feeds, signature
 from .engine import machine
@@ -100,13 +100,23 @@ def timed_row(*call: Any) -> dict[str, Any]:
     return asdict(time_call(*call))
 
 
-def time_isolated(model: Path, against: Path, sig: Signature, case: FeedCase, threads: int, warmup: int, repeats: int) -> ModelRow:
-    """One call timed in a child process (runtimes.isolated; the timing runs inside it): onnxruntime dying on
-    either model is the row's note, and the bench goes on."""
+def time_isolated(model: Path, against: Path, sig: Signature, case: FeedCase, threads: int, warmup: int, repeats: int,
+                  timeout: float = DEFAULT_TIMEOUT) -> ModelRow:
+    """One call timed in a child process (runtimes.isolated; the timing runs inside it) within ``timeout``
+    seconds: onnxruntime dying on either model, failing or running past the deadline is the row's note,
+    and the bench goes on. Feeds are checked here first: a prompt's that cannot be made (a dimension posexport
+    cannot size) end the bench in one line, a decode step the model cannot take is its row's note."""
     label = call_label(case)
     try:
-        return ModelRow(**call_in_child(timed_row, (model, against, sig, case, threads, warmup, repeats), f"onnxruntime crashed timing {label}"))
-    except RuntimeCrash as crash:
+        feeds_for(sig, case)
+    except PosexportError as e:
+        if not case.past:
+            raise
+        return ModelRow(label, case.seq, case.past, note=str(e))
+    try:
+        return ModelRow(**call_in_child(timed_row, (model, against, sig, case, threads, warmup, repeats), "onnxruntime",
+                                        f"timing {label}", timeout))
+    except (RuntimeCrash, ChildError) as crash:
         return ModelRow(label, case.seq, case.past, note=str(crash))
 
 
@@ -119,21 +129,24 @@ def positions(text: str, option: str, default: tuple[int, ...]) -> tuple[int, ..
 
 
 def bench_models(model: str | Path, against: str | Path, prompts: Sequence[int] = (512, 2048), decode: Sequence[int] = (2048,),
-                 threads: int = 1, warmup: int = 5, repeats: int = 30) -> ModelBench:
-    """Prompts of each length and a decode step at each position, both models interleaved."""
+                 threads: int = 1, warmup: int = 5, repeats: int = 30, dims: dict[str, int] | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> ModelBench:
+    """Prompts of each length and a decode step at each position, both models interleaved; ``dims`` sizes
+    symbolic input dimensions (as model-parity's --dim), ``timeout`` bounds each call's child."""
     model, against = Path(model), Path(against)
+    check_timeout(timeout)
     for option, path in (("--model", model), ("--against", against)):
         if not (path.exists() or path.is_symlink()):
             raise PosexportError(f"{option} {path}: no such file")
-    sig = signature(model)
-    theirs = signature(against)
+    sig = signature(model, dims)
+    theirs = signature(against, dims)
     if [i[0] for i in sig.inputs] != [i[0] for i in theirs.inputs]:
         raise PosexportError(f"--against {against}: its inputs ({', '.join(i[0] for i in theirs.inputs)}) are not --model's "
                              f"({', '.join(i[0] for i in sig.inputs)}); compare a patched model with its original")
     meta = machine() | {"model": str(model), "against": str(against), "model_bytes": file_bytes(model), "against_bytes": file_bytes(against),
             "threads": threads, "warmup": warmup, "repeats": repeats}
     cases = [FeedCase(n) for n in prompts] + [FeedCase(1, n) for n in decode]
-    return ModelBench(meta, [time_isolated(model, against, sig, c, threads, warmup, repeats) for c in cases])
+    return ModelBench(meta, [time_isolated(model, against, sig, c, threads, warmup, repeats, timeout) for c in cases])
 
 
 def target(rows: Sequence[ModelRow]) -> dict[str, Any]:

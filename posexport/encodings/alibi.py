@@ -26,12 +26,12 @@ import onnx
 import torch
 from onnxscript import script
 
-from .. import properties as props
+from .. import limits
 from ..contract import BuildOptions, Property, Tables
 from ..dtypes import COMPUTE
-from .. import limits
 from ..params import check, param
 from ..script import POSEXPORT
+from . import properties as props
 from .kinds.bias import OUTPUTS, AttentionBias, positions_function
 
 

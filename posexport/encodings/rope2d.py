@@ -25,16 +25,16 @@ import onnx
 import torch
 from onnxscript import script
 
-from .. import properties as props
 from .. import tables
+from .. import limits
 from ..contract import BuildOptions, Property, Runner, Tables
 from ..dtypes import COMPUTE, DType
-from .. import limits
 from ..params import check, check_choices, param
-from ..rope.encoding import PAIR_LAYOUTS, apply_rope
 from ..script import POSEXPORT
+from . import properties as props
 from .inputs import random_normal
 from .kinds.grid import GridEncoding
+from .kinds.rotation import PAIR_LAYOUTS, apply_rope
 from .sincos2d import AxisCosSin, axis_cos_sin_functions
 
 

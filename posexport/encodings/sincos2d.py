@@ -21,13 +21,13 @@ import onnx
 import torch
 from onnxscript import script
 
-from .. import properties as props
 from .. import tables
+from .. import limits
 from ..contract import BuildOptions, Property, Tables
 from ..dtypes import COMPUTE, DType
-from .. import limits
 from ..params import check, param
 from ..script import POSEXPORT
+from . import properties as props
 from .kinds.grid import GridEncoding
 from .two_level import TwoLevelCosSin, cos_sin_function
 

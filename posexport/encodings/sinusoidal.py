@@ -22,14 +22,14 @@ import numpy as np
 import torch
 from onnxscript import script
 
-from .. import properties as props
 from .. import tables
+from .. import limits
 from ..contract import BuildOptions, Case, Property, Tables
 from ..dtypes import COMPUTE
-from .. import limits
 from ..params import check, check_choices, param
 from ..script import POSEXPORT
 from ..tables import plain_inv_freq
+from . import properties as props
 from .inputs import sequence_cases
 from .kinds.rows import AdditiveRows
 from .two_level import TwoLevelCosSin, cos_sin_function

@@ -25,13 +25,13 @@ import onnx
 import torch
 from onnxscript import script
 
-from .. import properties as props
 from .. import weights as weights_mod
-from ..dtypes import COMPUTE, DType
 from .. import limits
-from ..params import check, check_seed, param
 from ..contract import BuildOptions, Case, Property, Runner, Tables, TensorSpec
+from ..dtypes import COMPUTE, DType
+from ..params import check, check_seed, param
 from ..script import POSEXPORT
+from . import properties as props
 from .base import Assembled
 from .inputs import random_normal
 from .kinds.bias import OUTPUTS

@@ -22,13 +22,13 @@ import numpy as np
 import torch
 from onnxscript import script
 
-from .. import properties as props
+from .. import limits
 from ..contract import BuildOptions, Property, Tables
 from ..dtypes import COMPUTE
-from .. import limits
 from ..params import check, check_seed, param
 from ..script import POSEXPORT
 from ..weights import load_table, pin_params
+from . import properties as props
 from .kinds.bias import OUTPUTS, AttentionBias, positions_function
 
 DEFAULT_HEADS = 8

@@ -33,14 +33,14 @@ import onnx
 import torch
 from onnxscript import script
 
-from .. import properties as props
 from .. import weights as weights_mod
+from .. import limits
 from ..contract import BuildOptions, Case, Property, Tables, TensorSpec
 from ..dtypes import COMPUTE, DType
 from ..errors import ParamError
-from .. import limits
 from ..params import check, check_seed, param
 from ..script import POSEXPORT
+from . import properties as props
 from .inputs import random_normal
 from .kinds.grid import GridEncoding
 

@@ -6,7 +6,9 @@ model's token index): three learned roles. Its codec (EnCodec) has no position e
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe
 
 PARTS = ("semantic", "coarse_acoustics", "fine_acoustics")
 
@@ -26,4 +28,7 @@ def part_role(cfg: ModelConfig, part: str) -> Role:
     notes = (f"x is the {part} model's input embeddings [batch, seq, hidden]; position_ids are 0-based",
              f"its table holds block_size = {rows} rows")
     return Role(f"learned-{part}", "learned", {"weights": str(path), "key": key, "max_positions": rows, "row_offset": 0},
-                (), notes, {"kind": "learned", "key": key})
+                (), notes, LearnedRecipe(key=key))
+
+
+FAMILY = Family(("bark",), read, "learned table (one per sub-model)")

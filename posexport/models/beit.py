@@ -8,8 +8,23 @@ copied: read the same way, checked against its own copy."""
 
 from __future__ import annotations
 
+import inspect
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family
+from .hf_code import auto_config, torch_float, trained
 from .plan import Role
+from .recipes import Recipe
 from .vit import grid_role
 
 TABLE = "relative_position_bias.relative_position_bias_table"
@@ -53,6 +68,44 @@ def read(cfg: ModelConfig) -> list[Role]:
         path, key = cfg.locate(table_keys(layer, base))
         name, layers = ("beit-bias", tuple(range(count))) if layer is None else (f"beit-bias-{layer}", (layer,))
         roles.append(Role(name, "swin", {**common, "weights": str(path), "key": key}, layers, NOTES,
-                          {"kind": "beit", "key": key, "module": f"transformers.models.{module}",
-                           "bias": f"{prefix}RelativePositionBias"}))
+                          BeitRecipe(key=key, module=f"transformers.models.{module}",
+                                     bias=f"{prefix}RelativePositionBias")))
     return roles
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class BeitRecipe(Recipe):
+    """BeitRelativePositionBias (or the model's copy of it) holding the checkpoint's table ``key``."""
+
+    kind: ClassVar[str] = "beit"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"bias": re.compile(r"[A-Za-z0-9_]+RelativePositionBias")}
+
+    module: str
+    bias: str
+    key: str
+
+
+class BeitSession(Session):
+    """BeitRelativePositionBias (or the model's copy of it, as the recipe names) holding the layer's (or the
+    shared) trained table, at the trained grid."""
+
+    def __init__(self, artifact: Artifact, recipe: BeitRecipe, folder: Path):
+        bias = transformers_attr(recipe.module,
+                           recipe.bias)
+        # Data2Vec-Vision's copy takes its window as an argument; BEiT's reads it from the config.
+        window = {"window_size": (artifact.params.window_h, artifact.params.window_w)} \
+            if "window_size" in inspect.signature(bias).parameters else {}
+        self.bias = bias(auto_config(folder, recipe), **window).eval()
+        self.bias.relative_position_bias_table.data = trained(folder, recipe.key)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return (torch_float(feeds["scores"]) + self.bias(self.bias.window_size)).numpy()
+
+
+FAMILY = Family(tuple(FAMILIES), read, "swin bias (class token)", sessions={BeitRecipe: BeitSession})

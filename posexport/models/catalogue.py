@@ -8,56 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import READERS, clvp, composite, decoders, deepseek, pending, pix2struct, qwen_vl, vit
+from . import families
+from .families import BY_TYPE, READERS
 
 READ, NO_POSITIONS, NOT_YET = "read", "no positional encoding", "not yet"
 
-# reader module -> the encodings it builds
-READER_ENCODINGS = {
-    "llama": "rope", "gemma": "rope (Gemma-3: one per layer type)", "phi3": "rope (longrope)", "neox": "rope (partial)",
-    "glm": "rope (partial, interleaved pairs)", "deepseek": "rope (qk_rope_head_dim, yarn mscale)", "falcon": "rope",
-    "t5": "t5 bias", "alibi": "alibi", "learned": "learned table", "swin": "swin bias",
-    "swinv2": "swin bias (its table from the block's continuous-position-bias MLP)",
-    "beit": "swin bias (class token)", "vit": "vit-learned", "whisper": "sinusoidal (encoder), learned (decoder)",
-    "wrapper": "its text model's (text_config)", "composite": "each part's, read as the part's own type",
-    "llama4": "rope, interleaved pairs, NoPE layers, query-scale",
-    "gptj": "rope (partial, interleaved pairs)", "gemma4": "rope per layer type (full: proportional; the assistant's: on its queries alone)", "moonshine": "rope (partial, interleaved pairs)",
-    "videoprism": "sinusoidal ([sin | cos])", "sinusoids": "sinusoidal ([sin | cos])",
-    "musicgen": "sinusoidal ([cos | sin], the decoder's)",
-    "time_series": "sinusoidal ([sin | cos], encoder and decoder)",
-    "videomae": "sinusoidal (interleaved, over the tubelet patches; pretraining: and the decoder's)",
-    "timesfm": "sinusoidal ([sin | cos], use_positional_embedding only; rows rolled past leading padding)",
-    "patch_series": "learned table (the checkpoint's, per channel over the patches)",
-    "vit_mae": "vit-learned with class token (its sincos-2d-initialised table); pretraining: and the decoder's learned table",
-    "roformer": "rope (interleaved pairs)",
-    "esm": "rope (position_embedding_type rotary) or learned table (absolute, from padding_idx + 1)",
-    "decision_transformer": "learned table (episode timesteps), learned table (its GPT-2's row 0)",
-    "clvp": "rope (partial, on values too) in its encoders; learned tables in its decoder and conditioning encoder",
-    "audio_encoders": "learned table (max_source_positions frames)",
-    "bark": "learned table (one per sub-model)", "zamba2": "rope on the hybrid layers' shared attention (use_mem_rope)",
-    "recurrent_gemma": "rope (partial) on the local-attention blocks", "patch_table": "learned table (the trained token grid, not resampled)",
-    "chunked_audio": "sinusoidal ([sin | cos]), restarting every audio chunk",
-    "dots3_audio": "rope (partial), restarting every audio chunk",
-    "siglip2": "vit-learned (antialiased bilinear at every grid)",
-    "navit": "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)",
-    "mpnet": "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)",
-    "pix2struct": "learned tables (row and column, its vision towers) or t5 bias (causal, its text decoder)",
-    "layout": "learned tables, summed: BERT's (from 0), x (at the box's left and right edges), y (top and bottom), "
-              "h (its height), w (its width)",
-}
-
-# Readers whose types differ in encodings: their own model_type -> encodings table.
-TYPE_ENCODINGS = {"clvp": clvp.ENCODINGS, "pix2struct": pix2struct.ENCODINGS}
-
-# Types with no positional encoding, each with why (pending.py).
-NO_POSITION_TYPES = pending.NO_POSITIONS
-
-# Decoder layers without rope, named by what they are where they are not plain NoPE attention.
-NOPE_KINDS = {decoders.CROSS_ATTENTION: "cross-attention layers without rope",
-              decoders.LINEAR_HYBRID: "linear-attention layers without rope"}
-
-# Types not read yet, each with why (pending.py).
-NOT_YET_TYPES = pending.NOT_YET
+# Types with no positional encoding and types not read yet, each with why (pending.py, and each family for its kin).
+NO_POSITION_TYPES, NOT_YET_TYPES = families.NO_POSITIONS, families.NOT_YET
 
 
 @dataclass(frozen=True)
@@ -68,51 +25,8 @@ class Entry:
 
 
 def encodings_of(model_type: str) -> str:
-    """What posexport builds for a model type it reads."""
-    reader = READERS[model_type]
-    if model_type in qwen_vl.TOWERS:
-        return tower_encodings(qwen_vl.TOWERS[model_type])
-    if reader == "qwen_vl":
-        line = qwen_vl.FAMILIES[model_type]
-        vision = line.vision and not model_type.endswith("_text")
-        forms = [*(["interleaved sections"] if line.interleaved else []), *(["partial"] if line.partial is not None else []),
-                 *(["interleaved pairs"] if line.pair_layout == "interleaved" else [])]
-        return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
-                          *([tower_encodings(qwen_vl.TOWERS[f"{line.module}_vision"])] if vision else [])])
-    if reader in TYPE_ENCODINGS:
-        return TYPE_ENCODINGS[reader][model_type]
-    if reader == "vit":
-        return vit_tower_encodings(vit.FAMILIES[model_type])
-    if reader == "deepseek" and model_type in deepseek.MLA and deepseek.MLA[model_type].query_scale:
-        return f"{READER_ENCODINGS[reader]}, query-scale"
-    if reader == "composite":
-        line = composite.COMPOSITES[model_type]
-        return "; ".join([*(f"{p.role}: " + (encodings_of(p.model_type) if p.model_type else f"its {p.key} type's")
-                            for p in line.parts), *(f"{t.role.split('-')[0]}: learned table" for t in line.tables)])
-    if reader != "decoders":
-        return READER_ENCODINGS[reader]
-    spec = decoders.DECODERS[model_type]
-    kinds = ["rope" + (" per layer type" if isinstance(spec.theta, dict) else ""),
-             *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
-             *([NOPE_KINDS.get(spec.nope, "NoPE layers")] if spec.nope else []),
-             *(["heads of kv_channels"] if spec.kv_channels else []),
-             *(["scaled on rope_scaling_layers, unscaled on the others"] if spec.scaling_layers else []),
-             *(["layer_types as (attention, mlp) block pairs, recurrent layers looped"] if spec.paired_blocks else []),
-             *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == decoders.PER_THETA
-                else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
-    return ", ".join(kinds)
-
-
-def vit_tower_encodings(tower: vit.Tower) -> str:
-    """vit-learned, with how the tower resamples when not plain bicubic (ViT's)."""
-    form = (("antialiased bilinear" if tower.antialias else "bilinear at every grid") if tower.bilinear
-            else "antialiased bicubic" if tower.antialias else "bicubic by a scale factor" if tower.scale_factor else "")
-    return f"vit-learned ({form})" if form else "vit-learned"
-
-
-def tower_encodings(tower: qwen_vl.Tower) -> str:
-    return ", ".join(["mrope-vision (axial)", *(["vit-learned pos_embed (bilinear)"] if tower.pos_embed else []),
-                      *(["vit-learned grid (bicubic, by grid_sample)"] if tower.grid else [])])
+    """What posexport builds for a model type it reads: its family's line."""
+    return BY_TYPE[model_type].describe(model_type, encodings_of)
 
 
 def entry(model_type: str, unknown: str = "no reader yet") -> Entry:

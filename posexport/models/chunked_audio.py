@@ -21,7 +21,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import WhisperSinusoidRecipe
 
 MAX_TIMESCALE = 10000.0
 COUNTED = 13  # the frames of a full chunk in the Qwen3 encoders' _get_feat_extract_output_lengths
@@ -71,4 +73,7 @@ def read(cfg: ModelConfig) -> list[Role]:
              f"the model only ever adds rows 0 … {chunk - 1} of its table ({encoder.rows_key} = {rows} rows); the graph "
              "is exact past them too; base = 10000^((d/2)/(d/2 − 1)) is Whisper's timescale rule")
     values = {"d_model": d, "base": MAX_TIMESCALE ** (half / (half - 1)), "pair_layout": "concat"}
-    return [Role("sinusoidal-chunk", "sinusoidal", values, (), notes, {"kind": "whisper-sinusoid"})]
+    return [Role("sinusoidal-chunk", "sinusoidal", values, (), notes, WhisperSinusoidRecipe())]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "sinusoidal ([sin | cos]), restarting every audio chunk")

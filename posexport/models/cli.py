@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import PosexportError
 from ..dtypes import dtypes_of
+from ..errors import PosexportError
 from . import read_model
 from .build import build_model, compress, describe, save_model
 from .plan import ModelPlan

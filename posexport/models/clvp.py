@@ -15,13 +15,25 @@ speech decoder) and `clvp`, the whole model holding the three and a conditioning
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
+import numpy as np
+
+from ..contract import Artifact
 from ..errors import PosexportError
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
 from .esm import stored_inv_freq
+from .family import Family
+from .hf_code import auto_config, torch_float
 from .plan import Role
-from .rope_family import hf_rope, rope_role
+from .recipes import APPLY, ROTARY, LearnedRecipe, Recipe
+from .rope_family import rope_role
 from .rope_reading import rope_values
 
 THETA = 10000.0  # ClvpRotaryPositionalEmbedding's fixed base
@@ -35,14 +47,14 @@ TABLE_CONTRACT = "x is the token embeddings [batch, seq, hidden]; the graph adds
 
 def read(cfg: ModelConfig) -> list[Role]:
     if cfg.architecture == "clvp_encoder":
-        return [encoder(cfg, "rope", ("rotary_pos_emb.inv_freq",), {})]
+        return [encoder(cfg, "rope", ("rotary_pos_emb.inv_freq",))]
     if cfg.architecture == "clvp_decoder":
         return [decoder(cfg, "learned", ("position_embeds_layer.weight", "decoder.position_embeds_layer.weight",
                                          "model.decoder.position_embeds_layer.weight"))]
     text, speech, dec = (part(cfg, name) for name in ("text_config", "speech_config", "decoder_config"))
     cfg.ignore("projection_dim")  # the joint embedding's width; each encoder's rotary reads its own
-    roles = [encoder(text, "rope-text", ("text_encoder_model.rotary_pos_emb.inv_freq",), {"part": "text_config"}),
-             encoder(speech, "rope-speech", ("speech_encoder_model.rotary_pos_emb.inv_freq",), {"part": "speech_config"}),
+    roles = [encoder(text, "rope-text", ("text_encoder_model.rotary_pos_emb.inv_freq",), "text_config"),
+             encoder(speech, "rope-speech", ("speech_encoder_model.rotary_pos_emb.inv_freq",), "speech_config"),
              decoder(dec, "learned-decoder", ("speech_decoder_model.model.decoder.position_embeds_layer.weight",))]
     path, key = cfg.locate(("conditioning_encoder.text_position_embedding.weight",))
     values = {"weights": str(path), "key": key, "max_positions": dec.count("max_text_tokens", 404), "row_offset": 0}
@@ -51,7 +63,7 @@ def read(cfg: ModelConfig) -> list[Role]:
              "(0 … text length + 1 without padding)")
     for sub in (text, speech, dec):
         sub.check_all_read()
-    return [*roles, Role("learned-conditioning", "learned", values, (), notes, {"kind": "learned", "key": key})]
+    return [*roles, Role("learned-conditioning", "learned", values, (), notes, LearnedRecipe(key=key))]
 
 
 def part(cfg: ModelConfig, name: str) -> ModelConfig:
@@ -61,7 +73,7 @@ def part(cfg: ModelConfig, name: str) -> ModelConfig:
     return ModelConfig(data, cfg.architecture, f"{cfg.source} {name}", cfg.folder)
 
 
-def encoder(cfg: ModelConfig, role: str, inv_freq_keys: tuple[str, ...], recipe: dict[str, Any]) -> Role:
+def encoder(cfg: ModelConfig, role: str, inv_freq_keys: tuple[str, ...], part: str = "") -> Role:
     if not cfg.get("use_rotary_embedding", True):
         cfg.fail("use_rotary_embedding", False, "the encoder then has no position encoding at all; nothing to build")
     heads = cfg.count("num_attention_heads", 12)
@@ -76,12 +88,54 @@ def encoder(cfg: ModelConfig, role: str, inv_freq_keys: tuple[str, ...], recipe:
     stored_inv_freq(cfg, THETA, rotary_dim, inv_freq_keys)
     note = (f"the first {rotary_dim} of {head_dim} channels of the queries, keys and values rotate (half-split within "
             "them); position_ids are 0 … seq − 1 (the encoder's own)")
-    return rope_role(values, cfg, hf_rope(MODULE, "ClvpRotaryPositionalEmbedding", kind="clvp-rope", **recipe), role,
-                     notes=(note,))
+    recipe = ClvpRopeRecipe(module=f"transformers.models.{MODULE}", rotary="ClvpRotaryPositionalEmbedding",
+                            apply="apply_rotary_pos_emb", part=part)
+    return rope_role(values, cfg, recipe, role, notes=(note,))
 
 
 def decoder(cfg: ModelConfig, role: str, keys: tuple[str, ...]) -> Role:
     path, key = cfg.locate(keys)
     values = {"weights": str(path), "key": key, "max_positions": cfg.count("max_position_embeddings", 608), "row_offset": 0}
     notes = (TABLE_CONTRACT, "position_ids are 0-based (the decoder's own: past length + token index)")
-    return Role(role, "learned", values, (), notes, {"kind": "learned", "key": key})
+    return Role(role, "learned", values, (), notes, LearnedRecipe(key=key))
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClvpRopeRecipe(Recipe):
+    """ClvpRotaryPositionalEmbedding and its apply function (on a composite's encoder part)."""
+
+    kind: ClassVar[str] = "clvp-rope"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"rotary": ROTARY, "apply": APPLY}
+
+    module: str
+    rotary: str
+    apply: str
+
+
+class ClvpRopeSession(Session):
+    """CLVP's encoder rotary: ClvpRotaryPositionalEmbedding's angles for positions 0 … the largest, whose cos/sin
+    its apply_rotary_pos_emb indexes at position_ids, on the head's first rotary channels (its attention's split)."""
+
+    def __init__(self, artifact: Artifact, recipe: ClvpRopeRecipe, folder: Path):
+        self.rotary = transformers_attr(recipe.module, recipe.rotary)(auto_config(folder, recipe)).eval()
+        self.apply = transformers_attr(recipe.module, recipe.apply)
+        self.bshd = artifact.params.layout == "bshd"
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        q = x.transpose(1, 2) if self.bshd else x  # transformers' [batch, heads, seq, dim]
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            angles = self.rotary(torch.zeros(1, int(positions.max()) + 1))
+            cos, sin = angles.cos().squeeze(0), angles.sin().squeeze(0)
+            rotated = q[..., : cos.shape[-1]]
+            out = torch.cat([self.apply(rotated, rotated, rotated, cos, sin, positions)[0], q[..., cos.shape[-1] :]], dim=-1)
+        return (out.transpose(1, 2) if self.bshd else out).numpy()
+
+
+FAMILY = Family(("clvp", "clvp_encoder", "clvp_decoder"), read, ENCODINGS, sessions={ClvpRopeRecipe: ClvpRopeSession})

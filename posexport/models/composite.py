@@ -17,12 +17,14 @@ line with why; a table the composite holds beside its parts (X-CLIP's frame tabl
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from dataclasses import dataclass
 
-from . import learned
+from ..errors import PosexportError
 from .config import ModelConfig
+from .family import Family, Lookup
+from .learned import BART_LIKE
 from .plan import Role
+from .recipes import LearnedRecipe
 
 
 @dataclass(frozen=True)
@@ -160,12 +162,33 @@ COMPOSITES: dict[str, Composite] = {
                                  "(cumsum of the prefix and action attention mask − 1)"))),
 }
 NOTE = "the {role} part ({key}, model_type {inner}) read as a {inner} folder"
+# Real composites nest two deep (Qwen2.5-Omni's thinker) and hold seven parts in all: a config past these
+# caps is refused, naming the part, before anything is read or built.
+MAX_DEPTH = 4
+MAX_PARTS = 32
+
+
+def check_size(cfg: ModelConfig) -> None:
+    """The composite's parts, counted through every nested composite (by their configs alone, stopping
+    at the caps), within MAX_DEPTH levels and MAX_PARTS parts; refused naming the part past a cap."""
+    count, todo = 0, [(cfg.data, cfg.architecture, "", 1)]
+    while todo:
+        data, architecture, path, depth = todo.pop()
+        for part in COMPOSITES[architecture].parts:
+            sub, named = data.get(part.key), f"{path}.{part.key}".lstrip(".")
+            count += 1
+            if depth > MAX_DEPTH or count > MAX_PARTS:
+                cap = f"nested past {MAX_DEPTH} levels" if depth > MAX_DEPTH else f"past {MAX_PARTS} parts in all"
+                raise PosexportError(f"{cfg.source}: composite part {named[:200]!r}: {cap}; real models nest two deep "
+                                     "and hold a handful of parts, so this config is refused")
+            inner = sub.get("model_type", part.model_type) if isinstance(sub, dict) else None
+            if isinstance(inner, str) and inner in COMPOSITES:
+                todo.append((sub, inner, named, depth + 1))
 
 
 def read(cfg: ModelConfig) -> list[Role]:
-    from . import READERS, not_read
-
     line = COMPOSITES[cfg.architecture]
+    check_size(cfg)
     cfg.ignore(*line.unused)
     for key, model_type, why in line.without:
         data = cfg.get(key, {})
@@ -180,16 +203,16 @@ def read(cfg: ModelConfig) -> list[Role]:
         if part.model_type is not None and inner != part.model_type:
             cfg.fail(part.key, data if not isinstance(data, dict) else inner,
                      f"the {cfg.architecture} model builds this part as {part.model_type}")
-        if inner not in READERS:
-            cfg.fail(f"{part.key}.model_type", inner, f"that part is not read: {not_read(inner)}" if isinstance(inner, str)
-                     else "that part's model_type is missing")
+        if not isinstance(inner, str) or inner not in cfg.catalogue.families:  # a list or an object is no type
+            cfg.fail(f"{part.key}.model_type", inner, f"that part is not read: {cfg.catalogue.why_not(inner)}"
+                     if isinstance(inner, str) else "that part's model_type is missing")
     roles = []
     for part in line.parts:
         data, inner = cfg.get(part.key), types[part.key]
         within = ".".join(m for m in (cfg.within, part.module) if m)
-        sub = ModelConfig(data, inner, f"{cfg.source} {part.key}", cfg.folder, within)
-        read_part = importlib.import_module(f"{__package__}.{READERS[inner]}").read
-        whole = "encoder" in learned.BART_LIKE.get(inner, ((),))[0]  # its reader reads an encoder table beside
+        sub = ModelConfig(data, inner, f"{cfg.source} {part.key}", cfg.folder, within, cfg.catalogue)
+        read_part = cfg.catalogue.families[inner].read
+        whole = "encoder" in BART_LIKE.get(inner, ((),))[0]  # its reader reads an encoder table beside
         found = () if part.alone and whole else read_part(sub)
         if part.alone and (whole or any("encoder" in r.role for r in found)):
             cfg.fail(f"{part.key}.model_type", inner, "posexport reads this type as a whole encoder-decoder, not as "
@@ -197,7 +220,7 @@ def read(cfg: ModelConfig) -> list[Role]:
         sub.check_all_read()
         notes = (NOTE.format(role=part.role, key=part.key, inner=inner), *filter(None, [part.note]), *beside)
         roles += [dataclasses.replace(r, role=f"{part.role}-{r.role}", notes=(*r.notes, *notes),
-                                      hf={**r.hf, "part": ".".join((part.key, *filter(None, [r.hf.get("part")])))})
+                                      hf=dataclasses.replace(r.hf, part=".".join((part.key, *filter(None, [r.hf.part])))))
                   for r in found]
     for table in line.tables:
         sizing = ModelConfig(cfg.get(table.part), cfg.architecture, f"{cfg.source} {table.part}", cfg.folder)
@@ -205,5 +228,38 @@ def read(cfg: ModelConfig) -> list[Role]:
         path, key = cfg.locate((table.key,))
         notes = (table.note, f"position_ids are 0 … {rows - 1} ({table.part}.{table.rows[0]} rows)")
         roles.append(Role(table.role, "learned", {"weights": str(path), "key": key, "max_positions": rows}, (), notes,
-                          {"kind": "learned", "key": key, "part": table.part}))
+                          LearnedRecipe(key=key, part=table.part)))
     return roles
+
+
+def encodings(model_type: str, lookup: Lookup) -> str:
+    """Each part's line, as its own type's (a part the composite leaves to AutoConfig: its key's type's), and the
+    composite's own tables."""
+    line = COMPOSITES[model_type]
+    return "; ".join([*(f"{p.role}: " + (lookup(p.model_type) if p.model_type else f"its {p.key} type's") for p in line.parts),
+                      *(f"{t.role.split('-')[0]}: learned table" for t in line.tables)])
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "Qwen3-Omni whole model: its thinker and code predictor are read as their own types, but its talker_config "
+    "(Qwen3OmniMoeTalkerConfig, no model_type of its own in the registry) and its code2wav transformer's "
+    "rotary (Qwen3OmniMoeCode2Wav, sliding-window layers) are not read yet": ("qwen3_omni_moe",),
+    "PE video composites: their video encoder embeds each frame with a timm image model (video_config.vision_config, "
+    "timm_wrapper), whose positions are timm's code, not read": ("pe_audio_video", "pe_video"),
+    "FLAVA's multimodal encoder as a folder of its own: a class token over the text and image towers' hidden "
+    "states (which carry their positions), no position table of its own; not surveyed alone (the flava "
+    "composite reads its towers)": ("flava_multimodal_model",),
+    "GIT: its text table is configured at the model's own top level (max_position_embeddings, "
+    "position_embedding_type beside vision_config), not in a sub-config of a read type; its vision tower "
+    "(git_vision_model) is read as its own type": ("git",),
+    "its vision encoder (vision_config: pp_formulanet_vision, slanext_vision; SAM-style, with decomposed "
+    "relative tables) is not read (PP-FormulaNet's text decoder pp_formulanet_text is)": ("pp_formulanet", "slanext"),
+    "Phi-4-multimodal: its vision tower (phi4_multimodal_vision) is read as its own type, its audio tower "
+    "(phi4_multimodal_audio, a learned relative bias) is not": ("phi4_multimodal",),
+    "Nemotron-H-Omni: its vision tower (vision_config, radio: the grid resampled twice) is not read (its "
+    "text model, nemotron_h, has no position encoding)": ("nemotron_h_omni",),
+}
+
+
+FAMILY = Family(tuple(COMPOSITES), read, encodings, pending=PENDING)

@@ -6,11 +6,14 @@ misread).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import checkpoint, guarded
 from ..errors import PosexportError
+
 # POSITION_WORDS: key names that speak of positions. A key matching it that the architecture's reader did
 # not take, or did not declare harmless, stops the build.
 from ..rope.config import POSITION_WORDS, read_json, shown
@@ -18,14 +21,25 @@ from ..rope.config import POSITION_WORDS, read_json, shown
 MISSING = object()
 
 
+@dataclass(frozen=True)
+class Catalogue:
+    """What a wrapper or a composite needs of the catalogue to read its parts as their own types: the family reading
+    each model type, and why a type is not read (one line)."""
+
+    families: Mapping[str, Any] = field(default_factory=dict)
+    why_not: Callable[[str], str] = lambda model_type: f"model_type {model_type!r} is not in posexport's catalogue"
+
+
 class ModelConfig:
     """config.json of one architecture; ``get`` marks a key as read, ``check_all_read`` finds the rest."""
 
     def __init__(self, data: dict[str, Any], architecture: str, source: str, folder: Path | None = None,
-                 within: str = ""):
+                 within: str = "", catalogue: Catalogue = Catalogue()):
         self.data, self.architecture, self.source, self.folder = data, architecture, source, folder
         # A composite's part: the module its model holds the part under (`text_model`); its tables are found there only.
         self.within = within
+        # A wrapper or a composite reads its parts as their own types, through the catalogue.
+        self.catalogue = catalogue
         self.read: set[str] = set()
 
     def locate(self, keys: tuple[str, ...]) -> tuple[Path, str]:

@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe
 
 
 def read(cfg: ModelConfig) -> list[Role]:
@@ -22,5 +24,8 @@ def read(cfg: ModelConfig) -> list[Role]:
               "position_ids are all 0: DecisionTransformerModel passes zeros, so every token gets row 0"))):
         path, found = cfg.locate((key,))
         values = {"weights": str(path), "key": found, "max_positions": rows, "row_offset": 0}
-        roles.append(Role(role, "learned", values, (), notes, {"kind": "learned", "key": found}))
+        roles.append(Role(role, "learned", values, (), notes, LearnedRecipe(key=found)))
     return roles
+
+
+FAMILY = Family(("decision_transformer",), read, "learned table (episode timesteps), learned table (its GPT-2's row 0)")

@@ -51,11 +51,22 @@ q · (1 + β·ln(1 + ⌊p / original_max_position_embeddings⌋)).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family, Lookup
+from .hf_code import torch_float
 from .plan import LINEAR_ATTENTION, Role, softmax_attention
+from .recipes import Recipe
 from .rope_family import LAYER_ROLES, heads_and_dim, hf_rope, rope_role, text_part
 from .rope_reading import rope_values
 
@@ -501,8 +512,69 @@ def query_scale_role(cfg: ModelConfig, module: str, heads: int, head_dim: int, b
         cfg.fail(f"rope_parameters.{QUERY_SCALE}", beta, "expected a number")
     values = {"heads": heads, "head_dim": head_dim, "beta": float(beta), "floor_scale": int(floor), "offset": 0,
               "max_positions": rope["max_positions"]}
-    hf = {"kind": "query-scale", "module": f"transformers.models.{module}.modeling_{module}",
-          "scale": "get_llama_4_attn_scale"}
+    hf = QueryScaleRecipe(module=f"transformers.models.{module}.modeling_{module}", scale="get_llama_4_attn_scale")
     notes = ("x is the rotated q, [batch, seq, heads, head_dim]; position_ids are the model's own",
              f"q · (1 + β·ln(1 + ⌊p / {floor}⌋)), β = llama_4_scaling_beta = {beta}: every layer, after rope")
     return Role("query-scale", "query-scale", values, tuple(range(count)), notes, hf)
+
+
+# Decoder layers without rope, named by what they are where they are not plain NoPE attention.
+NOPE_KINDS = {CROSS_ATTENTION: "cross-attention layers without rope", LINEAR_HYBRID: "linear-attention layers without rope"}
+
+
+def encodings(model_type: str, lookup: Lookup) -> str:
+    """rope, and each form its line reads beyond the plain one."""
+    spec = DECODERS[model_type]
+    kinds = ["rope" + (" per layer type" if isinstance(spec.theta, dict) else ""),
+             *(["interleaved pairs"] if spec.pair_layout == "interleaved" else []),
+             *([NOPE_KINDS.get(spec.nope, "NoPE layers")] if spec.nope else []),
+             *(["heads of kv_channels"] if spec.kv_channels else []),
+             *(["scaled on rope_scaling_layers, unscaled on the others"] if spec.scaling_layers else []),
+             *(["layer_types as (attention, mlp) block pairs, recurrent layers looped"] if spec.paired_blocks else []),
+             *(["a rope base per layer (layer_rope_theta)" if spec.layer_theta == PER_THETA
+                else "NoPE layers (layer_rope_theta 0)"] if spec.layer_theta else [])]
+    return ", ".join(kinds)
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryScaleRecipe(Recipe):
+    """The model's get_llama_4_attn_scale(positions, β, F)."""
+
+    kind: ClassVar[str] = "query-scale"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"scale": re.compile(r"get_llama_4_attn_scale")}
+
+    module: str
+    scale: str
+
+
+class QueryScaleSession(Session):
+    """x times the model's own get_llama_4_attn_scale(position_ids, β, F) (Ministral-3), broadcast over
+    heads and channels as the graph's layout has them."""
+
+    def __init__(self, artifact: Artifact, recipe: QueryScaleRecipe, folder: Path):
+        self.scale = transformers_attr(recipe.module, recipe.scale)
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            s = self.scale(positions, self.p.beta, self.p.floor_scale)[:, 0, :, 0].float()  # [batch, seq]
+        for axis in {"bshd": (2, 3), "bhsd": (1, 3), "bsh": (2,)}[self.p.layout]:
+            s = s.unsqueeze(axis)
+        return (torch_float(feeds["x"]) * s).numpy()
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "NanoChat: its rotate_half flips the signs (x2, −x1), a rotation by −θ; not modelled": ("nanochat",),
+    "DBRX: transformers 5.24 rotates with rope_parameters (default θ 10000) while attn_config.rope_theta (500000 "
+    "in published configs) goes unused; posexport will not pick one of the two": ("dbrx",),
+}
+
+
+FAMILY = Family(tuple(DECODERS), read, encodings, pending=PENDING, sessions={QueryScaleRecipe: QueryScaleSession})

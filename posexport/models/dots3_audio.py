@@ -14,6 +14,7 @@ max_position_embeddings (its d_model, encoder_attention_heads, encoder_layers, m
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import hf_rope, rope_role
 from .rope_reading import rope_values, top_block
@@ -42,3 +43,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     cfg.ignore(*folded.read)
     folded.check_all_read()
     return [role]
+
+
+FAMILY = Family(("dots3_note_audio_encoder",), read, "rope (partial), restarting every audio chunk")

@@ -18,7 +18,9 @@ import numpy as np
 from .. import checkpoint
 from ..errors import PosexportError
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe
 from .rope_family import hf_rope, rope_role
 from .rope_reading import rope_values
 
@@ -90,4 +92,17 @@ def absolute(cfg: ModelConfig, notes: tuple[str, ...]) -> Role:
              "LayerNorm, when emb_layer_norm_before, comes after, outside this graph)",
              f"position_ids start at padding_idx + 1 = {pad + 1} (create_position_ids_from_input_ids); rows 0 … {pad} "
              "belong to padding", *notes)
-    return Role("learned", "learned", values, (), notes, {"kind": "learned", "key": key})
+    return Role("learned", "learned", values, (), notes, LearnedRecipe(key=key))
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "ESMFold2: an ESM-C language model (esmc_config, read as its own type esmc) beside an atom encoder whose "
+    "rotary turns with each atom's x/y/z coordinates and space UID (EsmFold2RotaryEmbedding: spatial_rope_base_"
+    "frequency per axis, uid_rope_base_frequency), not token positions, and an input embedder adding one-hot "
+    "relative residue, token and chain offset bins to its pair representation (EsmFold2RelativePositionEncoding); "
+    "not modelled": ("esmfold2",),
+}
+
+
+FAMILY = Family(("esm",), read, "rope (position_embedding_type rotary) or learned table (absolute, from padding_idx + 1)", pending=PENDING)

@@ -6,6 +6,7 @@ graph does not reproduce."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import hf_rope, rope_role
 from .rope_reading import rope_values, top_block
@@ -22,3 +23,6 @@ def read(cfg: ModelConfig) -> list[Role]:
                          block_name=name, max_positions=cfg.number("max_position_embeddings", 2048, integer=True),
                          theta=cfg.number("rope_theta", 10000.0))
     return [rope_role(values, cfg, hf_rope("falcon.modeling_falcon", "FalconRotaryEmbedding"))]
+
+
+FAMILY = Family(("falcon",), read, "rope")

@@ -4,6 +4,7 @@ default 0.5) with interleaved pairs (2i, 2i + 1) on the leading rotary channels;
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import heads_and_dim, hf_rope, rope_role
 from .rope_reading import rope_values, top_block
@@ -19,3 +20,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     prefix = {"glm4": "Glm4", "glm": "Glm"}[module]
     note = f"pairs (2i, 2i+1) of the first {values['rotary_dim']} of {head_dim} channels rotate; the rest pass through"
     return [rope_role(values, cfg, hf_rope(f"{module}.modeling_{module}", f"{prefix}RotaryEmbedding"), notes=(note,))]
+
+
+FAMILY = Family(("glm", "glm4"), read, "rope (partial, interleaved pairs)")

@@ -12,7 +12,9 @@ Each graph adds one lookup's rows to x; the model's sum is x (its word and token
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe
 
 POSITION_ROWS, BOX_ROWS = 512, 1024  # LayoutLMConfig's max_position_embeddings, max_2d_position_embeddings
 SUMMED = ("x is the embeddings so far [batch, seq, hidden]; LayoutLMEmbeddings sums the word embeddings, token_type's "
@@ -44,5 +46,33 @@ def read(cfg: ModelConfig) -> list[Role]:
         path, key = cfg.locate((f"embeddings.{table}.weight", f"layoutlm.embeddings.{table}.weight"))
         values = {"weights": str(path), "key": key, "max_positions": cfg.count(rows_key, rows_default), "row_offset": 0}
         notes = (SUMMED, ids) if role == "learned" else (SUMMED, ids, BOX_IDS)
-        roles.append(Role(role, "learned", values, (), notes, {"kind": "learned", "key": key}))
+        roles.append(Role(role, "learned", values, (), notes, LearnedRecipe(key=key)))
     return roles
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "LayoutLMv2 and LayoutXLM (LayoutLMv2Model): its x/y/h/w box tables are concatenated into channel slices "
+    "(coordinate_size, shape_size), its visual tokens take the 1-D table at ids restarting from 0 and the box tables "
+    "at a fixed visual_bbox grid, and every layer adds a 1-D relative bias over those position_ids and a 2-D one over "
+    "each box's left and bottom edges (T5's bidirectional buckets, checked equal on ±200000, but at each sample's own "
+    "positions: posexport's t5 bias graph takes one position vector for the whole batch); not read yet, and its model "
+    "needs detectron2 to be built": ("layoutlmv2", "layoutxlm"),
+    "LayoutLMv3: its x/y/h/w box tables are concatenated into channel slices (h and w clipped to 0 … 1023), its "
+    "RoBERTa-like table counts from padding_idx + 1 while its biases count from 0, its image patches add a pos_embed "
+    "grid, and its 1-D and 2-D relative biases (T5's buckets, checked equal on ±200000; the 2-D one at each sample's "
+    "box left and bottom edges) are summed and divided by √head_dim, a scale posexport's t5 does not apply; not read yet":
+        ("layoutlmv3",),
+    "UDOP: a T5-style encoder whose relative biases (relative_bias_args) add, beside T5's 1-D buckets, horizontal and "
+    "vertical ones over the offsets of box centres scaled by 100 and truncated, plus x/y cell tables at its float "
+    "boxes · (max_2d_position_embeddings − 1) and image patches merged into the text; not modelled": ("udop",),
+    "LiLT: a RoBERTa-like table on its text stream beside a layout stream whose input is a Linear "
+    "(box_linear_embeddings) of its concatenated x/y/h/w rows plus box_position_embeddings, then LayerNorm, with "
+    "attention of its own; the layout stream is not a table added to x: not modelled": ("lilt",),
+    "BROS: sinusoids of every token pair's box-corner offsets (bbox · bbox_scale), projected by a Linear "
+    "(bbox_projection) and dotted with each query in every layer, beside a BERT table; not modelled": ("bros",),
+}
+
+
+FAMILY = Family(("layoutlm",), read, "learned tables, summed: BERT's (from 0), x (at the box's left and right edges), "
+                                    "y (top and bottom), h (its height), w (its width)", pending=PENDING)

@@ -15,7 +15,9 @@ The table is read from the checkpoint; the graph adds table[position_ids] to x, 
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe
 
 FROM_ZERO, FROM_PADDING, FROM_TWO = "0", "padding_idx + 1", "2"
 
@@ -161,7 +163,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     path, key = cfg.locate(keys)
     values = {"weights": str(path), "key": key, "max_positions": rows, "row_offset": offset}
     # Used once, on the input embeddings (no attention layer): the role has no layers.
-    return [Role("learned", "learned", values, (), notes, {"kind": "learned", "key": key, "opt": bool(offset)})]
+    return [Role("learned", "learned", values, (), notes, LearnedRecipe(key=key, opt=bool(offset)))]
 
 
 def table_keys(part: str) -> tuple[str, ...]:
@@ -186,5 +188,8 @@ def bart_like(cfg: ModelConfig) -> list[Role]:
                  *((f"the table has {offset} rows before position 0 (the model's positional embedding adds "
                     f"{offset}); the graph leaves them out",) if offset else ()))
         roles.append(Role(f"learned-{part}" if part else "learned", "learned", values, (), notes,
-                          {"kind": "learned", "key": key, "offset": offset}))
+                          LearnedRecipe(key=key, offset=offset)))
     return roles
+
+
+FAMILY = Family((*TABLES, *BART_LIKE), read, "learned table")

@@ -8,6 +8,7 @@ transformers' defaults when a key is absent: max_position_embeddings and rope_th
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import heads_and_dim, hf_rope, rope_role
 from .rope_reading import rope_values, top_block
@@ -38,3 +39,6 @@ def read(cfg: ModelConfig) -> list[Role]:
         theta=cfg.number("rope_theta", theta_default), partial=cfg.get("partial_rotary_factor", None),
     )
     return [rope_role(values, cfg, hf_rope(f"{module}.modeling_{module}", f"{prefix}RotaryEmbedding"))]
+
+
+FAMILY = Family(tuple(ARCHITECTURES), read, "rope")

@@ -6,6 +6,7 @@ rotary module serves both)."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import hf_rope, rope_role
 from .rope_reading import rope_values, top_block
@@ -24,3 +25,6 @@ def read(cfg: ModelConfig) -> list[Role]:
                          theta=cfg.number("rope_theta", 10000.0), partial=cfg.get("partial_rotary_factor", 0.9))
     hf = hf_rope("moonshine.modeling_moonshine", "MoonshineRotaryEmbedding")
     return [rope_role(values, cfg, hf, "rope", (), notes=("the encoder's and the decoder's self-attention",))]
+
+
+FAMILY = Family(("moonshine",), read, "rope (partial, interleaved pairs)")

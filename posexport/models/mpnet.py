@@ -10,9 +10,23 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family
+from .hf_code import auto_config, torch_float, trained
 from .learned import CONTRACT
 from .plan import Role
+from .recipes import LearnedRecipe, Recipe
 
 TABLE_KEYS = ("embeddings.position_embeddings.weight", "mpnet.embeddings.position_embeddings.weight")
 BIAS_KEYS = ("encoder.relative_attention_bias.weight", "mpnet.encoder.relative_attention_bias.weight")
@@ -43,5 +57,42 @@ def read(cfg: ModelConfig) -> list[Role]:
     bias = {"heads": cfg.count("num_attention_heads", 12), "num_buckets": BUCKETS, "max_distance": MAX_DISTANCE,
             "bidirectional": True, "weights": str(bias_path), "key": bias_key}
     layers = tuple(range(cfg.count("num_hidden_layers", 12)))
-    return [Role("learned", "learned", table, (), TABLE_NOTES, {"kind": "learned", "key": table_key}),
-            Role("t5-encoder", "t5", bias, layers, BIAS_NOTES, {"kind": "mpnet-bias", "key": bias_key})]
+    return [Role("learned", "learned", table, (), TABLE_NOTES, LearnedRecipe(key=table_key)),
+            Role("t5-encoder", "t5", bias, layers, BIAS_NOTES, MpnetBiasRecipe(key=bias_key))]
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class MpnetBiasRecipe(Recipe):
+    """MPNetEncoder's own compute_position_bias, holding the checkpoint's table ``key``."""
+
+    kind: ClassVar[str] = "mpnet-bias"
+
+    key: str
+
+
+class MpnetBiasSession(Session):
+    """MPNetEncoder's own compute_position_bias, the encoder built without its layers (num_hidden_layers 0) holding
+    the model's trained table. MPNet's queries are its keys (q_len = k_len): the bias of the last q_len queries
+    is the last q_len rows of its k_len × k_len bias, as with a KV cache."""
+
+    def __init__(self, artifact: Artifact, recipe: MpnetBiasRecipe, folder: Path):
+        encoder_class = transformers_attr("transformers.models.mpnet.modeling_mpnet", "MPNetEncoder")
+        cfg = copy.deepcopy(auto_config(folder, recipe))
+        cfg.num_hidden_layers = 0
+        self.encoder = encoder_class(cfg).eval()
+        self.encoder.relative_attention_bias.weight.data = trained(folder, recipe.key)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        scores = torch_float(feeds["scores"])
+        q_len, k_len = scores.shape[-2:]
+        with torch.no_grad():
+            bias = self.encoder.compute_position_bias(torch.zeros(1, k_len, 1))[:, :, k_len - q_len :]
+        return (scores + bias).numpy()
+
+
+FAMILY = Family(("mpnet",), read, "learned table (from padding_idx + 1 = 2), t5 bias (bidirectional, computed once, added in every layer)", sessions={MpnetBiasRecipe: MpnetBiasSession})

@@ -15,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import SinusoidTableRecipe
 
 DECODERS = {"musicgen_decoder": "musicgen", "musicgen_melody_decoder": "musicgen_melody"}
 COMPOSITES = {"musicgen": "musicgen_decoder", "musicgen_melody": "musicgen_melody_decoder"}
@@ -50,5 +52,8 @@ def read(cfg: ModelConfig) -> list[Role]:
              "[cos | sin]")
     return [Role("sinusoidal-decoder", "sinusoidal", {"d_model": d, "base": 10000.0 ** (half / (half - 1)),
                                                       "pair_layout": "concat-cos"}, (), notes,
-                 {"kind": "sinusoid-table", "module": f"transformers.models.{family}.modeling_{family}",
-                  "create": EMBEDDING[family]})]
+                 SinusoidTableRecipe(module=f"transformers.models.{family}.modeling_{family}",
+                                     create=EMBEDDING[family]))]
+
+
+FAMILY = Family(FAMILIES, read, "sinusoidal ([cos | sin], the decoder's)")

@@ -17,10 +17,22 @@ patches of a batch of smaller images (patch_attention_mask false, given row 0) a
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family
+from .hf_code import auto_config, torch_float, trained
 from .plan import Role
+from .recipes import EMBEDDINGS, Recipe
 from .vit import CLIP_TABLE, DEFAULT_MAX_GRID, GRID_NOTES, square
 
 
@@ -65,6 +77,53 @@ def read(cfg: ModelConfig) -> list[Role]:
     notes = (*GRID_NOTES, f"each patch takes the table row of its fractional coordinate's bucket on the {side} × {side} "
                           f"grid, as {IDEFICS2 if tower.fractions == 'reciprocal' else MINICPM} (float32, bucketize); "
                           "patches in raster order, a batch's padding patches left out")
-    hf = {"kind": "navit", "key": key, "module": f"transformers.models.{tower.module}", "embeddings": tower.embeddings,
-          **({"target_sizes": True} if tower.fractions == "quotient" else {})}
+    hf = NavitRecipe(key=key, module=f"transformers.models.{tower.module}", embeddings=tower.embeddings,
+                     target_sizes=tower.fractions == "quotient")
     return [Role("vit-learned", "vit-learned", values, (), notes, hf)]
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class NavitRecipe(Recipe):
+    """A NaViT tower's embeddings class, its table from the checkpoint; MiniCPM-V's takes each image's target_sizes."""
+
+    kind: ClassVar[str] = "navit"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"embeddings": EMBEDDINGS}
+
+    module: str
+    embeddings: str
+    key: str
+    target_sizes: bool = False
+
+
+class NavitSession(Session):
+    """A NaViT tower's own embeddings forward on the model's trained table, its patch projection the identity (x's
+    patches are its pixels, one pixel a patch): Idefics2's with every patch of the grid unmasked, MiniCPM-V's image by
+    image with its (h, w) as target_sizes."""
+
+    def __init__(self, artifact: Artifact, recipe: NavitRecipe, folder: Path):
+        import torch
+
+        self.embeddings = transformers_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
+        table = self.embeddings.position_embedding.weight
+        table.data = trained(folder, recipe.key).reshape(table.shape)
+        self.embeddings.patch_embedding, self.embeddings.patch_size = torch.nn.Identity(), 1
+        self.target_sizes = bool(recipe.target_sizes)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        pixels = x.permute(0, 3, 1, 2)  # [batch, hidden, h, w]: the forward's flatten(2).transpose(1, 2) gives x's patches
+        with torch.no_grad():
+            if self.target_sizes:  # MiniCPM-V packs its images into one sequence: one image a call
+                y = torch.cat([self.embeddings(pixels[b : b + 1], target_sizes=torch.tensor([[h, w]])) for b in range(batch)])
+            else:
+                y = self.embeddings(pixels, patch_attention_mask=torch.ones(batch, h, w, dtype=torch.bool))
+        return y.reshape(batch, h, w, dim).numpy()
+
+
+FAMILY = Family(tuple(FAMILIES), read, "vit-learned (nearest-bucket: each patch the row of its fractional coordinate's bucket)", sessions={NavitRecipe: NavitSession})

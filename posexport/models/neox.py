@@ -9,6 +9,7 @@ here rather than a guess. StableLM: partial_rotary_factor (default 0.25) and rop
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import heads_and_dim, hf_rope, rope_role
 from .rope_reading import rope_values, top_block
@@ -32,3 +33,6 @@ def read(cfg: ModelConfig) -> list[Role]:
                          max_positions=cfg.number("max_position_embeddings", 2048 if cfg.architecture == "gpt_neox" else 4096, integer=True))
     note = f"only the first {values['rotary_dim']} of {head_dim} channels rotate; the rest pass through"
     return [rope_role(values, cfg, hf, notes=(note,))]
+
+
+FAMILY = Family(("gpt_neox", "stablelm"), read, "rope (partial)")

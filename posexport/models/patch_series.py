@@ -10,7 +10,9 @@ context_length only."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe
 
 TABLE = "encoder.positional_encoder.position_enc"
 BASES = ("model",)  # the heads' (ForPrediction, ForPretraining, …) path to the model
@@ -41,4 +43,7 @@ def read(cfg: ModelConfig) -> list[Role]:
              f"positional_encoding_type {kind}: the checkpoint's table ({'trained' if kind == 'random' else 'a normalised sinusoid, frozen'}); "
              "the model takes its configured context_length only")
     return [Role("learned", "learned", {"weights": str(path), "key": key, "max_positions": rows}, (), notes,
-                 {"kind": "learned", "key": key})]
+                 LearnedRecipe(key=key))]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "learned table (the checkpoint's, per channel over the patches)")

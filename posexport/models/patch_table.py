@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe
 from .vit import square
 
 
@@ -80,4 +82,7 @@ def read(cfg: ModelConfig) -> list[Role]:
     notes = (f"x is {family.added_to}; position_ids are 0 … {rows - 1}, the table's rows",
              "the tower takes its trained input size only (it never resamples the table)")
     return [Role("learned", "learned", {"weights": str(path), "key": key, "max_positions": rows}, (), notes,
-                 {"kind": "learned", "key": key})]
+                 LearnedRecipe(key=key))]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "learned table (the trained token grid, not resampled)")

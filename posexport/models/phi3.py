@@ -5,6 +5,7 @@ that wins over the block's, and partial_rotary_factor (Phi-4-mini's 0.75)."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import heads_and_dim, hf_rope, rope_role
 from .rope_reading import rope_values, top_block
@@ -25,3 +26,6 @@ def read(cfg: ModelConfig) -> list[Role]:
         original_top=cfg.number("original_max_position_embeddings", 4096, integer=True),
     )
     return [rope_role(values, cfg, hf_rope("phi3.modeling_phi3", "Phi3RotaryEmbedding"))]
+
+
+FAMILY = Family(("phi3",), read, "rope (longrope)")

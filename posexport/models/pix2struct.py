@@ -10,10 +10,22 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family
+from .hf_code import auto_config, torch_float, trained
 from .plan import Role
+from .recipes import EMBEDDINGS, Recipe, RecipeError, T5Recipe
 from .t5 import NOTES as T5_NOTES
 
 
@@ -61,8 +73,8 @@ def tower(cfg: ModelConfig) -> list[Role]:
                  f"(1 … {axis}s) as the image processor writes it, 0 on padding patches (the table's row 0 is padding's)",
                  f"the table has {rows} rows ({line.rows[0]}): ids up to {rows - 1}; the image processor's ids reach "
                  f"max_patches at most (a one-patch-wide image), so max_patches ≤ {rows - 1} keeps them in the table")
-        hf = {"kind": "patch-coordinates", "key": key, "module": f"transformers.models.{line.module}",
-              "embeddings": line.embeddings, "axis": axis}
+        hf = PatchCoordinatesRecipe(key=key, module=f"transformers.models.{line.module}",
+                                    embeddings=line.embeddings, axis=axis)
         roles.append(Role(f"{axis}-learned", "learned", {"weights": str(path), "key": key, "max_positions": rows}, (),
                           notes, hf))
     return roles
@@ -77,6 +89,61 @@ def text_decoder(cfg: ModelConfig) -> list[Role]:
     path, key = cfg.locate((TEXT_TABLE, *(f"{base}.{TEXT_TABLE}" for base in TEXT_BASES)))
     notes = (*T5_NOTES, "causal (Pix2StructTextAttention.compute_bias buckets with bidirectional=False whatever "
                         "is_decoder says); layer 0's table, its bias handed to every layer")
-    hf = {"kind": "t5", "key": key, "decoder": True, "module": "transformers.models.pix2struct.modeling_pix2struct",
-          "attention": "Pix2StructTextAttention"}
+    hf = T5Recipe(key=key, decoder=True, module="transformers.models.pix2struct.modeling_pix2struct",
+                  attention="Pix2StructTextAttention")
     return [Role("t5-decoder", "t5", {**values, "weights": str(path), "key": key}, tuple(range(layers)), notes, hf)]
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchCoordinatesRecipe(Recipe):
+    """A Pix2Struct-style tower's embeddings class, its table of one axis (row or column) from the checkpoint."""
+
+    kind: ClassVar[str] = "patch-coordinates"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"embeddings": EMBEDDINGS}
+
+    module: str
+    embeddings: str
+    key: str
+    axis: str
+
+    def check(self) -> None:
+        if self.axis not in PATCH_AXES:
+            raise RecipeError(f"recipe axis {self.axis!r} is not one of {', '.join(PATCH_AXES)}")
+
+
+# A Pix2Struct-style tower's id columns: flattened_patches[:, :, 0] is each patch's row, [:, :, 1] its column.
+PATCH_AXES = ("row", "column")
+
+
+class PatchCoordinatesSession(Session):
+    """Pix2Struct's (Kosmos-2.5's) vision embeddings forward on the model's trained row and column tables:
+    flattened_patches of [row ids, column ids | x], the role's position_ids in its axis's column; its patch
+    projection the identity (x is the projection's output) and the other axis's table zeroed (its rows are the
+    other role's)."""
+
+    def __init__(self, artifact: Artifact, recipe: PatchCoordinatesRecipe, folder: Path):
+        import torch
+
+        self.embeddings = transformers_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
+        holder = recipe.key.rsplit(".", 2)[0]  # the embeddings module: both tables by the class's own names
+        for axis in PATCH_AXES:
+            table = getattr(self.embeddings, f"{axis}_embedder").weight
+            table.data = trained(folder, f"{holder}.{axis}_embedder.weight") if axis == recipe.axis \
+                else torch.zeros_like(table)
+        self.embeddings.patch_projection = torch.nn.Identity()
+        self.column = PATCH_AXES.index(recipe.axis)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        ids = torch.zeros(*x.shape[:-1], 2)
+        ids[..., self.column] = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"])).float()
+        with torch.no_grad():
+            return self.embeddings(torch.cat([ids, x], dim=-1)).numpy()
+
+
+FAMILY = Family(FAMILIES, read, ENCODINGS, sessions={PatchCoordinatesRecipe: PatchCoordinatesSession})

@@ -3,9 +3,11 @@ it and what its graph's inputs mean in the model's terms."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .recipes import Recipe
 
 
 @dataclass(frozen=True)
@@ -17,7 +19,7 @@ class Role:
     layers:   the layers (0-based) whose attention or embedding uses it
     notes:    the contract in the model's terms (where an offset or an extra token changes what
               position_ids means, which slice of the head rotates …)
-    hf:       how the `hf` runtime runs the model's own code for this role (plain data, see runtimes/hf.py)
+    hf:       how the `hf` runtime runs the model's own code for this role (a recipe, see models/recipes.py)
     """
 
     role: str
@@ -25,7 +27,7 @@ class Role:
     values: dict[str, Any]
     layers: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
-    hf: dict[str, Any] = field(default_factory=dict)
+    hf: Recipe | None = None
 
 
 # Encodings applied inside attention to q/k (a layer has at most one), and those that scale q.
@@ -111,7 +113,7 @@ class ModelPlan:
             "role": role.role,
             "layers": list(role.layers),
             "notes": list(role.notes),
-            "hf": role.hf,
+            "hf": role.hf.to_json() if role.hf is not None else {},
             "plan": [{"layer": lp.layer, "uses": lp.describe(), "rope": lp.rope, "scales": list(lp.scales)}
                      for lp in self.layer_plan()],
         }
@@ -126,6 +128,6 @@ class ModelPlan:
 def covers(role: Role, layer: int) -> bool:
     """Whether the language model's layer ``layer`` uses the role: a role without layer numbers is used by
     every layer; a vision tower's roles (their own layer numbers) and a composite's parts beside its text model by none."""
-    if role.hf.get("vision_config") or role.hf.get("part", "text_config") != "text_config":
+    if role.hf is not None and (role.hf.vision_config or role.hf.part not in ("", "text_config")):
         return False
     return not role.layers or layer in role.layers

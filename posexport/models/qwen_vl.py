@@ -38,13 +38,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
 
 from .. import checkpoint
+from ..contract import Artifact
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family, Lookup
+from .hf_code import auto_config, from_bshd, to_bshd, torch_float, trained
 from .plan import Role
+from .recipes import APPLY, ROTARY, Recipe, RopeRecipe
 from .rope_family import CONTRACT, heads_and_dim, kv_note, layers
-from .vit import CLIP_TABLE, grid_role
+from .vit import CLIP_TABLE, GridSampleRecipe, grid_role
 
 MROPE_KINDS = ("mrope", "default")
 
@@ -148,7 +160,7 @@ NOTES = ("position_ids are the model's [3, batch, seq] (get_rope_index: temporal
 
 def read(cfg: ModelConfig) -> list[Role]:
     if cfg.architecture in TOWERS:
-        return tower_roles(cfg, TOWERS[cfg.architecture], {})
+        return tower_roles(cfg, TOWERS[cfg.architecture], False)
     text = cfg
     if cfg.has("text_config"):
         text = ModelConfig(cfg.get("text_config"), cfg.architecture, f"{cfg.source} text_config", cfg.folder)
@@ -179,8 +191,8 @@ def read(cfg: ModelConfig) -> list[Role]:
               "max_positions": text.number("max_position_embeddings", line.max_positions, integer=True),
               "interleaved": interleaved}
     module, prefix = line.module, line.prefix
-    hf = {"kind": "rope", "module": f"transformers.models.{module}.modeling_{module}", "rotary": f"{prefix}RotaryEmbedding",
-          "apply": "apply_rotary_pos_emb", "text_config": True}
+    hf = RopeRecipe(module=f"transformers.models.{module}.modeling_{module}", rotary=f"{prefix}RotaryEmbedding",
+                    apply="apply_rotary_pos_emb", text_config=True)
     text.ignore("use_sliding_window", "sliding_window", "max_window_layers")
     # Qwen2.5-Omni's talker: the audio time positions get_rope_index makes (the position_ids passed in)
     text.ignore("position_id_per_seconds", "seconds_per_chunk")
@@ -193,13 +205,13 @@ def read(cfg: ModelConfig) -> list[Role]:
         if not isinstance(data, dict):
             cfg.fail("vision_config", data, "expected an object")
         vision = ModelConfig(data, cfg.architecture, f"{cfg.source} vision_config", cfg.folder)
-        roles += tower_roles(vision, TOWERS[f"{module}_vision"], {"vision_config": True})
+        roles += tower_roles(vision, TOWERS[f"{module}_vision"], True)
     return roles
 
 
-def tower_roles(vision: ModelConfig, tower: Tower, recipe: dict) -> list[Role]:
+def tower_roles(vision: ModelConfig, tower: Tower, in_model: bool) -> list[Role]:
     """The tower's axial rope and (Qwen3-VL's towers) its pos_embed, from its config: a full model's vision_config
-    (recipe: the hf runtime takes the config's vision_config) or a tower's own."""
+    (``in_model``: the hf runtime takes the config's vision_config) or a tower's own."""
     width_default, heads_default, depth_default = tower.defaults
     heads = vision.count(tower.heads, heads_default)
     width = vision.count(tower.width, width_default)
@@ -218,18 +230,18 @@ def tower_roles(vision: ModelConfig, tower: Tower, recipe: dict) -> list[Role]:
     values = {"head_dim": head_dim, "heads": heads, "base": float(block.get("rope_theta", 10000.0)), "axial": True,
               "mrope_section": (head_dim // 4, head_dim // 4), "max_positions": 32768}
     module = f"transformers.models.{tower.module}.modeling_{tower.module}"
-    hf = {"kind": "vision-rope", "module": module, "rotary": f"{tower.prefix}VisionRotaryEmbedding",
-          "apply": "apply_rotary_pos_emb_vision", **recipe}
+    hf = VisionRopeRecipe(module=module, rotary=f"{tower.prefix}VisionRotaryEmbedding", apply="apply_rotary_pos_emb_vision",
+                          vision_config=in_model)
     notes = ("x is one vision attention layer's q or k, [1, patches, heads, head_dim] (the tower's [patches, heads, "
              "head_dim] with a batch axis); position_ids are [2, 1, patches]: each patch's (height, width) row and "
              f"column, as the tower lays them out ({tower.order}: get_vision_position_ids)", *kv_note(vision, heads))
     rope = Role("mrope-vision", "mrope", values, tuple(range(vision.count(tower.depth, depth_default))), notes, hf)
     if tower.grid:
-        return grid_sampled_role(vision, tower, width, rope, recipe)
-    return [rope] if rows is None else pos_embed_role(vision, tower, rows, rope, recipe)
+        return grid_sampled_role(vision, tower, width, rope, in_model)
+    return [rope] if rows is None else pos_embed_role(vision, tower, rows, rope, in_model)
 
 
-def grid_sampled_role(vision: ModelConfig, tower: Tower, width: int, rope: Role, recipe: dict) -> list[Role]:
+def grid_sampled_role(vision: ModelConfig, tower: Tower, width: int, rope: Role, in_model: bool) -> list[Role]:
     """The vision rope role and GLM-4V's learned grid (image_size // patch_size a side), which its embeddings sample
     at each patch's centre with F.grid_sample (bicubic, border padding): vit-learned's bicubic weights (a = −0.75,
     no antialias; checked against the embeddings' own forward). A folder without weights gets the rope role only."""
@@ -241,7 +253,7 @@ def grid_sampled_role(vision: ModelConfig, tower: Tower, width: int, rope: Role,
              "every grid is resampled as the embeddings do (F.grid_sample at each patch's centre, bicubic, border "
              "padding: F.interpolate's bicubic weights, a = −0.75; the trained grid unchanged)")
     role = grid_role(vision, f"{tower.module}.modeling_{tower.module}", tower.grid, 0, GRID_KEYS, width, notes,
-                     "vision-pos-embed", (336, 14), kind="grid-sample", table=CLIP_TABLE, **recipe)
+                     "vision-pos-embed", (336, 14), recipe=GridSampleRecipe, table=CLIP_TABLE, vision_config=in_model)
     return [rope, role]
 
 
@@ -251,7 +263,7 @@ GRID_KEYS = ("embeddings.position_embedding.weight", "model.visual.embeddings.po
 POS_EMBED_GRID = 128
 
 
-def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, recipe: dict) -> list[Role]:
+def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, in_model: bool) -> list[Role]:
     """The vision rope role and the tower's learned pos_embed, resampled to the image's patch grid as
     its tower does; a folder without weights gets the rope role only, its notes saying so (as Gemma-3's)."""
     if not checkpoint.has_weights(vision.folder):
@@ -264,8 +276,8 @@ def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, rec
     values = {"dim": vision.count("hidden_size", tower.defaults[0]), "trained_h": side, "trained_w": side,
               "interpolation": "bilinear", "align_corners": tower.corners, "antialias": False,
               "max_grid": max(POS_EMBED_GRID, side), "weights": str(path), "key": key}
-    hf = {"kind": "grid-interpolate", "module": f"transformers.models.{tower.module}.modeling_{tower.module}",
-          "tower": tower.pos_embed, "key": key, **recipe}
+    hf = GridInterpolateRecipe(module=f"transformers.models.{tower.module}.modeling_{tower.module}", tower=tower.pos_embed,
+                               key=key, vision_config=in_model)
     order = ("the tower's own order" if tower.image_grid else
              "the tower orders them in spatial_merge_size blocks: reorder before and after")
     notes = (f"x is the patch embeddings of one image (patch_embed's output) as a grid [batch, grid_h, grid_w, hidden], "
@@ -273,3 +285,121 @@ def pos_embed_role(vision: ModelConfig, tower: Tower, rows: int, rope: Role, rec
              f"pos_embed is a {side}×{side} grid resampled as the tower's forward does (bilinear, "
              f"align_corners={tower.corners})")
     return [rope, Role("vision-pos-embed", "vit-learned", values, (), notes, hf)]
+
+
+def encodings(model_type: str, lookup: Lookup) -> str:
+    """M-RoPE with the forms of its line, and its vision tower's where its vision_config is a Qwen-VL tower (a
+    tower's own folder: the tower's alone)."""
+    if model_type in TOWERS:
+        return tower_encodings(TOWERS[model_type])
+    line = FAMILIES[model_type]
+    vision = line.vision and not model_type.endswith("_text")
+    forms = [*(["interleaved sections"] if line.interleaved else []), *(["partial"] if line.partial is not None else []),
+             *(["interleaved pairs"] if line.pair_layout == "interleaved" else [])]
+    return ", ".join(["mrope" + (f" ({', '.join(forms)})" if forms else ""),
+                      *([tower_encodings(TOWERS[f"{line.module}_vision"])] if vision else [])])
+
+
+def tower_encodings(tower: Tower) -> str:
+    return ", ".join(["mrope-vision (axial)", *(["vit-learned pos_embed (bilinear)"] if tower.pos_embed else []),
+                      *(["vit-learned grid (bicubic, by grid_sample)"] if tower.grid else [])])
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class VisionRopeRecipe(Recipe):
+    """A Qwen-VL tower's VisionRotaryEmbedding and apply_rotary_pos_emb_vision."""
+
+    kind: ClassVar[str] = "vision-rope"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"rotary": ROTARY, "apply": APPLY}
+
+    module: str
+    rotary: str
+    apply: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridInterpolateRecipe(Recipe):
+    """A Qwen3-VL tower class (built on the meta device) for its interpolation, its pos_embed from the checkpoint."""
+
+    kind: ClassVar[str] = "grid-interpolate"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"tower": re.compile(r"[A-Za-z0-9_]+Vision(Model|Encoder|Embeddings)")}
+
+    module: str
+    tower: str
+    key: str
+
+
+class VisionRopeSession(Session):
+    """A Qwen-VL vision tower's own axial VisionRotaryEmbedding on each patch's (height, width) and its
+    apply_rotary_pos_emb_vision, per batch row (the tower has no batch axis)."""
+
+    def __init__(self, artifact: Artifact, recipe: VisionRopeRecipe, folder: Path):
+        self.rotary = transformers_attr(recipe.module, recipe.rotary)(auto_config(folder, recipe)).eval()
+        self.apply = transformers_attr(recipe.module, recipe.apply)
+        self.p = artifact.params
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        bshd = to_bshd(feeds["x"], self.p)
+        rows = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))  # [2, batch, seq]
+        with torch.no_grad():
+            out = torch.stack([self.apply(bshd[b], bshd[b], *self.rotary(bshd[b], rows[:, b].T))[0] for b in range(bshd.shape[0])])
+        return from_bshd(out, self.p)
+
+
+class GridInterpolateSession(Session):
+    """A Qwen3-VL vision tower's pos_embed as its forward adds it: transformers' own
+    get_vision_interpolation_indices_and_weights with the tower's (PaddleOCR-VL's: its embeddings') interpolation mode
+    and align_corners (built on the meta device: nothing allocated) and its num_grid_per_side, the trained rows gathered
+    and summed with their weights. Patches in raster order (spatial_merge_size 1): the graph's grid."""
+
+    def __init__(self, artifact: Artifact, recipe: GridInterpolateRecipe, folder: Path):
+        import torch
+
+        with torch.device("meta"):
+            tower = transformers_attr(recipe.module, recipe.tower)(auto_config(folder, recipe))
+        self.side, self.mode, self.corners = tower.num_grid_per_side, tower.interpolation_mode, tower.interpolation_align_corners
+        self.table = trained(folder, recipe.key)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+        get_vision_interpolation_indices_and_weights = transformers_attr(
+            "transformers.vision_utils", "get_vision_interpolation_indices_and_weights")
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        with torch.no_grad():
+            indices, weights = get_vision_interpolation_indices_and_weights(
+                torch.tensor([[1, h, w]]), self.side, mode=self.mode, align_corners=self.corners, spatial_merge_size=1)
+            rows = (torch.nn.functional.embedding(indices, self.table) * weights[:, :, None]).sum(1)
+        return (x + rows.reshape(h, w, dim)).numpy()
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "HunYuan-VL: its sections split the doubled [θ | θ] vector (2·section each, XD-RoPE's rows), so a pair's two "
+    "channels can turn with different rows; checked against posexport's mrope: differs":
+        ("hunyuan_vl", "hunyuan_vl_text"),
+    "ERNIE-4.5-VL: sections ordered height and width alternating per frequency, then time, on interleaved pairs "
+    "(repeat_interleave(2)); checked against posexport's mrope (Qwen's layouts, half-split): differs":
+        ("ernie4_5_vl_moe", "ernie4_5_vl_moe_text"),
+    "M-RoPE text model whose rope_parameters and mrope_section are keyed by layer type (Qwen3-VL's interleaved "
+    "sections per layer type); the Qwen-VL reader reads one M-RoPE block": ("cohere_compass", "cohere_compass_text"),
+    "HY-V4-VL: Qwen3-VL's interleaved M-RoPE inside HY-V4's hybrid stack (multi-head latent attention beside "
+    "linear-attention layers without rope); layer plan not read yet": ("hy_v4_vl", "hy_v4_vl_text"),
+    "not M-RoPE (its rotary takes [batch, seq] positions): 1-D partial rope beside a lightning indexer "
+    "(index_head_dim) that rotates its own index heads, a second rope site; not read yet":
+        ("minimax_m3_vl", "minimax_m3_vl_text"),
+    "Step-3.5/3.7: not M-RoPE (1-D rope per layer type), but its config class converts per-layer rope_theta and "
+    "partial_rotary_factors lists of published configs, sliding layers take their own heads (per_layer_config), "
+    "and a sparse indexer (sparse_attention_config) sits beside attention; not read yet": ("step3p7", "step3p5"),
+    "Dots3-Note: not M-RoPE (1-D rope per layer type, partial), on multi-head latent attention with an indexer "
+    "(index_head_dim, indexed_attention layers); not read yet": ("dots3_note", "dots3_note_text"),
+}
+
+
+FAMILY = Family((*FAMILIES, *TOWERS), read, encodings, pending=PENDING, sessions={VisionRopeRecipe: VisionRopeSession, GridInterpolateRecipe: GridInterpolateSession})

@@ -8,6 +8,7 @@ max_position_embeddings."""
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import hf_rope, rope_role
 from .rope_reading import block_kind, rope_values, top_block
@@ -35,3 +36,6 @@ def read(cfg: ModelConfig) -> list[Role]:
              "where position_ids is 0)",
              "RecurrentGemma has no max_position_embeddings: the graph covers position_limit positions")
     return [rope_role(values, cfg, hf, "rope", attention, notes)]
+
+
+FAMILY = Family(("recurrent_gemma",), read, "rope (partial) on the local-attention blocks")

@@ -6,8 +6,21 @@ with rotary_value it turns the values too (the same rope on a third tensor). The
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family
+from .hf_code import from_bshd, to_bshd
 from .plan import Role
+from .recipes import Recipe
 from .rope_family import CONTRACT
 from .rope_reading import rope_values
 
@@ -23,5 +36,45 @@ def read(cfg: ModelConfig) -> list[Role]:
     on = "queries, keys and values" if cfg.get("rotary_value", False) else "queries and keys"
     note = f"pairs (2i, 2i+1) of all {head_dim} channels of the {on} rotate; position_ids are 0 … seq − 1"
     layers = tuple(range(cfg.count("num_hidden_layers", 12)))
-    hf = {"kind": "roformer", "module": MODULE}
+    hf = RoformerRecipe(module=MODULE)
     return [Role("rope", "rope", values, layers, (CONTRACT, note), hf)]
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoformerRecipe(Recipe):
+    """RoFormer's sinusoid table class and its attention's apply_rotary_position_embeddings."""
+
+    kind: ClassVar[str] = "roformer"
+
+    module: str
+
+
+class RoformerSession(Session):
+    """RoFormer's own table (RoFormerSinusoidalPositionalEmbedding.create_weight) at position_ids and
+    RoFormerSelfAttention.apply_rotary_position_embeddings on x [batch, heads, seq, dim], as its attention does."""
+
+    def __init__(self, artifact: Artifact, recipe: RoformerRecipe, folder: Path):
+        module = recipe.module
+        self.table = transformers_attr(module, "RoFormerSinusoidalPositionalEmbedding")
+        self.attention = transformers_attr(module, "RoFormerSelfAttention")
+        self.p = artifact.params
+
+    def create(self, rows: int, dim: int) -> Any:
+        """The table's rows 0 … rows − 1 ([sin | cos] halves, as GPT-J's create_sinusoidal_positions)."""
+        return self.table(rows, dim).create_weight()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        bhsd = to_bshd(feeds["x"], self.p).transpose(1, 2)
+        positions = torch.from_numpy(np.ascontiguousarray(feeds["position_ids"]))
+        with torch.no_grad():
+            table = self.create(int(positions.max()) + 1, self.p.head_dim)[positions][:, None]
+            out, _ = self.attention.apply_rotary_position_embeddings(table, bhsd, bhsd)
+        return from_bshd(out.transpose(1, 2), self.p)
+
+
+FAMILY = Family(("roformer",), read, "rope (interleaved pairs)", sessions={RoformerRecipe: RoformerSession})

@@ -7,6 +7,7 @@ from typing import Any
 
 from .config import ModelConfig
 from .plan import Role
+from .recipes import Recipe, RopeRecipe
 
 # Roles of rope_parameters keyed by layer type, named as Gemma-3's.
 LAYER_ROLES = {"sliding_attention": "rope-local", "full_attention": "rope-global"}
@@ -56,12 +57,12 @@ def kv_note(cfg: ModelConfig, heads: int) -> tuple[str, ...]:
             "(same tables), or fold heads into the batch",)
 
 
-def hf_rope(module: str, rotary: str, apply: str = "apply_rotary_pos_emb", **extra: Any) -> dict[str, Any]:
+def hf_rope(module: str, rotary: str, apply: str = "apply_rotary_pos_emb", **extra: Any) -> RopeRecipe:
     """The hf runtime's recipe: transformers.models.<module>'s rotary embedding class and its apply function."""
-    return {"kind": "rope", "module": f"transformers.models.{module}", "rotary": rotary, "apply": apply, **extra}
+    return RopeRecipe(module=f"transformers.models.{module}", rotary=rotary, apply=apply, **extra)
 
 
-def rope_role(values: dict[str, Any], cfg: ModelConfig, hf: dict[str, Any], role: str = "rope",
+def rope_role(values: dict[str, Any], cfg: ModelConfig, hf: Recipe, role: str = "rope",
               layer_ids: tuple[int, ...] | None = None, notes: tuple[str, ...] = ()) -> Role:
     ids = layers(cfg) if layer_ids is None else layer_ids
     return Role(role, "rope", values, ids, (CONTRACT, *notes, *kv_note(cfg, values["heads"])), hf)

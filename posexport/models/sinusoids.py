@@ -10,7 +10,7 @@ Positions start at 0 (FunASR: 1), or (fairseq's make_positions / create_position
 padding_idx + 1 = pad_token_id + 1: rows 0 … padding_idx are never added to a token. Encoder-decoders add
 the same table to both parts. The graph covers any position, past the model's rows too. Parity's hf runtime
 builds the table with Whisper's `sinusoids` (fairseq's rule) or VideoPrism's create_sinusoidal_positions
-(Vaswani's); tests/test_models_catalogue.py checks each type against its own module."""
+(Vaswani's); tests/models/test_sinusoids.py checks each type against its own module."""
 
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ import math
 from typing import NamedTuple
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import SinusoidTableRecipe, WhisperSinusoidRecipe
 
 FROM_ZERO, FROM_ONE, FROM_PADDING = "0", "1", "padding_idx + 1"
-VASWANI = {"kind": "sinusoid-table", "module": "transformers.models.videoprism.modeling_videoprism",
-           "create": "create_sinusoidal_positions"}
-FAIRSEQ = {"kind": "whisper-sinusoid"}
+VASWANI = SinusoidTableRecipe(module="transformers.models.videoprism.modeling_videoprism", create="create_sinusoidal_positions")
+FAIRSEQ = WhisperSinusoidRecipe()
 
 
 class Table(NamedTuple):
@@ -72,3 +73,6 @@ def read(cfg: ModelConfig) -> list[Role]:
                                          if table.fairseq else ""))
     return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": base, "pair_layout": "concat"}, (), notes,
                  FAIRSEQ if table.fairseq else VASWANI)]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "sinusoidal ([sin | cos])")

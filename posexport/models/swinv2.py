@@ -11,11 +11,23 @@ cannot add: refused."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
+import numpy as np
+
+from ..contract import Artifact
 from ..errors import PosexportError
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family
+from .hf_code import auto_config, softmax_input, torch_float, trained
 from .plan import Role
+from .recipes import Recipe, window_size
 from .vit import square
 
 MLP = "attention.self.continuous_position_bias_mlp"
@@ -26,7 +38,7 @@ NOTES = ("scores are one block's scaled cosine window scores cos(q, k)·exp(min(
 
 
 @dataclass(frozen=True)
-class Family:
+class Line:
     blocks: str  # one block's module path, of {stage} and {block}
     prefix: str  # the base model's name in a whole checkpoint
     attention: str  # transformers.models.<module>:<class>, the block's self-attention
@@ -37,14 +49,14 @@ class Family:
 
 SQUARE = "posexport reads square windows over square grids"
 FAMILIES = {
-    "swinv2": Family("encoder.layers.{stage}.blocks.{block}", "swinv2", "swinv2.modeling_swinv2:Swinv2SelfAttention",
+    "swinv2": Line("encoder.layers.{stage}.blocks.{block}", "swinv2", "swinv2.modeling_swinv2:Swinv2SelfAttention",
                      True, True, (224, 4, 7, (2, 2, 6, 2), (3, 6, 12, 24))),
-    "swin2sr": Family("encoder.stages.{stage}.layers.{block}", "swin2sr", "swin2sr.modeling_swin2sr:Swin2SRSelfAttention",
+    "swin2sr": Line("encoder.stages.{stage}.layers.{block}", "swin2sr", "swin2sr.modeling_swin2sr:Swin2SRSelfAttention",
                       False, False, (64, 1, 8, (6,) * 6, (6,) * 6)),
 }
 
 
-def mlp_key(cfg: ModelConfig, family: Family, stage: int, block: int) -> tuple[str, str]:
+def mlp_key(cfg: ModelConfig, family: Line, stage: int, block: int) -> tuple[str, str]:
     """(file, name) of the block's MLP, its three tensors in one file of the checkpoint."""
     inner = f"{family.blocks.format(stage=stage, block=block)}.{MLP}"
     path, first = cfg.locate(tuple(f"{name}.{MLP_TENSORS[0]}" for name in (inner, f"{family.prefix}.{inner}")))
@@ -89,8 +101,52 @@ def read(cfg: ModelConfig) -> list[Role]:
             path, key = mlp_key(cfg, family, stage, block)
             values = {"window_h": window, "window_w": window, "heads": stage_heads, "table_source": "mlp",
                       "pretrained_window": pretrained[stage], "weights": path, "key": key}
-            hf = {"kind": "swin-continuous", "key": key, "window": window, "pretrained_window": pretrained[stage],
-                  "module": f"transformers.models.{module}", "attention": attention}
+            hf = ContinuousBiasRecipe(key=key, window=window, pretrained_window=pretrained[stage],
+                                      module=f"transformers.models.{module}", attention=attention)
             roles.append(Role(f"swin-s{stage}b{block}", "swin", values, (layer,), NOTES, hf))
             layer += 1
     return roles
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContinuousBiasRecipe(Recipe):
+    """The model's self-attention class at the block's window and pretrained window, its continuous-position-bias
+    MLP from the checkpoint (under ``key``)."""
+
+    kind: ClassVar[str] = "swin-continuous"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"attention": re.compile(r"(Swinv2|Swin2SR)SelfAttention")}
+    described: ClassVar[Mapping[str, str]] = {"window": "a window size", "pretrained_window": "a window size"}
+
+    module: str
+    attention: str
+    key: str
+    window: int
+    pretrained_window: int
+
+    def check(self) -> None:
+        window_size(self.window, "window")
+        window_size(self.pretrained_window, "pretrained_window")
+
+
+class ContinuousBiasSession(Session):
+    """Swin-V2's continuous position bias: the model's own self-attention class (Swinv2SelfAttention,
+    Swin2SRSelfAttention) built at the block's window and pretrained window, its continuous_position_bias_mlp
+    holding the checkpoint's tensors; the bias it adds after its scaled cosine scores (16·sigmoid of the MLP's
+    table over its own relative_coords_table, gathered) captured at its softmax, see softmax_input."""
+
+    def __init__(self, artifact: Artifact, recipe: ContinuousBiasRecipe, folder: Path):
+        heads, window, pretrained = artifact.params.heads, recipe.window, recipe.pretrained_window
+        attention_class = transformers_attr(recipe.module, recipe.attention)
+        attention = attention_class(auto_config(folder, recipe), heads, heads, window, (pretrained, pretrained)).eval()
+        attention.continuous_position_bias_mlp.load_state_dict(
+            {name: trained(folder, f"{recipe.key}.{name}") for name in ("0.weight", "0.bias", "2.weight")})
+        self.bias = softmax_input(attention, heads, window)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return (torch_float(feeds["scores"]) + self.bias).numpy()
+
+
+FAMILY = Family(tuple(FAMILIES), read, "swin bias (its table from the block's continuous-position-bias MLP)", sessions={ContinuousBiasRecipe: ContinuousBiasSession})

@@ -10,6 +10,7 @@ the last label_length steps of the context). Autoformer's series decomposition s
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .sinusoids import VASWANI
 
@@ -43,3 +44,6 @@ def read(cfg: ModelConfig) -> list[Role]:
              f"the model's table holds context_length + prediction_length = {context + predicted} rows; the graph is "
              "exact past them too; the time features are inputs of the value embedding, not positions")
     return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": 10000.0, "pair_layout": "concat"}, (), notes, VASWANI)]
+
+
+FAMILY = Family(tuple(FAMILIES), read, "sinusoidal ([sin | cos], encoder and decoder)")

@@ -9,8 +9,22 @@ use_positional_embedding (transformers' default) the model adds no position code
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family
+from .hf_code import auto_config
 from .plan import Role
+from .recipes import Recipe
 
 
 def read(cfg: ModelConfig) -> list[Role]:
@@ -34,5 +48,37 @@ def read(cfg: ModelConfig) -> list[Role]:
              f"base = max_timescale^((d/2)/(d/2 − 1)) = {largest}^({half}/{half - 1}) is its timescale rule in posexport's "
              "terms; the frequency embedding added after is an input, not a position")
     return [Role("sinusoidal", "sinusoidal", {"d_model": d, "base": float(largest) ** (half / (half - 1)), "pair_layout": "concat"},
-                 (), notes, {"kind": "sinusoid-module", "module": "transformers.models.timesfm.modeling_timesfm",
-                             "positional": "TimesFmPositionalEmbedding"})]
+                 (), notes, SinusoidModuleRecipe(module="transformers.models.timesfm.modeling_timesfm",
+                                      positional="TimesFmPositionalEmbedding"))]
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class SinusoidModuleRecipe(Recipe):
+    """The model's own sinusoid module, built from its config."""
+
+    kind: ClassVar[str] = "sinusoid-module"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"positional": re.compile(r"[A-Za-z0-9_]+PositionalEmbedding")}
+
+    module: str
+    positional: str
+
+
+class SinusoidModuleSession(Session):
+    """x + the model's own sinusoid module, built from the folder's config, called on position_ids (TimesFM's
+    TimesFmPositionalEmbedding: its rows at any [batch, seq] positions)."""
+
+    def __init__(self, artifact: Artifact, recipe: SinusoidModuleRecipe, folder: Path):
+        self.module = transformers_attr(recipe.module, recipe.positional)(auto_config(folder, recipe)).eval()
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        positions = torch.from_numpy(np.asarray(feeds["position_ids"], dtype=np.float32))
+        with torch.no_grad():
+            return np.asarray(feeds["x"], dtype=np.float32) + self.module(position=positions).numpy()
+
+
+FAMILY = Family(("timesfm",), read, "sinusoidal ([sin | cos], use_positional_embedding only; rows rolled past leading padding)", sessions={SinusoidModuleRecipe: SinusoidModuleSession})

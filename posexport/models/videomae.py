@@ -9,10 +9,11 @@ index (the position_ids are the visible patches' indices, then the masked ones')
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import SinusoidTableRecipe
 
-RECIPE = {"kind": "sinusoid-table", "module": "transformers.models.videomae.modeling_videomae",
-          "create": "get_sinusoid_encoding_table"}
+RECIPE = SinusoidTableRecipe(module="transformers.models.videomae.modeling_videomae", create="get_sinusoid_encoding_table")
 
 
 def side(cfg: ModelConfig, key: str, default: int) -> tuple[int, int]:
@@ -48,3 +49,6 @@ def read(cfg: ModelConfig) -> list[Role]:
          "tokens; position_ids are each token's patch index (the visible patches' in order, then the masked ones')",),
         RECIPE)
     return [encoder, decoder]
+
+
+FAMILY = Family(("videomae",), read, "sinusoidal (interleaved, over the tubelet patches; pretraining: and the decoder's)")

@@ -17,10 +17,22 @@ after the class token once the positions are added, and take none), IDEFICS' tow
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
+import numpy as np
+
+from ..contract import Artifact
+from ..runtimes.base import Session
+from ..upstream import transformers_attr
 from .config import ModelConfig
+from .family import Family, Lookup
+from .hf_code import auto_config, torch_float, trained
 from .plan import Role
+from .recipes import EMBEDDINGS, Recipe
 
 
 @dataclass(frozen=True)
@@ -131,20 +143,22 @@ def read(cfg: ModelConfig) -> list[Role]:
     resampled = ("antialiased bilinear" if tower.antialias else "bilinear") if tower.bilinear else (
         "scale-factor" if tower.scale_factor else tower.antialias)
     notes = (*(NOTES if tower.prefix else GRID_NOTES), RESAMPLED[resampled], *((tower.note,) if tower.note else ()))
-    recipe = {"kind": tower.kind, **({"table": tower.table} if tower.table != "position_embeddings" else {}),
-              **({"resize": tower.resize} if tower.resize else {})}
     return [grid_role(cfg, tower.module, tower.embeddings, tower.prefix, (path, f"{tower.base}.{path}"),
                       cfg.number(tower.dim_key, 768, integer=True), notes, sizes=tower.sizes, antialias=tower.antialias,
-                      bilinear=tower.bilinear, scale_factor=tower.scale_factor, **recipe)]
+                      bilinear=tower.bilinear, scale_factor=tower.scale_factor,
+                      recipe=GridSampleRecipe if tower.kind == GridSampleRecipe.kind else VitRecipe, table=tower.table,
+                      resize=tower.resize)]
 
 
 def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys: tuple[str, ...], dim: int,
               notes: tuple[str, ...], role: str = "vit-learned", sizes: tuple[int, int] = (224, 16), antialias: bool = False,
-              bilinear: bool = False, scale_factor: bool = False, **recipe: object) -> Role:
+              bilinear: bool = False, scale_factor: bool = False, recipe: type[VitRecipe] | None = None,
+              **where: Any) -> Role:
     """A learned patch-grid table (image_size // patch_size on each side, after ``prefix`` token rows)
     resampled as the model's <embeddings>.interpolate_pos_encoding does (plain bicubic, a = −0.75; or
     antialiased, torch's a = −0.5; or bilinear: antialiased as TIPSv2's, or not as DPT's; or plain bicubic by DINO's
-    scale factor, IDEFICS')."""
+    scale factor, IDEFICS'); the hf runtime runs the embeddings' code (``recipe``, VitRecipe by default; ``where``:
+    its fields beyond the table's key, patch and classes)."""
     side = square(cfg, "image_size", sizes[0]) // (patch := square(cfg, "patch_size", sizes[1]))
     path, key = cfg.locate(keys)
     values = {"dim": dim, "trained_h": side, "trained_w": side, "class_token": prefix >= 1,
@@ -153,8 +167,8 @@ def grid_role(cfg: ModelConfig, module: str, embeddings: str, prefix: int, keys:
               **({"resample_by": "scale-factor"} if scale_factor else {}),
               **({"max_grid": side} if side > DEFAULT_MAX_GRID else {}),  # GLM-Image's 128 × 128 grid
               "weights": str(path), "key": key}
-    hf = {"kind": "vit", "key": key, "patch_size": patch, "module": f"transformers.models.{module}", "embeddings": embeddings,
-          **recipe}
+    hf = (recipe or VitRecipe)(key=key, patch_size=patch, module=f"transformers.models.{module}", embeddings=embeddings,
+                               **where)
     return Role(role, "vit-learned", values, (), notes, hf)
 
 
@@ -166,3 +180,100 @@ def square(cfg: ModelConfig, key: str, default: int, why: str = "the tower's tab
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         cfg.fail(key, value, f"expected a positive integer or [n, n] ({why})")
     return value
+
+
+def encodings(model_type: str, lookup: Lookup) -> str:
+    """vit-learned, with how the tower resamples when not plain bicubic (ViT's)."""
+    tower = FAMILIES[model_type]
+    form = (("antialiased bilinear" if tower.antialias else "bilinear at every grid") if tower.bilinear
+            else "antialiased bicubic" if tower.antialias else "bicubic by a scale factor" if tower.scale_factor else "")
+    return f"vit-learned ({form})" if form else "vit-learned"
+
+
+# --- the transformers sessions that judge its roles (the hf runtime, posexport.models.oracle) ---------------
+
+
+TABLE = re.compile(r"position_embeddings?(\.weight)?")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VitRecipe(Recipe):
+    """The tower's embeddings class, its table (``table`` inside it) from the checkpoint's ``key``; resampled by its
+    interpolate_pos_encoding, or by ``resize`` (DPT's)."""
+
+    kind: ClassVar[str] = "vit"
+    names: ClassVar[Mapping[str, re.Pattern[str]]] = {"embeddings": EMBEDDINGS, "table": TABLE,
+                                                       "resize": re.compile(r"_resize_pos_embed")}
+
+    module: str
+    embeddings: str
+    key: str
+    patch_size: int
+    table: str = "position_embeddings"
+    resize: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridSampleRecipe(VitRecipe):
+    """As VitRecipe, run through the embeddings' forward, which samples the table at each patch (GLM-Image's)."""
+
+    kind: ClassVar[str] = "grid-sample"
+
+
+class VitSession(Session):
+    """ViTEmbeddings' (DeiT's, BEiT's, Swin's) own interpolate_pos_encoding (DPT's _resize_pos_embed) on the
+    model's trained table, added to [class (and distillation) tokens | patches] (Swin: the patches alone, y as a grid)."""
+
+    def __init__(self, artifact: Artifact, recipe: VitRecipe, folder: Path):
+        self.embeddings = transformers_attr(recipe.module, recipe.embeddings)(auto_config(folder, recipe)).eval()
+        self.table = recipe.table  # SigLIP's: an nn.Embedding
+        table = self.embeddings.get_parameter(self.table)
+        table.data = trained(folder, recipe.key).reshape(table.shape)
+        self.patch = recipe.patch_size
+        self.resize = getattr(self.embeddings, recipe.resize) if recipe.resize else None
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        patches = x.reshape(batch, h * w, dim)
+        tokens = torch.cat([torch_float(feeds["cls"]), patches], dim=1) if "cls" in feeds else patches
+        with torch.no_grad():
+            if self.resize:  # DPT's: the table and the target grid
+                positions = self.resize(self.embeddings.get_parameter(self.table), h, w)
+            else:
+                positions = self.embeddings.interpolate_pos_encoding(tokens, h * self.patch, w * self.patch)
+            y = tokens + positions
+        return (y if "cls" in feeds else y.reshape(batch, h, w, dim)).numpy()
+
+
+class GridSampleSession(VitSession):
+    """GLM-Image's (GLM-4V's) vision embeddings forward on the model's trained table: each image's patches packed
+    [patches, hidden] with their row and column (raster order), the table sampled there (F.grid_sample,
+    bilinear (bicubic), border padding) and added."""
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        x = torch_float(feeds["x"])
+        batch, h, w, dim = x.shape
+        rows, cols = torch.arange(h).repeat_interleave(w), torch.arange(w).repeat(h)
+        with torch.no_grad():
+            y = [self.embeddings(x[b].reshape(h * w, dim), [h * w], torch.tensor([[1, h, w]]), rows, cols) for b in range(batch)]
+        return torch.stack(y).reshape(batch, h, w, dim).numpy()
+
+
+# Its kin not read yet, and why (the catalogue's "not yet").
+PENDING: dict[str, tuple[str, ...]] = {
+    "ViTPose: the table's class row added to every patch (position_embeddings[:, 1:] + [:, :1]), no class "
+    "token, never resampled; not vit-learned's form": ("vitpose_backbone",),
+    "LW-DETR's ViT: a table with a class row the tower drops (it has no class token), the grid resampled "
+    "(bicubic) to window-partitioned feature maps; vit-learned reads a table whole, its class row for a class "
+    "token; the detector adds DETR query positions": ("lw_detr", "lw_detr_vit"),
+    "RADIO: the learned grid resampled twice (bilinear to a max(h, w) square, cropped, bilinear again when "
+    "not square) after class and register tokens; vit-learned resamples once": ("radio",),
+}
+
+
+FAMILY = Family(tuple(FAMILIES), read, encodings, pending=PENDING, sessions={VitRecipe: VitSession, GridSampleRecipe: GridSampleSession})

@@ -11,7 +11,9 @@ Decoder: `decoder.embed_positions.weight`, max_target_positions rows, 0-based po
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
+from .recipes import LearnedRecipe, WhisperSinusoidRecipe
 
 DECODER_TABLE = ("model.decoder.embed_positions.weight", "decoder.embed_positions.weight")
 MAX_TIMESCALE = 10000.0
@@ -30,13 +32,16 @@ def read(cfg: ModelConfig) -> list[Role]:
         ("x is the encoder's conv output [batch, frames, d_model]; position_ids are 0 … frames − 1 "
          f"(the model always runs max_source_positions = {frames} frames)",
          "base = 10000^((d/2)/(d/2 − 1)) is Whisper's timescale rule ln(10000)/(d/2 − 1) in posexport's terms"),
-        {"kind": "whisper-sinusoid"},
+        WhisperSinusoidRecipe(),
     )
     path, key = cfg.locate(DECODER_TABLE)
     decoder = Role(
         "learned-decoder", "learned",
         {"weights": str(path), "key": key, "max_positions": cfg.number("max_target_positions", 448, integer=True)},
         (), ("x is the decoder's token embeddings [batch, seq, d_model]; position_ids are 0-based",),
-        {"kind": "learned", "key": key},
+        LearnedRecipe(key=key),
     )
     return [encoder, decoder]
+
+
+FAMILY = Family(("whisper",), read, "sinusoidal (encoder), learned (decoder)")

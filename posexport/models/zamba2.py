@@ -8,6 +8,7 @@ in the model carries positions but the recurrence. `use_long_context` sets max_p
 from __future__ import annotations
 
 from .config import ModelConfig
+from .family import Family
 from .plan import Role
 from .rope_family import hf_rope, rope_role
 from .rope_reading import rope_values, top_block
@@ -36,3 +37,6 @@ def read(cfg: ModelConfig) -> list[Role]:
     notes = (f"the shared attention blocks of the hybrid layers; heads of 2·hidden_size / num_attention_heads = {head_dim} "
              "channels",)
     return [rope_role(values, cfg, hf, "rope", tuple(i for i, b in enumerate(blocks) if b == "hybrid"), notes)]
+
+
+FAMILY = Family(("zamba2",), read, "rope on the hybrid layers' shared attention (use_mem_rope)")

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..bench import BenchResult, Row, graph_size_note
 from ..errors import PosexportError
-from ..files import write_output
+from ..files import write_output, write_outputs
+from .escape import md_fence, md_text
 from .markdown import md_table
 
 
@@ -24,7 +25,7 @@ def profile_text(profile: list[tuple[str, float]]) -> str:
 
 def command_block(m: dict) -> list[str]:
     """The command that made a recorded run, as a shell block ([] when not recorded)."""
-    return ["Command:", "", "```sh", m["command"], "```", ""] if m.get("command") else []
+    return ["Command:", "", *md_fence(m["command"], "sh"), ""] if m.get("command") else []
 
 
 def machine_line(m: dict, threads: str = "thread(s)") -> str:
@@ -42,8 +43,8 @@ def header(result: BenchResult) -> list[str]:
     m = result.meta
     lines = ["# posexport bench", "", *command_block(m)]
     lines += [machine_line(m, "thread(s) for every runtime and torch"), "", versions_line(m), ""]
-    lines += [f"- {runtime}: {description}" for runtime, description in m.get("runtimes", {}).items()]
-    lines += [f"- {runtime} not measured: {why}" for runtime, why in m.get("skipped_runtimes", {}).items()]
+    lines += [f"- {runtime}: {md_text(description)}" for runtime, description in m.get("runtimes", {}).items()]
+    lines += [f"- {runtime} not measured: {md_text(why)}" for runtime, why in m.get("skipped_runtimes", {}).items()]
     return lines + [""]
 
 
@@ -131,13 +132,10 @@ def plot(result: BenchResult, path: str | Path) -> Path:
 def write_reports(result: BenchResult, json_out: str | Path | None = None, markdown_out: str | Path | None = None,
                   plot_out: str | Path | None = None) -> None:
     """The files `posexport bench` was asked for; the Markdown closes with the rope graph-size note."""
-    if json_out:
-        write_output(json_out, result.to_json(), "--json")
-    if markdown_out:
-        note = graph_size_note() if "rope" in result.meta.get("encodings", ()) else None
-        write_output(markdown_out, markdown(result, note), "--markdown")
-    if plot_out:
-        plot(result, plot_out)
+    note = graph_size_note() if markdown_out and "rope" in result.meta.get("encodings", ()) else None
+    write_outputs([(path, render(), option) for path, render, option in (
+        (json_out, result.to_json, "--json"), (markdown_out, lambda: markdown(result, note), "--markdown"),
+        (plot_out, lambda: plot_png(result), "--plot")) if path])
 
 
 def groups(result: BenchResult) -> dict[tuple, list[Row]]:

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from ..bench.models import ModelBench, target
-from ..files import write_output
+from ..files import write_outputs
 from .bench import command_block, fmt, machine_line, versions_line
+from .escape import md_code
 from .markdown import md_table
 
 COLUMNS = ("call", "--model ms", "IQR", "--against ms", "IQR", "ratio", "note")
@@ -34,7 +35,7 @@ def sizes_line(result: ModelBench) -> str:
 def markdown(result: ModelBench) -> str:
     m = result.meta
     lines = ["# posexport bench --model", "", *command_block(m)]
-    lines += [f"`{m['model']}` against `{m['against']}`, interleaved round-robin in one process. " + machine_line(m), "",
+    lines += [f"{md_code(m['model'])} against {md_code(m['against'])}, interleaved round-robin in one process. " + machine_line(m), "",
               versions_line(m), ""]
     lines += md_table(COLUMNS, rows(result))
     return "\n".join(lines + [sizes_line(result), "", target_line(result), ""])
@@ -52,7 +53,6 @@ def render_terminal(result: ModelBench, console: Any) -> None:
 
 
 def write_reports(result: ModelBench, json_out: str | Path | None, markdown_out: str | Path | None) -> None:
-    if json_out:
-        write_output(json_out, json.dumps(result.as_dict(), indent=2) + "\n", "--json")
-    if markdown_out:
-        write_output(markdown_out, markdown(result), "--markdown")
+    write_outputs([(path, render(), option) for path, render, option in (
+        (json_out, lambda: json.dumps(result.as_dict(), indent=2) + "\n", "--json"),
+        (markdown_out, lambda: markdown(result), "--markdown")) if path])

@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..verdicts import CaseResult, Generation, NotCompared, PropertyOutcome, Report, TokenAgreement
-from .markdown import md_cell, md_table
+from .escape import md_code, md_text, xml_text
+from .markdown import md_table
 from .terminal import fits, keyed_headers, plural, table
 
 
@@ -338,6 +339,10 @@ def to_junit(report: Report) -> str:
             case(f"parity.{graph}.{name}", "available", "skipped", why)
         for k, v in counts.items():
             suite.set(k, str(v))
+    for element in root.iter():  # names and messages may hold characters XML forbids (a control byte)
+        element.text = xml_text(element.text) if element.text else element.text
+        for key, value in element.attrib.items():
+            element.set(key, xml_text(value))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -349,14 +354,14 @@ def to_markdown(report: Report) -> str:
     lines = [f"# posexport parity: {'PASS' if report.passed else 'FAIL'}", "", verdict_line(report), ""]
     for label, m in report.graphs.items():
         if m.get("kind") == "model":
-            lines.append(f"- **{label}**: whole model `{m.get('model')}` against {m.get('reference')}")
+            lines.append(f"- **{md_text(label)}**: whole model {md_code(m.get('model'))} against {md_text(m.get('reference'))}")
             continue
-        lines.append(f"- **{label}**: {m.get('encoding')} {m.get('dtype')}, {m.get('source')}, {m.get('backend')}, opset {m.get('opset')}, "
-                     f"sha256 `{str(m.get('sha256', ''))[:12]}`")
+        lines.append(f"- **{md_text(label)}**: " + md_text(f"{m.get('encoding')} {m.get('dtype')}, {m.get('source')}, {m.get('backend')}, "
+                     f"opset {m.get('opset')}, ") + f"sha256 {md_code(str(m.get('sha256', ''))[:12])}")
     if any(m.get("kind") == "model" for m in report.graphs.values()):
-        lines += ["", f"- {md_cell(settings_line(report))}"]
+        lines += ["", f"- {md_text(settings_line(report))}"]
     if tokens_line(report):
-        lines += ["", md_cell(tokens_line(report))]
+        lines += ["", md_text(tokens_line(report))]
     lines += ["", "## Runtimes", ""]
     lines += md_table(
         ("graph", "runtime", "cases passed", "smallest passing tolerance (worst error)", "at case", "its bound", "failing cases"),
@@ -390,8 +395,8 @@ def to_markdown(report: Report) -> str:
                           ((p.graph, p.property, p.runtime, p.status, p.detail) for p in report.properties))
     if report.notes:
         lines += ["## Notes", ""]
-        lines += [f"- `{name}`: {md_cell(note)}" for name, note in report.notes.items()] + [""]
+        lines += [f"- {md_code(name)}: {md_text(note)}" for name, note in report.notes.items()] + [""]
     if report.unavailable:
         lines += ["## Unavailable runtimes", ""]
-        lines += [f"- `{name}`: {md_cell(why)}" for name, why in report.unavailable.items()] + [""]
+        lines += [f"- {md_code(name)}: {md_text(why)}" for name, why in report.unavailable.items()] + [""]
     return "\n".join(lines)

@@ -25,7 +25,7 @@ from ..encodings.kinds.rotation import LAYOUTS, PAIR_LAYOUTS, ROPE_PAIR_LAYOUTS,
 from ..params import check, check_choices, param
 from . import backends, scaling, sources
 
-# rope-2d and tests import the channel layouts and the rotation from here too.
+# Tests import the channel layouts and the rotation from here too.
 __all__ = ["PAIR_LAYOUTS", "LAYOUTS", "RopeParams", "RopeEncoding", "ENCODING", "apply_rope", "inv_freq_and_factor", "reference"]
 
 MIN_LIMIT = 1 << 17

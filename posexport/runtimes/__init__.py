@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..errors import PosexportError, unknown
 from .base import Bound, ModelSession, Runtime, Session, SessionOptions
-from .hf import Hf
 from .openvino import OpenVino
 from .ort import OrtCpu
 from .ort_cuda import OrtCuda
@@ -30,22 +29,23 @@ RUNTIMES: dict[str, Runtime] = {
         OrtWebGpu(),
     )
 }
-# Runtimes that run the model's own code instead of the graph (parity --from-model, or named with --runtimes).
-MODEL_RUNTIMES: dict[str, Runtime] = {rt.name: rt for rt in (Hf(),)}
 
 
-def get_runtime(name: str, browser: str | os.PathLike[str] | None = None) -> Runtime:
-    """The runtime registered as ``name``; one that runs in a browser runs in ``browser`` when given."""
+def get_runtime(name: str, browser: str | os.PathLike[str] | None = None,
+                others: Mapping[str, Runtime] | None = None) -> Runtime:
+    """The runtime registered as ``name``, or one of ``others`` (posexport.verdicts adds the runners of the model's own
+    code); one that runs in a browser runs in ``browser`` when given."""
     try:
-        runtime = {**RUNTIMES, **MODEL_RUNTIMES}[name]
+        runtime = {**RUNTIMES, **(others or {})}[name]
     except KeyError:
-        raise PosexportError(unknown("--runtimes", name, "runtime", [*RUNTIMES, *MODEL_RUNTIMES])) from None
+        raise PosexportError(unknown("--runtimes", name, "runtime", [*RUNTIMES, *(others or {})])) from None
     return runtime.with_browser(browser) if browser is not None and isinstance(runtime, OrtWeb) else runtime
 
 
-def get_runtimes(names: Sequence[str], browser: str | os.PathLike[str] | None = None) -> list[Runtime]:
+def get_runtimes(names: Sequence[str], browser: str | os.PathLike[str] | None = None,
+                 others: Mapping[str, Runtime] | None = None) -> list[Runtime]:
     """Runtimes by name; with ``browser`` (--browser PATH), which one of them must run in."""
-    chosen = [get_runtime(name, browser) for name in names]
+    chosen = [get_runtime(name, browser, others) for name in names]
     if browser is not None and not any(isinstance(rt, OrtWeb) for rt in chosen):
         in_browser = ", ".join(name for name, rt in RUNTIMES.items() if isinstance(rt, OrtWeb))
         raise PosexportError(f"--browser {browser}: none of the runtimes chosen ({', '.join(names) or 'none'}) runs in a "
@@ -53,5 +53,4 @@ def get_runtimes(names: Sequence[str], browser: str | os.PathLike[str] | None = 
     return chosen
 
 
-__all__ = ["MODEL_RUNTIMES", "RUNTIMES", "Bound", "ModelSession", "Runtime", "Session", "SessionOptions", "get_runtime",
-           "get_runtimes"]
+__all__ = ["RUNTIMES", "Bound", "ModelSession", "Runtime", "Session", "SessionOptions", "get_runtime", "get_runtimes"]

@@ -23,7 +23,7 @@ import onnx.inliner
 
 from ..contract import Artifact
 from ..dtypes import is_bfloat16
-from ..properties import RAISES_PAST_LIMIT
+from ..encodings.properties import RAISES_PAST_LIMIT
 from .base import Bound, ModelSession, Runtime, Session, SessionOptions, all_nodes, bfloat16_bits
 
 GATHER_OUT_OF_RANGE = (

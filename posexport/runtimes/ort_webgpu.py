@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..properties import RAISES_PAST_LIMIT
+from ..encodings.properties import RAISES_PAST_LIMIT
 from .ort_web import OrtWeb
 
 GATHER_OUT_OF_RANGE = (

@@ -17,8 +17,8 @@ import onnx
 
 from .. import guarded
 from ..errors import PosexportError
+from ..onnxgraph.genai import TOKENIZER_FILES
 from .exporters import identify
-from .genai import TOKENIZER_FILES
 
 EXPORT_MANIFEST = "export.json"
 CONFIGS = ("config.json", "generation_config.json")

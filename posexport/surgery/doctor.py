@@ -9,16 +9,14 @@ from typing import Any
 
 import onnx
 
-from ..errors import PosexportError
-from ..rope.encoding import RopeParams
+from ..onnxgraph.genai import context_length
+from ..onnxgraph.graph import Graph, load
 from .exporter_faults import check_known_faults
 from .exporters import identify
-from .genai import context_length
 from .find import KINDS, find_in
-from .graph import Graph, load
-from .rope_cache import chosen_limits
-from .sites import Fault, Site
-from .source import Candidates, candidates, choose, what_to_pass
+from .recorded import chosen_limits
+from .sites import Site
+from .source import Candidates, candidates, what_to_pass
 
 # Bumped whenever a key of the report is renamed, removed or changes meaning (adding keys does not).
 SCHEMA_VERSION = 1
@@ -29,17 +27,11 @@ def genai_context(model_path: Path | None) -> int | None:
     return None if model_path is None else context_length(model_path.parent)
 
 
-def params_or_fault(site: Site, values: Candidates | None, graph: Graph) -> RopeParams | None:
-    """The site's rope when known and consistent with the graph; a mismatch becomes a fault."""
-    if site.kind not in KINDS or not KINDS[site.kind].patchable or "rotary_dim" not in site.recovered:
-        return None
-    if values is None and site.recovered.get("recognised") is None:
-        return None
-    try:
-        return choose(site, values, None, lambda p: KINDS[site.kind].check(graph, site, p))
-    except PosexportError as e:
-        site.faults.append(Fault("parameters-mismatch", str(e)))
-        return None
+def params_or_fault(site: Site, values: Candidates | None, graph: Graph) -> Any:
+    """The parameters the site's faults are measured against, as its kind's rebuild gives them (a rope's when known
+    and consistent with the graph; a mismatch becomes a fault)."""
+    kind = KINDS.get(site.kind)
+    return None if kind is None else kind.rebuilds.for_doctor(kind, graph, site, values)
 
 
 def unrecognised(sites: list[Site], model_path: Path | None) -> list[dict[str, Any]]:

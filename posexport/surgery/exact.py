@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..contract import DOMAIN
-from .graph import Graph, node_label
+from ..onnxgraph.graph import Graph, node_label
 from .sites import RefusedKind, Site
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import onnx
 
+from ..onnxgraph.graph import Graph, load
 from .biases import AlibiKind
 from .exact import ExactKind
-from .graph import Graph, load
 from .grid_resample import GridResampleKind
 from .learned_table import LearnedTableKind
 from .rope_cache import CacheKind
@@ -24,12 +24,13 @@ from .sites import Site, SiteKind
 from .t5_bias import T5BiasKind
 from .unrecognised import UnrecognisedKind
 
+# The kinds that read per-call Cos/Sin pairs: the per-token caches and the unrecognised pairs are judged by them.
+PER_CALL = (InvFreqKind(), MatMulKind(), InterleavedKind())
 # Rope kinds first: they matter most. The per-token caches are a per-call Cos/Sin pair that feeds a fused
 # op: that kind comes first and the per-call kinds' site at the same node is not listed twice.
 KINDS: dict[str, SiteKind] = {
-    k.name: k for k in (PerTokenCacheKind(), InvFreqKind(), MatMulKind(), InterleavedKind(), CacheKind(), GatheredCacheKind(),
-                        SinCosTableKind(), LearnedTableKind(), AlibiKind(), T5BiasKind(), GridResampleKind(), ExactKind(),
-                        UnrecognisedKind())
+    k.name: k for k in (PerTokenCacheKind(PER_CALL), *PER_CALL, CacheKind(), GatheredCacheKind(), SinCosTableKind(),
+                        LearnedTableKind(), AlibiKind(), T5BiasKind(), GridResampleKind(), ExactKind(), UnrecognisedKind(PER_CALL))
 }
 
 

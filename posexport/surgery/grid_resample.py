@@ -16,7 +16,7 @@ import onnx.helper as oh
 
 from ..encodings.vit_learned import resample_grid
 from ..errors import one_line
-from .graph import Graph, attribute, node_label
+from ..onnxgraph.graph import Graph, attribute, node_label
 from .sites import Fault, RefusedKind, Site
 
 # What transformers' ViT computes: torch's bicubic (a = −0.75) without antialiasing.

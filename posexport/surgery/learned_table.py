@@ -19,10 +19,11 @@ import onnx
 
 from ..encodings.learned import STRATEGIES, check_rows, extend_table
 from ..errors import PosexportError
-from .biases import PASS_THROUGH, position_source, readers, table_gathers
-from .graph import Graph, node_label, set_constant
-from .rope_cache import cache_gathers, chosen_limits, record_limit
-from .sincos_table import sin_cos
+from ..onnxgraph.graph import Graph, node_label, set_constant, whole_length
+from .caches import cache_gathers
+from .pattern import PASS_THROUGH, position_source, readers, sin_cos, table_gathers
+from .rebuilds import TABLE
+from .recorded import chosen_limits, record_limit
 from .sites import Fault, Site, SiteKind
 
 SOURCES = {"Range": "Range: 0 … seq−1 on every call", "CumSum": "CumSum of the attention mask",
@@ -53,7 +54,7 @@ def first_row(graph: Graph, name: str, depth: int = 0) -> int | None:
         return 0  # position ids given as an input
     if node.op_type == "Range":  # from a constant start (RoBERTa's padding_idx + 1), else the past length
         start = graph.array(node.input[0])
-        return int(start.reshape(())) if start is not None else 0
+        return whole_length(start, signed=True) if start is not None else 0
     if node.op_type in FIRST:
         return FIRST[node.op_type]
     if node.op_type not in PASS_THROUGH or depth > 12:
@@ -67,7 +68,9 @@ def first_row(graph: Graph, name: str, depth: int = 0) -> int | None:
     below = first_row(graph, moving[0], depth + 1)
     if below is None or not consts:  # times the mask (1 where there are tokens): positions unchanged
         return below
-    c = int(consts[0].reshape(()))
+    c = whole_length(consts[0], signed=True)
+    if c is None:
+        return None
     if node.op_type == "Add":
         return below + c
     if node.op_type == "Sub" and moving[0] == node.input[0]:
@@ -109,7 +112,7 @@ class LearnedTableKind(SiteKind):
     name = "learned-table"
     summary = "Gather from a trained [max_positions, d] table by position (GPT-2 wpe, OPT, BERT, Whisper's decoder)"
     patchable = False  # trained weights: patch extends them only when asked (--extend-learned)
-    takes = "extension"
+    rebuilds = TABLE
 
     def match(self, graph: Graph) -> list[Site]:
         sites, rope_caches = [], cache_gathers(graph)

@@ -13,16 +13,16 @@ import onnx
 from .. import guarded, params as params_mod
 from ..contract import SCHEMA_VERSION
 from ..errors import PosexportError
-from ..files import Content, check_destination, write_files
+from ..files import Content, check_destination, reading_destinations, write_files
+from ..onnxgraph.genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
+from ..onnxgraph.graph import Graph, load, serialise
 from ..rope.encoding import RopeParams
 from .clients import CLIENT_FILES, client_files, client_sources
-from .genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from .find import KINDS, find_in
-from .graph import Graph, load, serialise
 from .learned_table import Extension
 from .rope_cache import CacheKind
-from .sites import Site
-from .source import Candidates, Unrecognised, choose
+from .sites import LEFT, Request, Site
+from .source import Candidates, Unrecognised
 
 # What a patched site computes from, shown even at their defaults; any other field only where it is not
 # the default (heads, layout or max_positions at their defaults were never read from the graph).
@@ -62,20 +62,14 @@ def plan(graph: Graph, values: dict[str, Any] | Candidates | None, position_limi
          extension: Extension | None = None) -> list[tuple[Site, RopeParams | Extension | None]]:
     """Every patchable site with its checked parameters; any doubt is an error naming the node."""
     chosen, left = [], []
+    request = Request(values, position_limit, extension)
     for site in find_in(graph):
         kind = KINDS[site.kind]
-        if kind.takes == "extension" and extension is not None:
-            kind.check(graph, site, extension)
-            chosen.append((site, extension))
-        elif not kind.patchable:
+        params = kind.rebuilds.for_patch(kind, graph, site, request)  # what the kind rebuilds says what it takes
+        if params is LEFT:
             left.append(f"{site.anchor} ({site.kind})")
-        elif kind.takes == "nothing":
-            kind.check(graph, site, None)
-            chosen.append((site, None))
         else:
-            if "rotary_dim" not in site.recovered:
-                kind.check(graph, site, None)  # nothing recovered to patch with: raises, naming the node
-            chosen.append((site, choose(site, values, position_limit, lambda p, k=kind, s=site: k.check(graph, s, p))))
+            chosen.append((site, params))
     if extension is not None and not any(isinstance(p, Extension) for _, p in chosen):
         raise PosexportError(f"--extend-learned {extension.rows}: the model has no learned position table (see `posexport doctor`)")
     if not chosen:
@@ -208,9 +202,10 @@ def previous_outputs(out: Path) -> set[Path]:
     if not out.is_file() or out.is_symlink():
         return set()
     try:
-        if not any(entry.key == PATCHED_KEY for entry in guarded.load_model(out).metadata_props):
-            return set()
-        config = read_config(out.parent)
+        with reading_destinations():  # read to be replaced: no input of the patch
+            if not any(entry.key == PATCHED_KEY for entry in guarded.load_model(out).metadata_props):
+                return set()
+            config = read_config(out.parent)
     except PosexportError:
         return set()
     found = {out, out.with_name(out.name + ".data")} | {out.parent / n for names in CLIENT_FILES.values() for n in names}

@@ -10,10 +10,10 @@ import onnx.helper as oh
 import onnx.numpy_helper as onh
 
 from ..contract import DOMAIN, DOMAIN_VERSION
+from ..onnxgraph.graph import Graph
 from ..rope import sources
 from ..rope.encoding import RopeParams
 from ..script import callees_first, called_functions, newest_opset, standard_opset
-from .graph import Graph
 
 
 def renamed(protos: list[onnx.FunctionProto], tag: str) -> list[onnx.FunctionProto]:

@@ -17,18 +17,15 @@ import numpy as np
 import onnx
 import onnx.numpy_helper as onh
 
-from .graph import Graph
-from .rope_cache import PASSED, CachePair, CacheKind, gathered, stored
+from ..onnxgraph.graph import Graph
+from .caches import PASSED, CachePair, CacheSites, gathered, stored
+from .pattern import through
 from .sites import Site
 
 
 def under_passed(graph: Graph, name: str) -> str:
     """The tensor ``name`` is, under Reshape/Cast/Squeeze/Unsqueeze/Identity."""
-    node = graph.producer.get(name)
-    while node is not None and node.op_type in PASSED:
-        name = node.input[0]
-        node = graph.producer.get(name)
-    return name
+    return through(graph, name, PASSED)[0]
 
 
 def graph_input(graph: Graph, name: str) -> str | None:
@@ -94,7 +91,7 @@ def stacked(graph: Graph, cos: str, sin: str, offset: int) -> list[CachePair] | 
     return [CachePair(*parts[0], writer(0)), CachePair(*parts[1], writer(1))]
 
 
-class GatheredCacheKind(CacheKind):
+class GatheredCacheKind(CacheSites):
     name = "rope-cache-gathered"
     summary = "fused rotary op reading cos/sin rows gathered by position from constant caches (mobius-onnx)"
 

@@ -15,22 +15,27 @@ from typing import Any
 
 import onnx
 
-from .graph import Graph
-from .rope_cache import reads_caches, rows_from, token_rows
-from .rope_interleaved import InterleavedKind
-from .rope_inv_freq import InvFreqKind
-from .rope_matmul import MatMulKind
+from ..onnxgraph.fused import reads_caches
+from ..onnxgraph.graph import Graph
+from .caches import rows_from, token_rows
+from .per_call import PerCallKind
 from .sites import Site
 
-PER_CALL = (InvFreqKind(), MatMulKind(), InterleavedKind())
-class PerTokenCacheKind(InvFreqKind):
+
+class PerTokenCacheKind(PerCallKind):
+    """The per-call kinds' sites whose Cos/Sin feed a fused op's caches row by row; those kinds are handed in (find.py),
+    so that this kind imports none of them."""
+
     name = "rope-cache-per-token"
     summary = "fused op (GroupQueryAttention, RotaryEmbedding) reading cos/sin rows computed per token in the graph"
+
+    def __init__(self, per_call: tuple[PerCallKind, ...]):
+        self.per_call = per_call
 
     def match(self, graph: Graph) -> list[Site]:
         ops = [(n, spec) for n in graph.model.graph.node if (spec := reads_caches(n)) is not None]
         sites = []
-        for kind in PER_CALL:
+        for kind in self.per_call:
             for site in kind.match(graph):
                 cos_outputs = {cos for cos, _ in site.tensors["pairs"]}
                 fed = [n for n, spec in ops if rows_from(graph, n.input[spec[0]]) in cos_outputs and token_rows(graph, n)]

@@ -15,13 +15,14 @@ import numpy as np
 import onnx
 
 from ..errors import PosexportError
+from ..onnxgraph.graph import Graph, attribute, node_label, set_constant
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, source_of
 from ..tables import plain_inv_freq
-from .biases import position_source, readers
+from .pattern import position_source, readers, sin_cos
 from .freqs import PRECISION_FAULT, cache_error, close_to_cache, describe, exact_from, from_cache, recognise
-from .graph import Graph, attribute, node_label, set_constant
-from .rope_cache import chosen_limits, record_limit
+from .rebuilds import ROPE
+from .recorded import chosen_limits, record_limit
 from .sites import Fault, Site, SiteKind
 
 GATHERS = ("Gather", "GatherElements", "GatherND")
@@ -53,17 +54,6 @@ def reads_rows(graph: Graph, node: onnx.NodeProto) -> bool:
     return attribute(node, "batch_dims", 0) == 0 and axes is not None and axes.reshape(-1).tolist() == [-1]
 
 
-def sin_cos(table: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(sin, cos) halves of a table whose row 0 is [0 … 0 | 1 … 1] and whose rows all lie on the unit circle."""
-    if table is None or table.ndim != 2 or table.shape[1] % 2 or table.shape[0] < 3 or table.dtype.kind != "f":
-        return None
-    half = table.shape[1] // 2
-    sin, cos = table[:, :half].astype(np.float64), table[:, half:].astype(np.float64)
-    if not (np.allclose(sin[0], 0, atol=1e-6) and np.allclose(cos[0], 1, atol=1e-6)):
-        return None
-    return (sin, cos) if np.allclose(sin * sin + cos * cos, 1, atol=1e-5) else None
-
-
 def other_readers(graph: Graph, gathered: str, table: str) -> list[str]:
     """Nodes other than the site's gather (its output ``gathered``) and the Tile/Expand leading to it that
     read the table."""
@@ -80,6 +70,7 @@ def other_readers(graph: Graph, gathered: str, table: str) -> list[str]:
 class SinCosTableKind(SiteKind):
     name = "sincos-table"
     summary = "Gather by position from a constant sin|cos table (GPT-J's embed_positions)"
+    rebuilds = ROPE
 
     def match(self, graph: Graph) -> list[Site]:
         sites = []

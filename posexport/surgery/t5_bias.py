@@ -22,9 +22,10 @@ import onnx.numpy_helper as onh
 from ..contract import DOMAIN
 from ..encodings.t5 import T5Params, bias_by_rp_of, relative_bucket, t5_position_function
 from ..errors import PosexportError, one_line
+from ..onnxgraph.graph import Graph, attribute, node_label
 from ..script import newest_opset, standard_opset
-from .biases import ancestors, readers, table_gathers
-from .graph import Graph, attribute, node_label
+from .pattern import ancestors, readers, table_gathers
+from .rebuilds import BIAS
 from .replace import add_functions, free_tag, remove_dead, renamed, splice_nodes
 from .sites import Fault, Site, SiteKind
 
@@ -113,7 +114,7 @@ def graph_buckets(graph: Graph, rp: str, indices: str, values: np.ndarray) -> np
 class T5BiasKind(SiteKind):
     name = "t5-bias"
     summary = "T5 relative attention bias: a trained [buckets, heads] table gathered by log-spaced distance buckets"
-    takes = "nothing"  # everything the rewrite needs is in the graph
+    rebuilds = BIAS  # everything the rewrite needs is in the graph
 
     def match(self, graph: Graph) -> list[Site]:
         sites = []

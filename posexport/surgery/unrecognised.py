@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import Graph, node_label
-from .rope_interleaved import InterleavedKind
-from .rope_inv_freq import InvFreqKind
-from .rope_matmul import MatMulKind
+from ..onnxgraph.graph import Graph, node_label
+from .per_call import PerCallKind
 from .sites import Fault, RefusedKind, Site
 
 
@@ -17,13 +15,15 @@ class UnrecognisedKind(RefusedKind):
     summary = "Cos and Sin of one angle tensor, formed by a pattern posexport does not recognise"
     patchable = True  # a model holding one cannot be patched safely: patch refuses it, naming the node
 
+    def __init__(self, known: tuple[PerCallKind, ...]):
+        self.known = known  # every kind that reads per-call Cos/Sin pairs (handed in by find.py)
+
     def match(self, graph: Graph) -> list[Site]:
-        known = (InvFreqKind(), MatMulKind(), InterleavedKind())  # every kind that reads per-call Cos/Sin pairs
         sites = []
         for node in graph.model.graph.node:
             if node.op_type != "Cos" or node.domain not in ("", "ai.onnx") or not graph.consumers_of(node.input[0], "Sin"):
                 continue
-            if all(kind.pair(graph, node) is None for kind in known):
+            if all(kind.pair(graph, node) is None for kind in self.known):
                 producer = graph.producer.get(node.input[0])
                 made_by = f"{producer.op_type} node {producer.name!r}" if producer is not None else "a graph input or initializer"
                 sites.append(Site(self.name, node_label(node), [c.name for c in graph.consumers.get(node.output[0], [])],

@@ -22,10 +22,11 @@ from ..comparison import PAIRWISE_FACTOR, compare
 from ..contract import Artifact, Case, Property
 from ..dtypes import DTYPES
 from ..errors import PosexportError, one_line
-from ..runtimes import RUNTIMES, Runtime, get_runtime
+from ..runtimes import RUNTIMES, Runtime
 from ..runtimes.isolated import RuntimeCrash
 from .outputs import SAVED, Outputs, feeds_digest
 from .report import CaseResult, Comparison, PropertyOutcome, Report
+from .runners import get_runtime
 
 # Property checks draw their inputs from generators seeded apart from the sweep's.
 PROPERTY_STREAM = 1_000_003

@@ -4,6 +4,7 @@ model, its reference and every runner."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,11 +13,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .. import guarded
+from .. import guarded, limits
 from ..errors import PosexportError
-from ..surgery.genai import head_size
-from ..surgery.graph import node_label
-from ..surgery.rope_cache import reads_caches
+from ..onnxgraph.fused import reads_caches
+from ..onnxgraph.genai import head_size
+from ..onnxgraph.graph import node_label
 from .hf_oracle import cache_slot
 from .tokens import Tokens
 
@@ -29,6 +30,16 @@ class FeedCase:
     seq: int
     past: int = 0
     batch: int = 1
+
+    def __post_init__(self) -> None:
+        for option, value, least in (("--prompt", self.seq, 1), ("--past", self.past, 0), ("batch", self.batch, 1)):
+            if type(value) is not int or value < least:
+                raise PosexportError(f"{option} {value!r}: expected a whole number ≥ {least}")
+
+    @property
+    def option(self) -> str:
+        """The option that asked for this case, with its value."""
+        return f"--past {self.past}" if self.past else f"--prompt {self.seq}"
 
     @property
     def label(self) -> str:
@@ -195,15 +206,47 @@ def misfit(sig: Signature, case: FeedCase) -> str:
     return ""
 
 
+def feed_shapes(sig: Signature, case: FeedCase, sized: bool = True) -> dict[str, tuple[list[int], np.dtype]]:
+    """Each input's shape and dtype for one case, refused before anything is allocated when the feeds
+    (drawn in float64 or int64, then cast) would pass the byte budget, naming the case's option. Not
+    ``sized``: a dimension nothing sizes counts as 1 instead of being refused (a lower bound, to check early)."""
+    known = named_sizes(sig, case)
+
+    def size(dim: int | str, name: str) -> int:
+        return size_of(dim, case, known, name) if sized else guessed(dim, case, known) or 1
+
+    shapes = {name: ([size(d, name) for d in dims], np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)))
+              for name, elem, dims in sig.inputs}
+    sizes = {name: math.prod(shape) * (limits.FLOAT64 + dtype.itemsize) for name, (shape, dtype) in shapes.items()}
+    largest = max(sizes, key=sizes.__getitem__, default=None)
+    if largest is not None:
+        shape, dtype = shapes[largest]
+        limits.check_allocation(case.option, f"its feeds (input {largest!r} alone {shape} of {dtype}), drawn in "
+                                             "64 bits then cast,", sum(sizes.values()))
+    return shapes
+
+
+def check_cases(sig: Signature, cases: list[FeedCase], seed: int) -> None:
+    """Before any runtime starts: the seed, and the feeds of every case the model can take within the budget
+    (a dimension nothing sizes is refused when the feeds are made, as before)."""
+    check_seed(seed)
+    for case in cases:
+        if not misfit(sig, case):
+            feed_shapes(sig, case, sized=False)
+
+
+def check_seed(seed: int) -> None:
+    if type(seed) is not int or seed < 0:
+        raise PosexportError(f"--seed {seed!r}: expected a whole number ≥ 0")
+
+
 def make_feeds(sig: Signature, case: FeedCase, seed: int = 0, tokens: Tokens | None = None) -> dict[str, np.ndarray]:
     """Seeded feeds for one case; the same seed and case give the same arrays for every model. Token ids
     come from ``tokens`` when they hold ids (the case's prompt cut from a text), else are random."""
+    check_seed(seed)
     rng = np.random.default_rng(seed)
-    known = named_sizes(sig, case)
     feeds = {}
-    for name, elem, dims in sig.inputs:
-        shape = [size_of(d, case, known, name) for d in dims]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    for name, (shape, dtype) in feed_shapes(sig, case).items():
         if "input_ids" in name:
             if tokens is not None and tokens.ids is not None:
                 rng.integers(0, max(sig.vocab, 1), size=shape)  # drawn all the same: the other feeds stay as they were

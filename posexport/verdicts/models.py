@@ -29,13 +29,15 @@ from ..comparison import FLOOR_FACTOR, ROUNDOFF, ROUNDOFF_UNITS, TOLERANCE
 from ..contract import DEFAULT_MODEL_RUNTIMES
 from ..errors import PosexportError
 from ..progress import progress
-from ..runtimes import ModelSession, Runtime, get_runtime
-from ..runtimes.isolated import IsolatedModelSession, RuntimeCrash, warm
+from ..runtimes import ModelSession, Runtime
+from ..runtimes.isolated import DEFAULT_TIMEOUT, IsolatedModelSession, RuntimeCrash, check_timeout, warm
 from .generate import generation
 from .graphs import describe, opened, valid_bound
 from .hf_oracle import Expected, HfOracle, expected_of, output_slot
-from .model_feeds import UNKNOWN_VOCABULARY, FeedCase, Signature, checked_model, make_feeds, misfit, signature, takes_feeds_of
+from .model_feeds import (UNKNOWN_VOCABULARY, FeedCase, Signature, check_cases, checked_model, make_feeds, misfit, signature,
+                          takes_feeds_of)
 from .report import CaseResult, NotCompared, Report
+from .runners import get_runtime
 from .streamed import Running, TokenTally, compared
 from .tokens import Tokens, token_source
 
@@ -293,9 +295,10 @@ def default_label(float_type: str) -> float | str:
     return f"{ROUNDOFF_UNITS}·2^{int(math.log2(ROUNDOFF[float_type]))}·√(past + seq) ({float_type})"
 
 
-def load(runtime: Runtime, path: Path) -> tuple[ModelSession | None, str]:
-    """The model in a child process (runtimes.isolated): a runtime that dies loading it raises RuntimeCrash."""
-    return opened(runtime, lambda: runtime.supports_model(path), lambda: IsolatedModelSession(runtime, path), path.name)
+def load(runtime: Runtime, path: Path, timeout: float = DEFAULT_TIMEOUT) -> tuple[ModelSession | None, str]:
+    """The model in a child process (runtimes.isolated), each load and run within ``timeout`` seconds: a
+    runtime that dies loading it, or runs past the deadline, raises RuntimeCrash."""
+    return opened(runtime, lambda: runtime.supports_model(path), lambda: IsolatedModelSession(runtime, path, timeout=timeout), path.name)
 
 
 def logits_sinks(run: ModelRun, expected: Expected | None, case: FeedCase, tally: bool = True) -> dict[str, Streamed]:
@@ -332,7 +335,7 @@ def run_case(run: ModelRun, runtime: Runtime, sessions: Mapping[str, ModelSessio
                                                      run.oracle.hf, feeds, run.generate, run.tokens))
 
 
-def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None) -> None:
+def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Every case on one runner: the model, its per-runner reference and original, loaded once each. A
     runner that cannot load one is unavailable; one that dies loading it fails every case, saying so."""
     sessions: dict[str, ModelSession] = {}
@@ -340,7 +343,7 @@ def run_on(run: ModelRun, runtime: Runtime, model: Path, original: Path | None) 
         if path is None:
             continue
         try:
-            session, why = load(runtime, path)
+            session, why = load(runtime, path, timeout)
         except RuntimeCrash as crash:
             run.report.runtimes[runtime.name] = runtime.description
             run.crashed(runtime.name, role, crash)
@@ -399,7 +402,7 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
                  tolerance: float | None = None, seed: int = 0, dims: Mapping[str, int] | None = None,
                  outputs: Sequence[str] | None = None, original: str | Path | None = None,
                  text: str | Path | None = None, tokens: str | Path | None = None, random_ids: bool = False,
-                 generate: int = 0, floor_factor: float = FLOOR_FACTOR) -> Report:
+                 generate: int = 0, floor_factor: float = FLOOR_FACTOR, timeout: float = DEFAULT_TIMEOUT) -> Report:
     """``model`` against ``against`` (an ONNX model run on the same runner), ``against_hf`` (a
     transformers model folder, run in float64) or ``oracle`` (an HfOracle, or a float64 runner of one's
     own: feeds in, outputs out, named as HfOracle's; its ``label`` attribute names it), every case on every
@@ -410,12 +413,15 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
     float type and the case's length (``default_bound``), the floor measured against transformers (0: no
     floor). With ``original`` (the model before a patch) each result also says how the original did.
     ``outputs`` are names or glob patterns (default: all). ``generate`` N decodes N tokens greedily after
-    each prompt through the model's own cache, against transformers."""
+    each prompt through the model's own cache, against transformers. Each load and run of a model on a runner
+    has ``timeout`` seconds; past them its process is killed and the case fails, saying so."""
     check_options(tolerance, floor_factor, generate)
+    check_timeout(timeout)
     model = Path(model)
     chosen = [get_runtime(r) if isinstance(r, str) else r for r in runtimes]
     warm()  # the runners' fork server starts while the model, its reference and the oracle are read
     sig = signature(model, dims)
+    check_cases(sig, list(cases), seed)
     for option, other in (("--against", against), ("--original", original)):  # checked as the model is, before any runtime opens them
         if other is not None:
             takes_feeds_of(sig, checked_model(other), Path(other), option)
@@ -437,5 +443,5 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
     # One runner's sessions at a time: each loads from the path, and goes before the next one's are made.
     with progress("model-parity", len(chosen) * len(cases), " cases") as run.advance:
         for runtime in chosen:
-            run_on(run, runtime, model, Path(original) if original is not None else None)
+            run_on(run, runtime, model, Path(original) if original is not None else None, timeout)
     return report

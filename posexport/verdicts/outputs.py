@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import guarded
 from ..errors import PosexportError
 from ..files import write_output
+from ..weights import npy_layout
 
 # Appended to a runtime's name when its outputs come from a saved file.
 SAVED = " (saved)"
@@ -33,6 +35,20 @@ def feeds_digest(feeds: Mapping[str, np.ndarray]) -> str:
 def widen(array: np.ndarray) -> np.ndarray:
     """npz cannot hold bfloat16; float32 holds float16 and bfloat16 values exactly."""
     return array.astype(np.float32) if array.dtype.name in ("float16", "bfloat16") else array
+
+
+def check_members(saved: io.BytesIO, path: str | Path) -> None:
+    """Before np.load allocates: an .npz whose members, uncompressed, fit the byte budget, each .npy member
+    declaring the bytes it holds (numpy allocates the declared shape before reading it)."""
+    members = guarded.check_archive(saved.getvalue(), path)
+    with zipfile.ZipFile(saved) as archive:
+        for member in members:
+            with archive.open(member) as f:
+                shape, _, dtype, start = npy_layout(f)
+            if start + int(np.prod(shape, dtype=object)) * dtype.itemsize != member.file_size:
+                raise ValueError(f"member {member.filename[:80]!r} declares {list(shape)[:8]} of {dtype}, not the "
+                                 f"{member.file_size - start} bytes it holds")
+    saved.seek(0)
 
 
 @dataclass
@@ -62,13 +78,15 @@ class Outputs:
         if not Path(path).is_file():
             raise PosexportError(f"--load-outputs {path}: no such file")
         try:
-            if not zipfile.is_zipfile(path):  # np.load would read an .npy (or try a pickle) instead
-                raise ValueError("not an .npz archive")
-            with np.load(Path(path), allow_pickle=False) as data:
+            saved = io.BytesIO(guarded.read_bytes(path))  # a regular file in the budget, an input of the command
+            check_members(saved, path)
+            with np.load(saved, allow_pickle=False) as data:
                 index = json.loads(str(data["index"]))
                 arrays = {tuple(key): data[f"out{i}"] for i, key in enumerate(index["outputs"])}
             digests = {tuple(k.split("|", 1)): d for k, d in index["digests"].items()}
             return cls(arrays, digests, dict(index["graphs"]))
+        except PosexportError as e:
+            raise PosexportError(f"--load-outputs {e}") from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, zipfile.BadZipFile) as e:
             raise PosexportError(f"--load-outputs {path}: not a file written by --save-outputs ({' '.join(str(e).split())[:200]})") from None
 

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from onnxscript import script
 
-from ... import properties as props
 from ...contract import BuildOptions, Case, Property, TensorSpec
 from ...dtypes import DType
 from ...script import POSEXPORT
+from .. import properties as props
 from ..base import Assembled
 from ..inputs import attention_cases, random_normal
 from .entry import cast_once_entry
@@ -113,7 +113,7 @@ class AttentionBias(Assembled):
 
     @abstractmethod
     def bias_properties(self, p: Any, bias: props.Bias) -> list[Property]:
-        """The encoding's properties, built from posexport.properties' checks on the observed bias."""
+        """The encoding's properties, built from posexport.encodings.properties' checks on the observed bias."""
 
     def inputs(self, p: Any) -> list[TensorSpec]:
         if bias_only(p):

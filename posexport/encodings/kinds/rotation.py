@@ -31,10 +31,10 @@ import numpy as np
 import torch
 from onnxscript import script
 
-from ... import properties as props
 from ...contract import BuildOptions, Case, Property, TensorSpec
 from ...dtypes import DType
 from ...script import POSEXPORT
+from .. import properties as props
 from ..base import Encoding
 from ..guards import position_guard, shared_axes
 from ..inputs import positions, random_normal, sequence_cases
@@ -204,7 +204,7 @@ class Rotation(Encoding):
     # --- properties -------------------------------------------------------------------------------
     def properties(self, p: Any) -> list[Property]:
         """Relative position (inside the steady span), norms times the attention factor, and the limit,
-        checked on runtime outputs (posexport.properties)."""
+        checked on runtime outputs (posexport.encodings.properties)."""
 
         def rotate(runner: Any, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
             # The checks speak [batch, seq, heads, d]; a bhsd graph gets and gives [batch, heads, seq, d],

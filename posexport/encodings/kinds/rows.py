@@ -9,12 +9,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ... import properties as props
 from ...contract import BuildOptions, Case, Property, TensorSpec
 from ...dtypes import DType
+from .. import properties as props
 from ..base import Assembled
-from ..inputs import positions, random_normal
 from ..guards import position_guard, shared_axes
+from ..inputs import positions, random_normal
 from .entry import cast_once_entry
 
 
@@ -35,7 +35,7 @@ class AdditiveRows(Assembled):
         """Positions the graph covers, [0, limit): any other position makes the runtime raise."""
 
     def row_properties(self, p: Any, rows: props.Rows) -> list[Property]:
-        """The encoding's own properties, built from posexport.properties' checks on the observed rows."""
+        """The encoding's own properties, built from posexport.encodings.properties' checks on the observed rows."""
         return []
 
     def inputs(self, p: Any) -> list[TensorSpec]:
