@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,30 +31,28 @@ def list_command(
         check_destination(json_out, "--json")
     found = listing(models=models)
     if models:
-        table = Table(title="models — `posexport build --from-model DIR` (docs/models.md)", title_justify="left")
-        for column in ("model_type", "encodings"):
-            table.add_column(column)
-        for entry in found["models"]:
-            table.add_row(entry["model_type"], escape(entry["encodings"]))
-        console.print(table)
+        console.print(titled("models — `posexport build --from-model DIR` (docs/models.md)", ("model_type", "encodings"),
+                             ((e["model_type"], e["encodings"]) for e in found["models"])))
         unknown = found["unknown_types"]
         console.print(f"{found['versions']}; " + ("transformers is not installed" if unknown is None else
                       f"{len(unknown)} of its model types {'is' if len(unknown) == 1 else 'are'} unknown to posexport's "
                       f"catalogue{': ' + ', '.join(unknown) if unknown else ''}"))
     else:
-        encodings = Table(title="encodings — `posexport build --encoding NAME [--help]`", title_justify="left")
-        for column in ("encoding", "what it is"):
-            encodings.add_column(column)
-        for entry in found["encodings"]:
-            encodings.add_row(entry["name"], escape(entry["summary"]))
-        console.print(encodings)
-        presets = Table(title="presets — `posexport build --preset NAME`", title_justify="left")
-        for column in ("preset", "scaling", "model config it follows"):
-            presets.add_column(column)
-        for row in found["presets"]:
-            presets.add_row(row["name"], row["scaling"], row["follows"])
-        console.print(presets)
+        console.print(titled("encodings — `posexport build --encoding NAME [--help]`", ("encoding", "what it is"),
+                             ((e["name"], e["summary"]) for e in found["encodings"])))
+        console.print(titled("presets — `posexport build --preset NAME`", ("preset", "scaling", "model config it follows"),
+                             ((r["name"], r["scaling"], r["follows"]) for r in found["presets"])))
     write_json(json_out, found)
+
+
+def titled(title: str, columns: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> Table:
+    """A listing's table, its cells shown as written (no rich markup)."""
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(escape(str(cell)) for cell in row))
+    return table
 
 
 def write_json(path: Path | None, data: dict[str, Any]) -> None:
