@@ -166,7 +166,7 @@ def test_doctor_is_clean_on_what_patch_wrote_and_genai_runs_it(tmp_path):
     assert cli("patch", str(exported("llama", "genai-fp32")), "--out", str(fixed), "--from-model", str(folder))[0] == 0
     code, out, _ = cli("doctor", str(fixed), "--from-model", str(folder), "--fail-on")
     text = " ".join(out.split())
-    assert code == 0 and "position limit 256 (chosen with posexport patch)" in text and text.endswith("PASS: 0 fault(s) in 1 site(s)")
+    assert code == 0 and "position limit 256 (chosen with posexport patch)" in text and text.endswith("PASS: 0 faults in 1 site")
     promising = tf.variant("llama", "promising-4096")  # the same model, its config promising more positions
     config = json.loads((promising / "config.json").read_text())
     (promising / "config.json").write_text(json.dumps(config | {"max_position_embeddings": 4096}))

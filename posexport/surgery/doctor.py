@@ -18,7 +18,7 @@ from .exporters import identify
 from .find import KINDS, find_in
 from .recorded import chosen_limits
 from .sites import Site
-from .source import Candidates, candidates, default_source
+from .source import Candidates, candidates, default_source, what_to_pass
 
 # Bumped whenever a key of the report is renamed, removed or changes meaning (adding keys does not).
 SCHEMA_VERSION = 1
@@ -42,6 +42,13 @@ def model_config(folder: Path | None) -> dict[str, Any]:
         return {}
     config = guarded.read_json("config.json", root=folder)
     return config if isinstance(config, dict) else {}
+
+
+def unrecognised(sites: list[Site], model_path: Path | None) -> list[dict[str, Any]]:
+    """Rope sites whose frequencies no plain or linear rope gives: each with what to pass to measure and patch it."""
+    return [{"site": number, "node": site.anchor, "what_to_pass": what_to_pass(site, model_path)}
+            for number, site in enumerate(sites, 1)
+            if "rotary_dim" in site.recovered and "recognised" in site.recovered and site.recovered["recognised"] is None]
 
 
 def reaching(graph: Graph, output: str) -> set[str]:
@@ -95,6 +102,8 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
     if metadata is not None:
         report["export_metadata"] = metadata
     report["faults"] = sum(len(s.faults) for s in sites) + len(report["exporter_faults"] or []) + len((metadata or {}).get("faults", []))
+    if values is None:  # what to pass for each rope the doctor could not name (summed up on the verdict line)
+        report["unrecognised"] = unrecognised(sites, model_path)
     context_length = genai_context(model_path)
     if context_length is not None:
         report["genai_context_length"] = context_length

@@ -11,6 +11,7 @@ from typing import Any
 import onnx
 
 from .. import guarded, params as params_mod
+from ..contract import SCHEMA_VERSION
 from ..errors import PosexportError
 from ..files import Content, check_destination, reading_destinations, write_files
 from ..onnxgraph.genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
@@ -22,7 +23,7 @@ from .learned_table import Extension
 from .lengths import check_followers, old_limit
 from .rope_cache import CacheKind
 from .sites import LEFT, Request, Site
-from .source import Candidates, default_source
+from .source import Candidates, Unrecognised, default_source
 
 # What a patched site computes from, shown even at their defaults; any other field only where it is not
 # the default (heads, layout or max_positions at their defaults were never read from the graph).
@@ -45,6 +46,11 @@ class Patched:
         to other parameters than it held, how (replaced, rescaled) and the old ones."""
         return [{"site": s.anchor, "kind": s.kind, "params": shown_params(p)} | s.tensors.get("replaced", {})
                 for s, p in self.sites]
+
+    def report(self) -> dict[str, Any]:
+        """What `posexport patch --json` writes (docs/schemas/patch.json): each site with its parameters, and the
+        files written (the model first)."""
+        return {"schema_version": SCHEMA_VERSION, "sites": self.describe(), "files": [str(f) for f in self.files]}
 
 
 def shown_params(p: RopeParams | Extension | None) -> dict[str, Any]:
@@ -147,7 +153,10 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     external, config = set(graph.stored), read_config(src.parent)
     clients = client_files(graph.model, src, out) if config is None else {}  # a genai folder's files are genai_folder's
     check_outputs(planned_outputs(src, out, external, config) + list(clients), source_files(src), src, out)
-    done = rewritten(graph, values, position_limit, extension, replace_mismatched)
+    try:
+        done = rewritten(graph, values, position_limit, extension, replace_mismatched)
+    except Unrecognised as e:  # what to add, looked for beside the model
+        raise e.in_folder(src) from None
     done.notes = notes
     # A patched model patched again names only its own source: one mark, never a growing list.
     kept = [entry for entry in done.model.metadata_props if entry.key != PATCHED_KEY]

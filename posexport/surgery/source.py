@@ -5,16 +5,20 @@ Each site takes the first candidate rope its check accepts, so a model's two rop
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from .. import params as params_mod
-from ..errors import PosexportError
+from ..errors import PosexportError, UnknownOption
 from ..limits import check_product
 from ..models import read_model
 from ..rope import config
-from ..rope.encoding import RopeParams
+from ..rope.encoding import RopeParams, inv_freq_and_factor
+from .freqs import close, from_cache, snap_base
 from .sites import REPLACE_FLAG, Mismatch, Site
 
 
@@ -46,6 +50,11 @@ def requested_values(from_model: str | Path | None = None, from_config: str | Pa
                      preset: str | None = None, options: dict[str, Any] | None = None) -> Candidates | None:
     """Candidate rope options the user gave (at most one source, explicit options on top of each), or None."""
     chosen = [name for name, v in (("--from-model", from_model), ("--from-config", from_config), ("--preset", preset)) if v]
+    known = {f.name for f in dataclasses.fields(RopeParams)}
+    for name in options or {}:
+        if name not in known:
+            rope_options = ["--" + k.replace("_", "-") for k in sorted(known)]
+            raise UnknownOption(name, rope_options, detail="the options here are rope's: `posexport build --encoding rope --help`")
     if len(chosen) > 1:
         raise PosexportError(f"{' and '.join(chosen)}: give one source of rope parameters")
     if from_model:
@@ -138,6 +147,62 @@ def replaced(site: Site, p: RopeParams, how: str) -> RopeParams:
     return p
 
 
+class Unrecognised(PosexportError):
+    """A rope site whose frequencies no plain or linearly scaled rope gives, with no parameters given: patching it
+    would be a guess. ``in_folder`` names what to add as exactly as the model's folder allows."""
+
+    def __init__(self, site: Site, model: Path | None = None):
+        self.site = site
+        super().__init__(f"{site.anchor}: its frequencies are not a plain or linearly scaled rope ({site.recovered.get('inv_freq')}), "
+                         f"so the patch would be a guess; {what_to_pass(site, model)}")
+
+    def in_folder(self, model: Path) -> Unrecognised:
+        return Unrecognised(self.site, model)
+
+
+def site_frequencies(site: Site) -> np.ndarray | None:
+    """The frequencies a rope site computes with: traced from its Cos/Sin, or read back from its cos/sin caches."""
+    if isinstance(site.tensors.get("inv_freq"), np.ndarray):
+        return site.tensors["inv_freq"]
+    pairs = site.tensors.get("pairs")
+    return from_cache(pairs[0].cos, pairs[0].sin)[0] if pairs else None
+
+
+def gives(site: Site, inv_freq: np.ndarray, folder: Path) -> bool:
+    """Whether a rope of the model in ``folder`` computes these frequencies (any error reading it: no)."""
+    try:
+        ropes = model_values(folder)
+    except PosexportError:
+        return False
+    for values in ropes:
+        try:
+            theirs, _ = inv_freq_and_factor(site_params(site, values, None))
+        except PosexportError:
+            continue
+        if len(theirs) == len(inv_freq) and close(inv_freq, theirs):
+            return True
+    return False
+
+
+MAX_FOLDERS = 64  # model folders looked at beside an exported model for the one it came from
+
+
+def what_to_pass(site: Site, model: Path | None = None) -> str:
+    """What to add for an unrecognised rope: ``--from-model`` with the folder beside the model (its own, or one of
+    its subfolders) whose config gives exactly these frequencies, else which options, with the base the highest
+    frequencies show (a scaling leaves those as they are)."""
+    inv_freq = site_frequencies(site)
+    if inv_freq is not None and model is not None:
+        here = model.parent
+        folders = [here, *sorted(p for p in here.iterdir() if p.is_dir() and (p / "config.json").is_file())][:MAX_FOLDERS]
+        found = next((f for f in folders if (f / "config.json").is_file() and gives(site, inv_freq, f)), None)
+        if found is not None:
+            return f"add --from-model {found} (its config.json gives exactly these frequencies)"
+    base = f"; its highest frequencies are those of --base {snap_base(inv_freq):g}" if inv_freq is not None and len(inv_freq) > 1 else ""
+    return (f"add --from-model DIR, the folder of the model it was exported from (or --from-config DIR/config.json, or --base "
+            f"and the model's --scaling with that scaling's options){base}")
+
+
 def site_params(site: Site, values: dict[str, Any] | None, position_limit: int | None,
                 default_max: int | None = None) -> RopeParams:
     """RopeParams for one site: the user's values when given, else what the site was recognised as;
@@ -145,10 +210,7 @@ def site_params(site: Site, values: dict[str, Any] | None, position_limit: int |
     if values is None:
         values = site.recovered.get("recognised")
         if values is None:
-            raise PosexportError(
-                f"{site.anchor}: its frequencies are not a plain or linearly scaled rope "
-                f"({site.recovered.get('inv_freq')}); pass --from-model DIR, --from-config FILE or --preset so the patch is not a guess"
-            )
+            raise Unrecognised(site)
     values = dict(values)
     width = site.recovered["rotary_dim"]
     rotary = values.get("rotary_dim") or values.get("head_dim")
