@@ -11,16 +11,18 @@ LOCK := locks/project.txt
 # pin pip resolves a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: install lock upstream exporter-venvs web-runtime run test test-all bench bench-gpu bench-t5-patch matrix bench-size web-conformance bench-parity-memory trained
+.PHONY: install lock upstream exporter-venvs web-runtime run test test-all bench bench-gpu bench-t5-patch matrix bench-size web-conformance bench-parity-memory trained extend-context
 
 install: $(VENV)/.installed
 
 # A fresh venv whenever the lock or the project's metadata changes: exactly the lock, hash-checked, then the
-# project itself (editable, built with the lock's setuptools), then pip's own consistency check.
+# project itself (editable, built with the lock's setuptools), then pip's own consistency check. setuptools' one
+# remaining line for an editable install ("Editable installation.": folders named like the packages may shadow them,
+# which here they are by design) is information, not a warning, and is left out.
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	python3 -m venv --clear $(VENV)
 	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK)
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	$(PY) -m pip check
 	touch $@
 
@@ -32,9 +34,10 @@ lock:
 upstream:
 	python3 scripts/upstream.py --work build/upstream
 
+# The default graph is named apart from the README tour's graphs/build/rope.onnx, which the tour then checks.
 run: install
-	$(VENV)/bin/posexport build --encoding rope --out graphs/build
-	$(VENV)/bin/posexport parity graphs/build/rope.onnx --runtimes ort-cpu
+	$(VENV)/bin/posexport build --encoding rope --out graphs/build --name rope-default
+	$(VENV)/bin/posexport parity graphs/build/rope-default.onnx --runtimes ort-cpu
 
 # The exporters whose pins clash with the project's run from their own venvs (scripts/exporter-venv.sh): the suite
 # exports its optimum and mobius fixtures with them, and skips those tests, saying why, where a venv is missing.
@@ -44,12 +47,14 @@ exporter-venvs: .venvs/optimum/.installed .venvs/mobius/.installed
 	sh scripts/exporter-venv.sh $*
 
 # The suite: a stratified sample of the registry-wide catalogue walk (every reader and form at least once);
-# `make test-all` walks every type. PYTEST_ARGS adds pytest options (.ci/run: the 25 slowest tests).
+# `make test-all` walks every type. PYTEST_ARGS adds pytest options (.ci/run: the 25 slowest tests). One worker per
+# core (pytest-xdist), each taking whole files: a file's tests share its fixtures, and the docs' commands run in order.
+XDIST := -n auto --dist loadfile
 test: install exporter-venvs web-runtime
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-all: install exporter-venvs web-runtime
-	POSEXPORT_TEST_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+	POSEXPORT_TEST_ALL=1 $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # onnxruntime-web for the ort-web-wasm and ort-webgpu runtimes, from npm as the shipped lockfile pins it, into the
 # package's own folder (ignored by git; an installed posexport installs it into the user's cache on first use).
@@ -116,3 +121,10 @@ bench-parity-memory: install
 # judged both ways (minutes of exports; the suite runs one export per pattern, tests/test_verdicts_trained.py).
 trained: install exporter-venvs
 	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/trained.py --prompt 2000 --generate 64 --json benchmarks/trained.json --markdown benchmarks/trained.md
+
+# benchmarks/extend-context.{md,json}: the trained Llama's genai export of 4096 positions extended to 16384 with YaRN by
+# one command (docs/recipes.md), onnxruntime-genai's generator past 4096 against transformers, and model-parity at
+# 12000 tokens against float64 transformers with the same YaRN (minutes; the suite runs 256 -> 1024,
+# tests/test_surgery_extend_context.py).
+extend-context: install
+	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/extend_context.py --prompt 4200 --parity 12000 --json benchmarks/extend-context.json --markdown benchmarks/extend-context.md

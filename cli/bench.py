@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .common import BROWSER_HELP, EXTRA_OPTIONS, console, progress_bar, require
+from .common import BROWSER_HELP, EXTRA_OPTIONS, ExtraOptions, console, progress_bar, require
 
 
 def bench_command(
@@ -68,7 +68,7 @@ def models_command(model: Path | None, against: Path | None, seqs: str, decode_p
     from posexport.bench.models import bench_models, positions
     from posexport.errors import PosexportError
     from posexport.reports.model_bench import render_terminal, write_reports
-    from posexport.runtimes.isolated import DEFAULT_TIMEOUT
+    from posexport.contract import DEFAULT_TIMEOUT
 
     from .surgery import parse_dims
 
@@ -82,4 +82,4 @@ def models_command(model: Path | None, against: Path | None, seqs: str, decode_p
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench", context_settings=EXTRA_OPTIONS)(bench_command)
+    app.command("bench", cls=ExtraOptions, context_settings=EXTRA_OPTIONS)(bench_command)

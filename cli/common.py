@@ -94,41 +94,60 @@ BROWSER_HELP = ("the Chromium or Chrome binary that ort-webgpu and ort-web-wasm 
 DEFAULT_ENCODING = "rope"
 
 
+def complete_encodings(incomplete: str) -> list[str]:
+    """Shell completion of --encoding: the registry's names (typer's completion, `posexport --install-completion`)."""
+    from posexport.registry import ENCODINGS
+
+    return [name for name in ENCODINGS if name.startswith(incomplete)]
+
+
+def complete_presets(incomplete: str) -> list[str]:
+    from posexport.rope.config import preset_names
+
+    return [name for name in preset_names() if name.startswith(incomplete)]
+
+
 def graph_options() -> dict[str, Any]:
     """Typer option declarations shared by build and parity."""
     from posexport.contract import DEFAULT_OPSET, DEFAULT_TARGET  # numpy: not needed by `posexport --help`
 
     return dict(
-        encoding=typer.Option(DEFAULT_ENCODING, "--encoding", "-e", help="encoding to build (see `posexport list`; its options: `--encoding NAME --help`)"),
+        encoding=typer.Option(DEFAULT_ENCODING, "--encoding", "-e", help="encoding to build (see `posexport list`; its options: `--encoding NAME --help`)",
+                              autocompletion=complete_encodings),
         dtype=typer.Option("float32", help="float I/O type(s), comma-separated: float32, float16, bfloat16 (one graph each; build names them NAME-DTYPE)"),
         opset=typer.Option(DEFAULT_OPSET, help="ONNX opset (17 or newer)"),
         source=typer.Option("script", help="script (onnxscript function) or torch (torch.onnx dynamo export)"),
         backend=typer.Option("auto", help="rope expression: auto, portable, onnx23 (opset 23+) or ort (com.microsoft contrib op)"),
         target=typer.Option(DEFAULT_TARGET, help="what --backend auto optimises for: onnxruntime (contrib ops allowed) or standard (standard ops of the opset only)"),
-        preset=typer.Option("", help="rope of a well-known model (see `posexport list`); options given override its values"),
+        preset=typer.Option("", help="rope of a well-known model (see `posexport list`); options given override its values",
+                            autocompletion=complete_presets),
         from_config=typer.Option(None, "--from-config", help="rope of a model's config.json; options given override its values"),
         from_model=typer.Option(None, "--from-model", help="a model folder (config.json + weights): every positional encoding it uses, read as transformers reads it (docs/models.md)"),
     )
 
 
-def encoding_in(args: list[str]) -> str:
-    """The encoding a command line names (--encoding NAME, -e NAME, --encoding=NAME); a preset or a
-    config means rope."""
+def encoding_in(args: list[str]) -> str | None:
+    """The encoding a command line names (--encoding NAME, -e NAME, --encoding=NAME), or None."""
     for i, arg in enumerate(args):
         if arg.startswith("--encoding="):
             return arg.partition("=")[2]
         if arg in ("--encoding", "-e") and i + 1 < len(args):
             return args[i + 1]
-    return DEFAULT_ENCODING
+    return None
 
 
-def print_encoding_options(name: str) -> None:
-    """The encoding's parameters as a table: option, default, meaning."""
+def print_encoding_options(name: str | None, command: str) -> None:
+    """The named encoding's parameters as a table (option, default, meaning); without a name, how to see them.
+    Only a named encoding is loaded: `posexport build --help` imports neither torch nor onnxscript."""
     from rich.markup import escape
     from rich.table import Table
 
-    from posexport.registry import get_encoding, summary
+    from posexport.registry import ENCODINGS, get_encoding, summary
 
+    if name is None:
+        console.print(f"Each encoding's own options (--head-dim 64 …): `{command} --encoding "
+                      f"NAME --help`, NAME one of {', '.join(ENCODINGS)} (default {DEFAULT_ENCODING}).", highlight=False)
+        return
     enc = get_encoding(name)
     table = Table(title=f"{name} options — {summary(name)}", title_justify="left")
     table.add_column("option", no_wrap=True)
@@ -139,8 +158,24 @@ def print_encoding_options(name: str) -> None:
     console.print(table)
 
 
-class EncodingHelp(TyperCommand):
-    """A command whose --help ends with the options of the encoding on its command line (default rope)."""
+class ExtraOptions(TyperCommand):
+    """A command that takes free options (an encoding's parameters, rope's): one that nothing takes is answered
+    with the nearest of the library's options and the command's own (`--runtime` → did you mean --runtimes?)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from posexport.errors import PosexportError, UnknownOption
+
+        try:
+            return super().invoke(ctx)
+        except UnknownOption as e:
+            own = [o for p in self.params for o in getattr(p, "opts", ()) if o.startswith("--")]
+            if e.option in own:  # a real option of the command, given where it does not belong
+                raise
+            raise PosexportError(e.line(own)) from None
+
+
+class EncodingHelp(ExtraOptions):
+    """A command whose --help ends with the options of the encoding its command line names."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["encoding"] = encoding_in(args)
@@ -148,7 +183,7 @@ class EncodingHelp(TyperCommand):
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         super().format_help(ctx, formatter)
-        print_encoding_options(ctx.meta.get("encoding", DEFAULT_ENCODING))
+        print_encoding_options(ctx.meta.get("encoding"), ctx.command_path)
 
 
 # Exceptions a library raises on a malformed input file (not a bug in posexport), by class name so that

@@ -35,6 +35,7 @@ COMMANDS = {
     "doctor": ("surgery", "Find the positional-encoding sites of any exported model and their faults."),
     "patch": ("surgery", "Replace those sites with posexport's exact maths; nothing else changes."),
     "model-parity": ("surgery", "Whole-model parity (also `parity --model`): a model against its original or transformers in float64."),
+    "env": ("env", "Show the versions and runtimes posexport runs with, for a bug report."),
 }
 
 
@@ -66,6 +67,10 @@ class LazyCommands(TyperGroup):
         # `parity --model M --against O` is whole-model parity: one verb for both kinds of parity.
         if args and args[0] == "parity" and any(a == "--model" or a.startswith("--model=") for a in args[1:]):
             args = ["model-parity", *args[1:]]
+        if args and args[0] not in COMMANDS and not args[0].startswith("-"):
+            from posexport.errors import not_one_of
+
+            ctx.fail(f"{args[0]!r}: {not_one_of(args[0], list(COMMANDS), 'command')}")
         return super().resolve_command(ctx, args)
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -105,7 +110,7 @@ app = typer.Typer(
     help="Positional encodings as ONNX graphs: build, check parity on every runtime, benchmark.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -185,6 +190,18 @@ def quiet_and_interruptible() -> Iterator[None]:
             logging.lastResort.setLevel(last_resort)
 
 
+def usage_error(error: typer.TyperException) -> str:
+    """click's message for a usage error; an unknown option names the one most likely meant (click's
+    NoSuchOption, from typer's own copy of click: told apart by its fields)."""
+    from posexport.errors import closest
+
+    option, possibilities = getattr(error, "option_name", None), getattr(error, "possibilities", None)
+    if option and possibilities is not None and getattr(error, "message", "").startswith("No such option"):
+        guess = closest(option, possibilities)
+        return f"{option}: no such option" + (f"; did you mean {guess}?" if guess else "")
+    return error.format_message()
+
+
 def main() -> None:
     args = sys.argv[1:] or ["--help"]
     try:
@@ -196,7 +213,7 @@ def main() -> None:
     except typer.TyperException as e:  # a usage error: unknown option, a value of the wrong type
         ctx = getattr(e, "ctx", None)
         command = ctx.command_path if ctx else "posexport"
-        err_console.print(f"error: {e.format_message()} (see `{command} --help`)", highlight=False, markup=False)
+        err_console.print(f"error: {usage_error(e)} (see `{command} --help`)", highlight=False, markup=False)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)

@@ -44,6 +44,9 @@ def parity_command(
 ) -> None:
     """Check GRAPH.onnx (built by `posexport build`, its manifest beside it), graphs built from --encoding and its
     options, or --from-model DIR's (also against its own code, docs/models.md) on every runtime. Exit 0 only when every case passed."""
+    from posexport.registry import entry
+
+    entry(encoding)  # a mistyped name is answered before torch is imported
     from posexport.files import write_outputs
     from posexport.options import parity_from_options
     from posexport.params import parse_ints, parse_options

@@ -4,7 +4,7 @@ model (posexport.surgery holds the logic; this module parses options and renders
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +13,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from posexport.errors import PosexportError
-from posexport.files import note_input, write_outputs
+from posexport.files import check_destination, note_input, write_outputs
 from posexport.params import parse_options
 from posexport.reports.surgery import doctor_markdown
-from posexport.runtimes.isolated import DEFAULT_TIMEOUT
-from posexport.verdicts.models import DEFAULT_RUNTIMES, FLOOR_FACTOR, ROUNDOFF_UNITS, TOLERANCE
+from posexport.comparison import FLOOR_FACTOR, ROUNDOFF_UNITS, TOLERANCE
+from posexport.contract import DEFAULT_MODEL_RUNTIMES as DEFAULT_RUNTIMES
+from posexport.contract import DEFAULT_TIMEOUT
 
-from .common import BROWSER_HELP, EXTRA_OPTIONS, console, require
+from .common import BROWSER_HELP, EXTRA_OPTIONS, ExtraOptions, console, require
 
 
 def source_options() -> dict[str, Any]:
@@ -42,12 +43,11 @@ def requested(ctx: typer.Context, from_model: Path | None, from_config: Path | N
 
 def site_tables(report: dict[str, Any]) -> list[Table]:
     """The sites (what was found and recovered) and, below, every fault and note with its numbers."""
-    sites = Table(title=f"positional-encoding sites of {report['model']}", title_justify="left", show_lines=True)
-    for column in ("#", "kind", "node", "feeds", "recovered"):
-        sites.add_column(column)
-    findings = Table(title="faults and notes", title_justify="left")
-    for column in ("#", "fault", "detail"):
-        findings.add_column(column)
+    from posexport.reports.terminal import table
+
+    sites = table(("#", "kind", "node", "feeds", "recovered"), ("#", "kind"), f"positional-encoding sites of {report['model']}",
+                  show_lines=True)
+    findings = table(("#", "fault", "detail"), ("#", "fault"), "faults and notes")
     for number, site in enumerate(report["sites"], 1):
         feeds = site["feeds"]
         shown = ", ".join(feeds[:2]) + (f" … ({len(feeds)} nodes)" if len(feeds) > 2 else "")
@@ -67,14 +67,20 @@ def doctor_command(
     from_config: Path = _src["from_config"],
     preset: str = _src["preset"],
     position_limit: int = typer.Option(None, "--position-limit", help="where to project the precision (default 131072)"),
-    json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file"),
+    json_out: Path = typer.Option(None, "--json", help="also write the report as JSON to this file (docs/schemas/doctor.json)"),
+    junit_out: Path = typer.Option(None, "--junit", help="also write the report as JUnit XML (a testcase per site, a failure per "
+                                   "fault) for CI systems (docs/ci.md)"),
     markdown: Path = typer.Option(None, "--markdown", help="also write the report as Markdown to this file"),
     fail_on: bool = typer.Option(False, "--fail-on", help="exit 1 when any fault is found"),
 ) -> None:
     """Find every positional-encoding site of MODEL and report its parameters and faults, with numbers.
     Rope options (--base 500000 …) may be given like build's."""
+    from posexport.reports.surgery import doctor_junit
     from posexport.surgery import doctor
 
+    for path, option in ((json_out, "--json"), (junit_out, "--junit"), (markdown, "--markdown")):
+        if path:
+            check_destination(path, option)
     report = doctor(model, requested(ctx, from_model, from_config, preset), position_limit, from_model)
     exporter = report["exporter"]
     console.print(escape(f"written by {exporter['name']}{' ' + exporter['version'] if exporter['version'] else ''} "
@@ -84,15 +90,31 @@ def doctor_command(
     for fault in report["exporter_faults"] or []:
         known = "known of this exporter" if fault["this_exporter"] else f"known of {', '.join(fault['known_of'])}"
         console.print(escape(f"exporter fault {fault['fault']} ({known}): {fault['detail']}"))
+    metadata = report.get("export_metadata")
+    if metadata is not None:
+        console.print(escape(f"transformers' export metadata ({metadata['from']}): {json.dumps(metadata['says'])}"))
+    for fault in (metadata or {}).get("faults", []):
+        console.print(escape(f"export metadata fault {fault['fault']}: {fault['detail']}"))
     for note in report.get("notes", []):
         console.print(escape(note))
     if "genai_context_length" in report:
         console.print(f"genai_config.json context_length: {report['genai_context_length']}")
-    verdict = ("FAIL: " if report["faults"] else "PASS: ") if fail_on else ""  # what --fail-on's exit says
-    console.print(f"{verdict}{report['faults']} fault(s) in {len(report['sites'])} site(s)")
-    write_reports(report, json_out, markdown, doctor_markdown)
+    console.print(escape(doctor_summary(report, fail_on)))
+    write_reports(report, json_out, markdown, doctor_markdown, [(junit_out, lambda: doctor_junit(report), "--junit")])
     if fail_on and report["faults"]:
         raise typer.Exit(1)
+
+
+def doctor_summary(report: dict[str, Any], fail_on: bool) -> str:
+    """The doctor's last line: its verdict under --fail-on, the faults and sites counted, and for each rope it could
+    not name, what to pass."""
+    from posexport.reports.terminal import plural
+
+    verdict = ("FAIL: " if report["faults"] else "PASS: ") if fail_on else ""  # what --fail-on's exit says
+    line = f"{verdict}{plural(report['faults'], 'fault')} in {plural(len(report['sites']), 'site')}"
+    for site in report.get("unrecognised", []):
+        line += f"; site {site['site']}'s rope is not recognised: to check it against the model's and patch it, {site['what_to_pass']}"
+    return line
 
 
 def patch_command(
@@ -106,6 +128,9 @@ def patch_command(
     extend_learned: int = typer.Option(None, "--extend-learned", help="grow every learned position table to N positions"),
     strategy: str = typer.Option(None, "--strategy", help="how --extend-learned makes new rows: mean (positions below the old "
                                  "limit unchanged) or interpolate (every row resampled); default mean"),
+    replace_mismatched: bool = typer.Option(False, "--replace-mismatched", help="rebuild a site whose parameters disagree "
+                                            "with the source's (e.g. a config an exporter misread) to the source's rope"),
+    json_out: Path = typer.Option(None, "--json", help="also write what was patched as JSON to this file (docs/schemas/patch.json)"),
 ) -> None:
     """Replace every positional-encoding site of MODEL by posexport's exact maths; nothing else changes.
     Without a parameter source the sites' own recovered parameters are used (shown below)."""
@@ -113,13 +138,21 @@ def patch_command(
 
     if strategy is not None and extend_learned is None:
         raise PosexportError(f"--strategy {strategy}: only with --extend-learned N")
+    if json_out:
+        check_destination(json_out, "--json")
     extension = Extension(extend_learned, strategy or "mean") if extend_learned is not None else None
-    done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit, extension)
+    done = patch_file(model, out, requested(ctx, from_model, from_config, preset), position_limit, extension, replace_mismatched)
+    for note in done.notes:
+        console.print(escape(note))
     for entry in done.describe():
         params = {k: v for k, v in entry["params"].items() if v not in (None, [], ())}
         used = f" with {escape(json.dumps(params))}" if params else " (from the graph's own values)"
         console.print(f"patched {escape(entry['site'])} ({entry['kind']}){used}")
+        if "how" in entry:
+            console.print(escape(f"  {entry['how']}: it held {json.dumps(entry['old'])}"))
     console.print("wrote " + ", ".join(str(f) for f in done.files))
+    if json_out:
+        write_outputs([(json_out, json.dumps(done.report(), indent=2, sort_keys=True) + "\n", "--json")])
 
 
 def model_parity_command(
@@ -204,14 +237,15 @@ def parse_dims(items: list[str]) -> dict[str, int]:
 
 
 def write_reports(report: dict[str, Any], json_out: Path | None, markdown: Path | None,
-                  render: Callable[[dict[str, Any]], str]) -> None:
-    """The report as JSON and/or Markdown files, as asked."""
+                  render: Callable[[dict[str, Any]], str],
+                  others: Sequence[tuple[Path | None, Callable[[], str], str]] = ()) -> None:
+    """The report as JSON and/or Markdown files (and ``others``: (path, text, option)), as asked, all checked first."""
     write_outputs([(path, text(), option) for path, text, option in (
         (json_out, lambda: json.dumps(report, indent=2, sort_keys=True) + "\n", "--json"),
-        (markdown, lambda: render(report), "--markdown")) if path])
+        (markdown, lambda: render(report), "--markdown"), *others) if path])
 
 
 def register(app: typer.Typer) -> None:
-    app.command("doctor", context_settings=EXTRA_OPTIONS)(doctor_command)
-    app.command("patch", context_settings=EXTRA_OPTIONS)(patch_command)
+    app.command("doctor", cls=ExtraOptions, context_settings=EXTRA_OPTIONS)(doctor_command)
+    app.command("patch", cls=ExtraOptions, context_settings=EXTRA_OPTIONS)(patch_command)
     app.command("model-parity")(model_parity_command)

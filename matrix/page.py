@@ -9,6 +9,8 @@ from typing import Any
 
 from posexport.reports.markdown import md_table
 
+from .models import ARCHITECTURES
+
 LOCK = Path(__file__).resolve().parents[1] / "locks" / "project.txt"
 
 VERDICTS = ("FIXED", "NOTHING TO PATCH", "NOT FIXED", "UNVERIFIED", "REFUSED", "EXPORT WRONG", "EXPORT FAILED", "NOT JUDGED")
@@ -105,6 +107,18 @@ def rerun_lines(rerun: dict[str, Any], versions: dict[str, str]) -> list[str]:
             f"`{rerun['command']}`{differ}.", ""]
 
 
+def row_config(name: str) -> tuple[str, str]:
+    """(model_type, rope) of a row, as a user finds them in their config.json: `llama`, `llama3 ×8`."""
+    architecture = ARCHITECTURES.get(name)
+    if architecture is None:
+        return "", ""
+    config = architecture.config
+    scaling = config.get("rope_scaling") or {}
+    kind = scaling.get("rope_type") or scaling.get("type") or "default"
+    factor = f" ×{scaling['factor']:g}" if scaling.get("factor") else ""
+    return config["model_type"], kind + factor
+
+
 def render(data: dict[str, Any]) -> str:
     meta, cells = data["meta"], data["cells"]
     architectures = list(dict.fromkeys(c["architecture"] for c in cells))
@@ -120,8 +134,12 @@ def render(data: dict[str, Any]) -> str:
     lines += [line for rerun in meta.get("reruns", []) for line in rerun_lines(rerun, meta["versions"])]
     lines += [f"- `{name}`: {label}" for name, label in meta["exporters"].items()] + [""]
     lines += key_lines() + ["## Verdicts", ""]
-    lines += md_table(["architecture", *exporters],
-                   [[a, *(by[(a, e)]["verdict"] if (a, e) in by else "" for e in exporters)] for a in architectures])
+    lines += ["Find your model by its config.json's `model_type` and rope scaling (`rope_scaling`/`rope_parameters`' "
+              "rope_type); each row is a tiny model of that type, exported by each exporter, then doctor → patch → model-parity. "
+              "A model_type `posexport build --from-model` reads but no row here shows is not checked through exporters yet "
+              "([models.md](models.md)).", ""]
+    lines += md_table(["architecture", "model_type", "rope", *exporters],
+                      [[a, *row_config(a), *(by[(a, e)]["verdict"] if (a, e) in by else "" for e in exporters)] for a in architectures])
     lines += index_lines(cells)
     lines += ["## Cells", "",
               "Errors: max|logits − transformers float64| / max(1, max|ref|) at a prompt inside the trained length and one past "

@@ -14,6 +14,18 @@ import numpy as np
 # Two runners each within the bound of the truth can differ by twice the bound from each other.
 PAIRWISE_FACTOR = 2.0
 
+# Whole-model bounds (posexport.verdicts.models).
+TOLERANCE = 1e-4  # the default absolute bound of a float32 (or float64) model
+# c of the floor-aware bound max(absolute, c · floor): an export computes what transformers' float32 forward
+# computes, in another order, so its error is the floor's size, not the floor itself (a trained 30-layer
+# model measured 0.9–1.6× the floor on text); a rope 1% off moves key caches by 1e-2, thousands of floors.
+FLOOR_FACTOR = 4.0
+# A float16 or bfloat16 model's unit roundoff u. Its weights and activations round at every step, and its
+# attention sums over every cached token: the default bound is ROUNDOFF_UNITS · u · √(past + seq), the
+# probabilistic bound of a length-n sum (Higham & Mary) with a margin; a wrong rope is O(1) off in the key cache.
+ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+ROUNDOFF_UNITS = 4
+
 
 @dataclass(frozen=True)
 class Comparison:

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
     from .dtypes import DType
 
+# The version of every JSON report posexport writes (`--json`; a schema per report in docs/schemas/): bumped
+# when a key is renamed, removed or changes meaning, never for an added key.
+SCHEMA_VERSION = 1
+
 # Every function posexport writes lives in this operator domain, at this version.
 DOMAIN = "posexport"
 DOMAIN_VERSION = 1
@@ -34,6 +38,11 @@ AUTO, PORTABLE, ONNX23, ORT = "auto", "portable", "onnx23", "ort"
 BACKENDS = (AUTO, PORTABLE, ONNX23, ORT)
 TARGETS = ("onnxruntime", "standard")
 DEFAULT_TARGET = "onnxruntime"
+
+# The runtimes whole-model parity runs a model on unless told (posexport model-parity --runtimes).
+DEFAULT_MODEL_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
+# Seconds one load, run or timed call of a whole model may take in a child process (--timeout).
+DEFAULT_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True)

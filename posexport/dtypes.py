@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ParamError
+from .errors import ParamError, not_one_of
 
 # ONNX TensorProto.DataType values (fixed by the ONNX standard).
 ONNX_FLOAT, ONNX_FLOAT16, ONNX_BFLOAT16 = 1, 10, 16
@@ -66,7 +66,7 @@ def get_dtype(name: str) -> DType:
     try:
         return DTYPES[name]
     except KeyError:
-        raise ParamError("dtype", name, f"choose one of {', '.join(DTYPES)}") from None
+        raise ParamError("dtype", name, not_one_of(name, list(DTYPES), "dtype")) from None
 
 
 def is_bfloat16(array: np.ndarray) -> bool:

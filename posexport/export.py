@@ -25,7 +25,7 @@ import onnx.numpy_helper as onh
 import torch
 
 from . import __version__, guarded, params as params_mod
-from .contract import AUTO, BACKENDS, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSION, MIN_OPSET, PORTABLE, SOURCES, Artifact, BuildOptions, TensorSpec
+from .contract import SCHEMA_VERSION, AUTO, BACKENDS, DEFAULT_OPSET, DEFAULT_TARGET, DOMAIN, DOMAIN_VERSION, MIN_OPSET, PORTABLE, SOURCES, Artifact, BuildOptions, TensorSpec
 from .dtypes import DTYPES, DType, get_dtype
 from .encodings.base import Encoding
 from .encodings.guards import guard_graph
@@ -261,6 +261,18 @@ def save(artifact: Artifact, out_dir: str | Path, name: str | None = None) -> tu
     return write_graph(artifact.model_bytes, artifact.manifest, out_dir, artifact.default_name if name is None else name)
 
 
+def written(graph: Artifact, onnx_path: Path, json_path: Path) -> dict[str, Any]:
+    """One written graph as `build --json` lists it: its files and what identifies it."""
+    m = graph.manifest
+    return {"onnx": str(onnx_path), "manifest": str(json_path), "encoding": m["encoding"], "dtype": m["dtype"],
+            "bytes": m["bytes"], "sha256": m["sha256"]}
+
+
+def build_report(graphs: Iterable[tuple[Artifact, tuple[Path, Path]]], **extra: Any) -> dict[str, Any]:
+    """What `posexport build --json` writes (docs/schemas/build.json): every graph saved, and ``extra``."""
+    return {"schema_version": SCHEMA_VERSION, "graphs": [written(g, *paths) for g, paths in graphs], **extra}
+
+
 def load(path: str | Path) -> Artifact:
     """Read a built graph and the manifest beside it. What was not written by `posexport build` is refused
     before anything runs it (docs/trust.md): a manifest whose sha256 is not the graph's, fields out of
@@ -268,14 +280,14 @@ def load(path: str | Path) -> Artifact:
     onnx_path = Path(path)
     json_path = onnx_path.with_suffix(".json")
     if not onnx_path.is_file():
-        raise PosexportError(f"{onnx_path}: no such file; pass a .onnx built by `posexport build`")
-    if not json_path.is_file():
-        raise PosexportError(f"{onnx_path}: no manifest {json_path.name} beside it; rebuild with `posexport build`")
+        raise PosexportError(f"{onnx_path}: {not_a_file(onnx_path)}")
     data = guarded.read_bytes(onnx_path)  # a regular file within the byte budget
     try:
         model = onnx.load_model_from_string(data)
     except Exception:
-        raise PosexportError(f"{onnx_path}: not an ONNX model") from None
+        raise PosexportError(f"{onnx_path}: not an ONNX model; {BUILT_GRAPH}") from None
+    if not json_path.is_file():
+        raise PosexportError(f"{onnx_path}: {without_manifest(model, onnx_path)}")
     manifest = read_manifest(json_path)
     check_manifest(manifest, json_path, data)
     refuse_external_data(model, onnx_path)
@@ -287,6 +299,31 @@ def load(path: str | Path) -> Artifact:
         raise PosexportError(f"{json_path}: not a posexport manifest ({e})") from None
     check_contract(model, enc, p, opts, onnx_path)
     return Artifact(model, manifest, enc, p, opts)
+
+
+BUILT_GRAPH = "expected a graph `posexport build` wrote (NAME.onnx, its manifest NAME.json beside it)"
+
+
+def not_a_file(path: Path) -> str:
+    """Why ``path`` is no graph to load, and what the user more likely meant: a model folder, a folder of graphs."""
+    if not path.is_dir():
+        return f"no such file; {BUILT_GRAPH}"
+    if (path / "config.json").is_file():
+        return f"a model folder: its encodings are built and checked with `--from-model {path}`"
+    graphs = sorted(p.name for p in path.glob("*.onnx") if p.with_suffix(".json").is_file())
+    if graphs:
+        return f"a folder; name a graph in it, e.g. {path / graphs[0]}"
+    return f"a folder; {BUILT_GRAPH}"
+
+
+def without_manifest(model: onnx.ModelProto, path: Path) -> str:
+    """A .onnx without its manifest: an exported model (doctor and model-parity check those), or a built graph
+    whose manifest was lost."""
+    if model.producer_name == "posexport":
+        return f"no manifest {path.with_suffix('.json').name} beside it; rebuild the graph with `posexport build`"
+    return (f"an exported model ({model.producer_name or 'no producer named'}), not a graph `posexport build` wrote: "
+            f"find its positional-encoding sites with `posexport doctor {path}`, and check it whole with "
+            f"`posexport model-parity --model {path} --against ORIGINAL.onnx` (or --against-hf MODEL_DIR)")
 
 
 MAX_MANIFEST_BYTES = 1 << 24

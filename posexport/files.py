@@ -118,7 +118,9 @@ def check_destination(path: str | Path, option: str, folders: bool = False) -> P
     if not folder.is_dir():
         why = "is not a folder" if folder.exists() else "does not exist"
         raise PosexportError(f"{option} {target}: {folder} {why}; choose a path in an existing folder")
-    if target.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+    if target.is_dir():
+        raise PosexportError(f"{option} {target}: a folder; {option} names the file to write, e.g. {target / 'FILE'}")
+    if not os.access(folder, os.W_OK | os.X_OK):
         raise PosexportError(f"{option} {target}: cannot write there; choose a writable path")
     check_not_input(target, option)
     return target
@@ -222,6 +224,15 @@ def write_files(files: Mapping[str | Path, Content | str], option: str, stem: st
 def write_output(path: str | Path, data: bytes | str, option: str) -> Path:
     """Atomically write a file the user asked for with ``option``; an OS failure is one error line."""
     return write_files({path: data}, option)[0]
+
+
+def check_out_folder(out: str | Path, option: str = "--out") -> Path:
+    """An output folder, not a file: ``--out graphs/rope.onnx`` means ``--out graphs --name rope``."""
+    folder = Path(out)
+    if folder.suffix.lower() in (".onnx", ".json") or folder.is_file():
+        raise PosexportError(f"{option} {folder}: {option} is the folder the graph and its manifest go in, not a file; "
+                             f"to name the file, give {option} {folder.parent} --name {folder.stem}")
+    return folder
 
 
 def write_outputs(outputs: Sequence[tuple[str | Path, bytes | str, str]]) -> list[Path]:

@@ -19,7 +19,7 @@ from typing import Any
 from . import export
 from .contract import AUTO, DEFAULT_OPSET, DEFAULT_TARGET, Artifact
 from .dtypes import dtypes_of
-from .errors import PosexportError
+from .errors import PosexportError, UnknownOption
 from .files import check_destination, check_stem
 from .verdicts import Outputs, Report, check_settings, run_parity
 from .rope import config
@@ -33,7 +33,7 @@ class Built:
     """Graphs built from options (one per dtype) and the name they are saved under by default."""
 
     graphs: list[Artifact]
-    name: str | None = None  # the preset's name, when built from one
+    name: str | None = None  # the preset's name, or MODEL-rope for a config, when built from one
 
     def save(self, out_dir: str | Path, name: str | None = None) -> list[tuple[Path, Path]]:
         """NAME.onnx and NAME.json per graph (NAME-DTYPE when several dtypes were built); NAME defaults to
@@ -42,10 +42,21 @@ class Built:
             check_stem(name)
         return [self.save_one(g, out_dir, self.name if name is None else name) for g in self.graphs]
 
+    def save_report(self, out_dir: str | Path, name: str | None = None) -> dict[str, Any]:
+        """Save, and say what was written: `posexport build --json` (docs/schemas/build.json)."""
+        return export.build_report(zip(self.graphs, self.save(out_dir, name)))
+
     def save_one(self, graph: Artifact, out_dir: str | Path, stem: str | None) -> tuple[Path, Path]:
         if len(self.graphs) > 1:
             stem = f"{stem or graph.manifest.get('kind', graph.manifest['encoding'])}-{graph.manifest['dtype']}"
         return export.save(graph, out_dir, stem)
+
+
+def config_stem(path: str | Path) -> str:
+    """The default name of a graph built from a config file: its model's name and the encoding
+    (Meta-Llama-3.1-8B/config.json -> Meta-Llama-3.1-8B-rope, as --from-model names it; llama.json -> llama-rope)."""
+    path = Path(path).resolve()
+    return f"{path.parent.name if path.stem == 'config' else path.stem}-rope"
 
 
 def encoding_values(encoding: str, values: Mapping[str, Any], preset: str | None,
@@ -92,7 +103,7 @@ def build_from_options(
         else:
             graphs.append(export.build(encoding, values, dtype=name, opset=opset, source=source, backend=backend,
                                        target=target))
-    return Built(graphs, preset or None)
+    return Built(graphs, preset or (config_stem(from_config) if from_config else None))
 
 
 def parity_graphs(graph: str | Path | None = None, values: Mapping[str, Any] | None = None, *,
@@ -103,8 +114,7 @@ def parity_graphs(graph: str | Path | None = None, values: Mapping[str, Any] | N
         return build_from_options(encoding, values, dtype=dtype or "float32", **build).graphs
     given = [*(values or {}), *(name for name in ("preset", "from_config") if build.get(name))]
     if given:
-        first = "--" + given[0].replace("_", "-")
-        raise PosexportError(f"{first}: encoding options go with --encoding, not with a built GRAPH")
+        raise UnknownOption(given[0], problem="encoding options go with --encoding, not with a built GRAPH")
     if dtype not in (None, "float32"):
         raise PosexportError(f"--dtype {dtype}: a built GRAPH has its own dtype; --dtype goes with --encoding")
     return [export.load(graph)]

@@ -15,7 +15,7 @@ import types
 import typing
 from typing import Any
 
-from .errors import ParamError, PosexportError
+from .errors import ParamError, PosexportError, UnknownOption, not_one_of
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -46,7 +46,7 @@ def check_choices(params: Any) -> None:
         choices = f.metadata.get("choices")
         value = getattr(params, f.name)
         if choices and value not in choices:
-            raise ParamError(f.name, value, f"choose one of {', '.join(choices)}")
+            raise ParamError(f.name, value, not_one_of(value, choices, f.name.replace("_", " ")))
 
 
 def _base_type(annotation: Any) -> Any:
@@ -130,8 +130,8 @@ def build(cls: type, values: dict[str, Any]) -> Any:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-        options = ", ".join("--" + n.replace("_", "-") for n in sorted(known))
-        raise ParamError(unknown[0], values[unknown[0]], f"unknown parameter; this encoding takes {options}")
+        options = ["--" + n.replace("_", "-") for n in sorted(known)]
+        raise UnknownOption(unknown[0], options, detail=f"this encoding takes {', '.join(options)}")
     return cls(**{k: convert(cls, k, v) for k, v in values.items()})
 
 

@@ -1,7 +1,8 @@
 """Name -> encoding. Adding an encoding is its own module plus one line in ``ENCODINGS``.
 
 Entries name the module that defines the encoding, which is imported when the encoding is first used:
-`posexport list` and `--help` read the entries alone and never import torch or onnxscript.
+`posexport list` and every command's `--help` read the entries alone and never import torch or onnxscript (an
+encoding's own options, `--encoding NAME --help`, load that encoding).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 
 from .encodings.base import Encoding
-from .errors import PosexportError
+from .errors import PosexportError, unknown
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,16 @@ ENCODINGS: dict[str, Entry] = {
 }
 
 
-def get_encoding(name: str) -> Encoding:
+def entry(name: str) -> Entry:
+    """The registry entry of ``name``, without importing the encoding: a mistyped name is answered at once."""
     try:
-        entry = ENCODINGS[name]
+        return ENCODINGS[name]
     except KeyError:
-        raise PosexportError(f"--encoding {name!r}: unknown encoding; choose one of {', '.join(ENCODINGS)}") from None
-    return entry.load()
+        raise PosexportError(unknown("--encoding", name, "encoding", list(ENCODINGS))) from None
+
+
+def get_encoding(name: str) -> Encoding:
+    return entry(name).load()
 
 
 def register(encoding: Encoding, summary: str) -> None:

@@ -41,6 +41,14 @@ def tiny_llama(name: str, scaling: str, max_positions: int = 64, base: float = 1
     return save(name, LlamaConfig(max_position_embeddings=max_positions, rope_theta=base, rope_scaling=SCALINGS[scaling], **TINY))
 
 
+def tiny_llama31(name: str = "Meta-Llama-3.1-8B") -> Path:
+    """The README's own model, tiny: Llama-3.1's rope (base 500000, llama3 factor 8 from 8192 of 131072 positions)."""
+    from transformers import LlamaConfig
+
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    return save(name, LlamaConfig(max_position_embeddings=131072, rope_theta=500000.0, rope_scaling=llama3, **TINY))
+
+
 def tiny_phi3(name: str = "phi3-longrope") -> Path:
     """A tiny Phi-3 with LongRoPE (L0 64, max 256: attention factor √(1 + ln 4 / ln 64))."""
     from transformers import Phi3Config

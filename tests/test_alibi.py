@@ -102,7 +102,7 @@ def test_properties_catch_a_wrong_graph():
     (dict(heads=0), "--heads 0"),
     (dict(heads=-3), "--heads -3"),
     (dict(causal="maybe"), "--causal 'maybe'"),
-    (dict(slopes=1), "--slopes"),
+    (dict(slopes=1), "--slopes: no such option (this encoding takes --causal, --heads, --output)"),
 ])
 def test_bad_parameters_name_the_parameter(values, needle):
     check_bad_params("alibi", values, needle)

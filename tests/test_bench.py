@@ -55,7 +55,7 @@ def test_meta_reports_threads_and_load(result):
 
 def test_json_markdown_and_plot(result, tmp_path):
     data = json.loads(result.to_json())
-    assert set(data) == {"meta", "rows", "targets"} and len(data["rows"]) == len(result.rows)
+    assert set(data) == {"schema_version", "meta", "rows", "targets"} and len(data["rows"]) == len(result.rows)
     text = reports.markdown(result, "size note")
     assert "| subject | median ms | IQR ms | min ms | × copy |" in text and "## Graph size" in text
     assert "load average" in text and "IndexShare attention block" in text

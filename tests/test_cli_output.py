@@ -79,7 +79,7 @@ def test_strict_says_fail_and_why_and_exits_1(graph):
     assert code == 0 and last_line(out).startswith("PASS: ")
     code, out, _ = cli(*args, "--strict")
     line = last_line(out)
-    assert code == 1 and line.startswith("FAIL (--strict)") and "--strict fails on 1 unavailable runtimes" in line
+    assert code == 1 and line.startswith("FAIL (--strict)") and "--strict fails on 1 unavailable runtime," in line
     code, out, _ = cli("parity", str(graph), "--runtimes", "ort-cpu", *SKETCH, "--strict")
     assert code == 0 and last_line(out).startswith("PASS: ")
 
@@ -90,14 +90,15 @@ def test_tables_in_a_pipe_are_laid_out_whole(graph):
     assert code == 0
     assert "…" not in out and "ort-cpu-noopt vs reference" in out
     assert max(map(len, out.splitlines())) > 80  # laid out wider than rich's default, not wrapped into it
-    # The check can fail: the same report on a plain 80-column console is cut.
+    # On an 80-column terminal the tables wrap text instead: still nothing cut, every runtime named whole.
     from posexport.options import parity_from_options
     from posexport.reports import parity as reports
 
     report = parity_from_options(graph, {}, runtimes=["ort-cpu-noopt", "reference"], seqs=[1, 17], batches=[1, 3], pairwise=True)
     narrow = Console(file=io.StringIO(), width=80)
     reports.render_terminal(report, narrow, details=True)
-    assert "…" in narrow.file.getvalue()
+    shown = narrow.file.getvalue()
+    assert "…" not in shown and "ort-cpu-noopt vs reference" in shown and max(map(len, shown.splitlines())) <= 80
 
 
 def test_progress_goes_to_a_terminals_stderr_and_never_into_a_pipe(graph):
@@ -149,7 +150,7 @@ def test_patch_out_makes_its_folders_and_shows_what_it_recovered(torch_llama, tm
     assert "heads" not in shown and "max_positions" not in shown and "layout" not in shown  # never read from the graph
     # Exit codes agree with the last line: doctor --fail-on and model-parity, each both ways.
     for args, code_and_verdict in (
-        (["doctor", model, "--fail-on"], (1, "FAIL: ")), (["doctor", out, "--fail-on"], (0, "PASS: 0 fault(s)")),
+        (["doctor", model, "--fail-on"], (1, "FAIL: ")), (["doctor", out, "--fail-on"], (0, "PASS: 0 faults")),
         (["model-parity", "--model", out, "--against", model, "--prompt", "64"], (0, "PASS: ")),
         (["model-parity", "--model", out, "--against", model, "--prompt", "64", "--tolerance", "1e-12"], (1, "FAIL: ")),
     ):
@@ -207,3 +208,68 @@ def test_transformers_progress_bars_never_reach_the_output(torch_llama, monkeypa
     with contextlib.redirect_stderr(shown):
         transformers.AutoModelForCausalLM.from_pretrained(str(folder))
     assert "Loading weights" in shown.getvalue()
+
+
+def narrow(width: int) -> Console:
+    return Console(file=io.StringIO(), width=width, color_system=None)
+
+
+def test_bench_medians_stay_whole_at_100_columns():
+    """At 100 columns one wide table once cut medians to `392.1…`: each group is now its own table of five columns."""
+    from posexport.bench import BenchResult, Row
+    from posexport.reports.bench import render_terminal
+
+    rows = [Row("rope", "ort-cpu-noopt", "bfloat16", 2048, subject, kind, [1, 2048, 32, 128], median, 12.3456, 11.0, ratio,
+                note="cache of 131072 positions" if kind == "baseline" else "", layout="bshd", position=100000)
+            for subject, kind, median, ratio in (("copy", "baseline", 392.1234, 1.0), ("contrib-full-cache", "baseline", 401.5678, 1.024),
+                                                 ("portable", "backend", 1234.5678, 3.148))]
+    console = narrow(100)
+    render_terminal(BenchResult({"threads": 2, "load_average": [1.0, 1.0, 1.0], "repeats": 30, "warmup": 5}, rows, []), console)
+    shown = console.file.getvalue()
+    assert "…" not in shown and all(f"{r.median_ms:.3f}" in shown and f"{r.ratio_to_copy:.2f}" in shown for r in rows), shown
+    assert max(map(len, shown.splitlines())) <= 100
+
+
+def test_parity_keys_runtime_columns_that_do_not_fit_and_folds_the_parameters(graph):
+    """At 80 columns five runtimes' names are columns of the properties grid: numbered, with the key below; the graph's
+    line shows the parameters set (every one with --details), and the verdict's counts are singular where they are one."""
+    from posexport.options import parity_from_options
+    from posexport.reports import parity as reports
+
+    names = ["torch", "reference", "ort-cpu", "ort-cpu-noopt", "openvino", "ort-cuda"]
+    report = parity_from_options(graph, {}, runtimes=names, seqs=[17], batches=[1])
+    console = narrow(80)
+    reports.render_terminal(report, console)
+    shown = console.file.getvalue()
+    ran = [n for n in names if n not in report.unavailable]
+    assert "…" not in shown and max(map(len, shown.splitlines())) <= 80
+    assert "key: " + ", ".join(f"{i} = {n}" for i, n in enumerate(ran, 1)) in shown.replace("\n", " ").replace("  ", " ")
+    head = shown.split("\n\n")[0].split("error = ")[0].replace("\n", " ")
+    assert "head_dim 16" in head and "attention_factor" not in head and "unset; --details lists every parameter" in head
+    console = narrow(1000)
+    reports.render_terminal(report, console, details=True)
+    assert "attention_factor null" in console.file.getvalue().splitlines()[0]
+    unavailable = len(report.unavailable)
+    assert shown.replace("\n", " ").rstrip().endswith(f"{unavailable} runtime{'s' * (unavailable != 1)} unavailable")
+    assert "1 runtimes" not in shown and "1 known limitations" not in shown
+
+
+def test_model_parity_shows_the_original_without_details(torch_llama, tmp_path):
+    """--original's column is in the outputs table whatever --details says."""
+    _, model = torch_llama
+    out = tmp_path / "fixed.onnx"
+    assert cli("patch", str(model), "--out", str(out))[0] == 0
+    code, stdout, _ = cli("model-parity", "--model", str(out), "--against", str(model), "--original", str(model), "--runtimes", "ort-cpu")
+    header = next(line for line in stdout.splitlines() if "case" in line and "output" in line)
+    assert code == 0 and "original" in header
+
+
+def test_counts_in_the_verdict_line_take_their_plural():
+    """The issue saw "1 runtimes unavailable"."""
+    from posexport.reports.parity import verdict_line
+    from posexport.verdicts import Report
+
+    one = Report(unavailable={"ort-cuda": "onnxruntime-gpu is not installed"})
+    two = Report(unavailable={"ort-cuda": "not installed", "openvino": "not installed"})
+    assert verdict_line(one) == "FAIL: nothing was compared (1 runtime unavailable)"
+    assert verdict_line(two) == "FAIL: nothing was compared (2 runtimes unavailable)"

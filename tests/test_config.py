@@ -62,13 +62,19 @@ def test_phi3_top_level_original_length_and_legacy_su_type():
     assert values["scaling"] == "longrope" and values["original_max_positions"] == 256
     p = RopeEncoding().params(**values)
     assert frequencies(p, 300)[1] == pytest.approx(math.sqrt(1 + math.log(4) / math.log(256)), rel=1e-15)
+    # transformers lets the top-level key win over the block's (standardize_rope_params), and fills in
+    # max_position_embeddings where neither is written
+    values = config.rope_values({**cfg, "rope_scaling": {**cfg["rope_scaling"], "original_max_position_embeddings": 512}})
+    assert values["original_max_positions"] == 256
+    cfg.pop("original_max_position_embeddings")
+    assert config.rope_values(cfg)["original_max_positions"] == 1024
 
 
 @pytest.mark.parametrize(
     "change, needle",
     [
-        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}},
-         "rope_scaling of the llama3 scaling needs key 'original_max_position_embeddings'"),
+        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}},
+         "rope_scaling of the llama3 scaling needs key 'low_freq_factor'"),
         ({"rope_scaling": {"rope_type": "linear", "factor": 2.0, "beta_fast": 32}},
          "rope_scaling key 'beta_fast' is not a key of the linear scaling, which takes factor"),
         ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "low_freq_factor": 1.0}},
@@ -148,7 +154,7 @@ def test_cli_lists_presets_and_reports_config_errors(tmp_path: Path, monkeypatch
     bad.write_text(json.dumps(LLAMA31 | {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}))
     code, _, err = run_cli(monkeypatch, capsys, "build", "--from-config", str(bad), "--out", str(tmp_path))
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
-    assert "llama3" in err and "'original_max_position_embeddings'" in err
+    assert "llama3" in err and "'low_freq_factor'" in err
     code, _, err = run_cli(monkeypatch, capsys, "build", "--preset", "llama-4", "--out", str(tmp_path))
     assert code == 2 and "--preset 'llama-4'" in err
     code, _, err = run_cli(monkeypatch, capsys, "build", "--from-config", str(tmp_path / "absent.json"))

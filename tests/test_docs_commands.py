@@ -2,13 +2,18 @@
 
 Every line of a ```sh or ```bash block is a command: `posexport ...` runs in this process (the CLI's main,
 as a user's shell would call it), `make TARGET` runs the target's posexport lines from the Makefile or is
-skipped for the reason MAKE gives. Each doc's commands run in order in one temporary folder, where the
-models they name are tiny random ones made under those names (MODELS). A command exits 0 unless its
-comment says `exits N`. A line that is neither fails here, so a doc cannot gain a command no test runs.
+skipped for the reason MAKE gives. Each doc's commands run in order in one temporary folder, as a user would
+type them: what a command writes is what the next one reads, and no command replaces a file an earlier one
+wrote with other contents (a tour that overwrote its own graph would check another one than it names) unless
+its comment says `replaces`. The models a doc names are tiny random ones made under those names (MODELS; a
+doc's own in DOC_MODELS: the README's model.onnx is the torch.onnx export of its own Llama-3.1-style model).
+A command exits 0 unless its comment says `exits N`. A line that is neither fails here, so a doc cannot gain
+a command no test runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 import shutil
@@ -19,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import zoo
+from zoo import exporters as ef
 
 from . import learned_fixtures as lf
 from . import surgery_fixtures as sf
@@ -28,8 +34,10 @@ from .test_parity_cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(?:sh|bash)\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^```(sh|bash|yaml)\n(.*?)^```", re.S | re.M)
+RUN_STEP = re.compile(r"^\s*(?:-\s*)?run:\s*(\S.*)$")  # a CI workflow's one-line step (docs/ci.md)
 EXITS = re.compile(r"\bexits (\d+)\b")
+REPLACES = re.compile(r"\breplaces\b")
 
 # make targets: None runs the target's posexport lines; a string is why the target is not run here.
 MAKE: dict[str, str | None] = {
@@ -69,6 +77,7 @@ class Command:
     line: str  # as written, without its comment
     args: tuple[str, ...]
     exit: int
+    replaces: bool = False  # its comment says it replaces a file an earlier command wrote
 
     @property
     def id(self) -> str:
@@ -76,13 +85,18 @@ class Command:
 
 
 def commands_of(doc: Path) -> list[Command]:
+    """Every command of the doc's shell blocks, and every `run:` step of its workflow (YAML) blocks, in order."""
     found = []
-    for block in FENCE.findall(doc.read_text()):
-        for raw in block.replace("\\\n", " ").splitlines():
+    for kind, block in FENCE.findall(doc.read_text()):
+        lines = block.replace("\\\n", " ").splitlines()
+        if kind == "yaml":
+            lines = [step[1] for step in map(RUN_STEP.match, lines) if step]
+        for raw in lines:
             line, _, comment = raw.partition(" #")
             if line.strip() and not line.lstrip().startswith("#"):
                 exits = EXITS.search(comment)
-                found.append(Command(doc, line.strip(), tuple(shlex.split(line)), int(exits[1]) if exits else 0))
+                found.append(Command(doc, line.strip(), tuple(shlex.split(line)), int(exits[1]) if exits else 0,
+                                     bool(REPLACES.search(comment))))
     return found
 
 
@@ -112,9 +126,9 @@ def vit(folder: Path) -> None:
                           intermediate_size=32, image_size=32, patch_size=8)
 
 
-def llama3_config(folder: Path) -> None:
-    zoo.raw(folder.parent, {"model_type": "llama", **zoo.SMALL, "max_position_embeddings": 131072,
-                                  "rope_theta": 500000.0, "rope_scaling": dict(zoo.LLAMA3)})
+def llama3_config(path: Path) -> None:
+    zoo.raw(path.parent, {"model_type": "llama", **zoo.SMALL, "max_position_embeddings": 131072,
+                          "rope_theta": 500000.0, "rope_scaling": dict(zoo.LLAMA3)})
 
 
 def copied(made: Callable[[], Path], folder: bool = False) -> Callable[[Path], None]:
@@ -142,12 +156,13 @@ def dynamic_llama() -> Path:
 
 # path as the docs write it (without ./ or a trailing /) -> how to make a tiny stand-in there
 MODELS: dict[str, Callable[[Path], None]] = {
-    "Meta-Llama-3.1-8B": llama31,
+    # the README's own model: Llama-3.1's rope, with weights (its tour exports it, patches the export from it)
+    "Meta-Llama-3.1-8B": copied(sf.tiny_llama31),
     "Meta-Llama-3.1-8B-Instruct": llama31,
     "t5-small": t5,
     "flan-t5-base": t5,
     "vit-base-patch16-224": vit,
-    "path/to/config.json": llama3_config,
+    "my-model/config.json": llama3_config,
     "tiny-llama3": copied(genai_llama3),
     "gen/model.onnx": copied(lambda: sf.genai_export(genai_llama3()).parent, folder=True),
     "model.onnx": copied(lambda: sf.torch_export(sf.tiny_llama("torch-default", "default"))),
@@ -164,17 +179,36 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "smollm2-genai/model.onnx": copied(lambda: tf.export("llama", "genai-fp32").parent, folder=True),
     "base-off.onnx": copied(lambda: sf.torch_export_with_cache(tf.variant("llama", "base-off", rope_theta=10100.0))),
     "LICENSE": copied(lambda: tf.TEXT),
+    # docs/recipes.md: the trained model stands in for Qwen2.5-Coder-7B (its genai export of 256 rows for the 32k one)
+    "Qwen2.5-Coder-7B": copied(lambda: tf.trained("llama")),
+    "Qwen2.5-Coder-7B-yarn": copied(lambda: tf.variant("llama", "yarn-131072", 131072, rope_type="yarn", factor=4.0,
+                                                       original_max_position_embeddings=32768)),
+    "qwen-genai/model.onnx": copied(lambda: tf.export("llama", "genai-fp32").parent, folder=True),
+    "base100k": copied(lambda: tf.variant("llama", "base100k", rope_theta=100000.0)),
+    "optimum-out/model.onnx": copied(lambda: tf.export("llama", "optimum", tf.variant("llama", "base100k", rope_theta=100000.0)).parent,
+                                     folder=True),
 }
-NEEDS_GENAI = {"tiny-llama3", "gen/model.onnx", "smollm2-genai/model.onnx"}
+# A doc's own stand-ins, where it means another model than the other docs under the same name.
+TOUR_EXPORT = copied(lambda: sf.torch_export(sf.tiny_llama31()))
+DOC_MODELS: dict[str, dict[str, Callable[[Path], None]]] = {
+    # the README tour's exported model, and the CI gate's: torch.onnx of the README's own Llama-3.1-style model
+    "README.md": {"model.onnx": TOUR_EXPORT},
+    "ci.md": {"model.onnx": TOUR_EXPORT},
+}
+NEEDS_GENAI = {"tiny-llama3", "gen/model.onnx", "smollm2-genai/model.onnx", "qwen-genai/model.onnx"}
 
 
-def stand_ins(args: tuple[str, ...], folder: Path) -> None:
+def stand_ins(args: tuple[str, ...], folder: Path, doc: Path) -> None:
+    models = MODELS | DOC_MODELS.get(doc.name, {})
     for arg in args:
         name = arg.removeprefix("./").rstrip("/")
-        if name in MODELS and not (folder / name).exists():
+        if name in models and not (folder / name).exists():
             if name in NEEDS_GENAI:
                 pytest.importorskip("onnxruntime_genai", reason="the docs' genai model is made by onnxruntime-genai's builder")
-            MODELS[name](folder / name)
+            try:
+                models[name](folder / name)
+            except ef.ExporterMissing as e:
+                pytest.skip(f"the docs' {name} is made by an exporter not installed here: {e}")
 
 
 def not_run_because(command: Command) -> str | None:
@@ -203,10 +237,19 @@ def run(command: Command, folder: Path, monkeypatch: pytest.MonkeyPatch) -> list
     monkeypatch.chdir(folder)
     done = []
     for args in calls:
-        stand_ins(args, folder)
+        stand_ins(args, folder, command.doc)
+        before = contents(folder)
         code, out, err = cli(*args)
+        replaced = sorted(str(p.relative_to(folder)) for p, digest in contents(folder).items() if before.get(p, digest) != digest)
+        assert command.replaces or not replaced, (f"{command.id}: replaces {', '.join(replaced)}, which an earlier command wrote, "
+                                                  "with other contents (say `replaces` in its comment if the doc means it)")
         done.append((args, code, out + err))
     return done
+
+
+def contents(folder: Path) -> dict[Path, str]:
+    """Every file under ``folder`` and its sha256."""
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.id for c in COMMANDS])

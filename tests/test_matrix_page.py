@@ -27,7 +27,7 @@ def test_page_shows_each_cell_with_its_numbers_and_reason():
     page = render({"meta": META, "cells": [FIXED, REFUSED]})
     assert "make matrix    # runs: python -m matrix --json m.json --markdown m.md" in page
     assert "2 of 2 cells run: FIXED 1, REFUSED 1." in page and "1.5 min" in page
-    assert "| llama | FIXED | REFUSED |" in page
+    assert "| llama | llama | default | FIXED | REFUSED |" in page
     assert ("| llama | genai | yes | rope-cache | position-limit | FIXED | raises at position 64 | 32: 2.8e-06 → 2.6e-06; 136: fails "
             "→ 4.5e-06 | 1.01× |  |" in page)
     assert "| REFUSED | — | — | — | not yet: posexport refuses: Cos node '/model/rotary_emb/Cos' |" in page

@@ -155,7 +155,7 @@ def test_cli_build_and_parity_from_model(zoo, tmp_path):
 
 
 def test_build_lines_say_which_layers_use_which_graph(zoo, tmp_path):
-    lines = model_cli.build(zoo["gemma3"], None, {}, tmp_path, None, backend="portable")
+    lines = model_cli.lines(model_cli.build(zoo["gemma3"], None, {}, tmp_path, None, backend="portable"))
     assert "  tiny-gemma3-rope-global: rope (rope-global) used by layers 2, 5" in lines
     assert "  tiny-gemma3-rope-local: rope (rope-local) used by layers 0-1, 3-4, 6" in lines
     with pytest.raises(PosexportError, match="--preset"):

@@ -71,9 +71,10 @@ def test_every_import_is_declared():
 
 def test_every_subpackage_is_shipped():
     """pyproject lists the packages by name: a new subpackage missing there is missing from the wheel."""
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, data = set(setuptools["packages"]), set(setuptools["package-data"])  # data folders are packages of their own
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "posexport").rglob("*.py")}  # namespace ones too
-    assert found <= listed and {p for p in listed if p.startswith("posexport.")} <= found | {"posexport"}
+    assert found <= listed and {p for p in listed if p.startswith("posexport.")} <= found | data | {"posexport"}
 
 
 def test_license_and_type_marker_are_shipped():

@@ -80,8 +80,8 @@ def test_the_registry_has_both_browser_runtimes_outside_the_default_set():
     assert pinned_version() and (ROOT / "posexport/runtimes/web/package-lock.json").is_file()
     import tomllib
 
-    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["posexport.runtimes"]
-    assert {"web/package.json", "web/package-lock.json", "web/page.html", "web/page.mjs"} <= set(shipped)
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["posexport.runtimes.web"]
+    assert {"package.json", "package-lock.json", "page.html", "page.mjs"} <= set(shipped)
 
 
 def test_without_npm_the_install_says_so_and_how_to_fix_it(tmp_path, monkeypatch):
@@ -244,7 +244,7 @@ def test_a_crash_is_a_failed_row_that_plain_and_strict_verdicts_fail(tmp_path):
     assert result["status"] == "error" and out is None and result["message"].startswith("TabCrashed: the ort-web-wasm tab crashed")
     report = Report(results=[CaseResult("slow", "m1024", "ort-web-wasm", **result)])
     assert not report.passed and not report.strictly_passed()
-    assert strict_line(report).startswith("FAIL: 0 passed, 0 failed, 1 errors")
+    assert strict_line(report).startswith("FAIL: 0 passed, 0 failed, 1 error;")
     pids = group_of(chromium)
     web.close(link)
     assert wait_gone(pids) == []

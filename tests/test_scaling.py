@@ -212,15 +212,15 @@ def test_frequencies_hold_still_over_the_steady_span(name):
 @pytest.mark.parametrize(
     "kw, needle",
     [
-        (dict(scaling="linear"), "--factor None: the linear scaling needs it"),
+        (dict(scaling="linear"), "--scaling linear needs --factor (not given)"),
         (dict(factor=2.0), "--factor 2.0: does not apply to the default scaling"),
         (dict(scaling="linear", factor=2.0, beta_fast=8.0), "--beta-fast 8.0: does not apply to the linear scaling"),
         (dict(scaling="linear", factor=0.0), "--factor 0.0: must be a finite number > 0"),
-        (dict(scaling="llama3", factor=8.0, original_max_positions=32), "--low-freq-factor None: the llama3 scaling needs it"),
+        (dict(scaling="llama3", factor=8.0, original_max_positions=32), "--scaling llama3 needs --low-freq-factor (not given)"),
         (dict(scaling="llama3", factor=8.0, original_max_positions=32, low_freq_factor=4.0, high_freq_factor=1.0), "--high-freq-factor 1.0"),
         (dict(scaling="yarn", factor=4.0, original_max_positions=128), "--original-max-positions 128: must be in [1, max_positions=64]"),
         (dict(scaling="yarn", factor=4.0, beta_fast=1.0, beta_slow=2.0), "--beta-fast 1.0"),
-        (dict(scaling="longrope", short_factor=(1.0,) * 4), "--long-factor (): the longrope scaling needs it"),
+        (dict(scaling="longrope", short_factor=(1.0,) * 4), "--scaling longrope needs --long-factor (not given)"),
         (dict(scaling="longrope", short_factor=(1.0,) * 3, long_factor=(1.0,) * 4), "--short-factor '1,1,1': the longrope scaling needs rotary_dim/2 = 4"),
         (dict(scaling="dynamic", factor=2.0, head_dim=2), "--rotary-dim 2: the dynamic scaling needs rotary_dim > 2"),
     ],

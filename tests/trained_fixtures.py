@@ -95,14 +95,16 @@ def trained(arch: str) -> Path:
     return folder
 
 
-def variant(arch: str, name: str, **rope: Any) -> Path:
+def variant(arch: str, name: str, max_positions: int | None = None, **rope: Any) -> Path:
     """The trained weights of ``arch`` under another rope (``rope_parameters`` updated with ``rope``: a base
-    1% off, a YaRN scaling): the model an exporter that misread the config would have exported."""
+    1% off, a YaRN scaling) and, when given, another max_position_embeddings: the model an exporter that misread the
+    config would have exported, or the config a user edits to extend the context."""
     source, folder = trained(arch), ROOT / f"{arch}-{name}"
     if not folder.is_dir():
         shutil.copytree(source, folder)
         config = json.loads((folder / "config.json").read_text())
         config["rope_parameters"] = config["rope_parameters"] | rope
+        config["max_position_embeddings"] = max_positions or config["max_position_embeddings"]
         (folder / "config.json").write_text(json.dumps(config, indent=2))
     return folder
 
@@ -112,3 +114,31 @@ def export(arch: str, exporter: str, folder: Path | None = None) -> Path:
     """The trained model (or a ``variant`` folder of it) exported by one of zoo.exporters.EXPORTERS."""
     source = folder or trained(arch)
     return ef.EXPORTERS[exporter](source, source.with_name(f"{source.name}--{exporter}"))
+
+
+def greedy(folder: Path, prompt: list[int], steps: int) -> list[int]:
+    """transformers' own greedy generate in float32, the tokens after the prompt."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    ids = torch.tensor([prompt])
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=steps, do_sample=False)
+    return out[0, len(prompt):].tolist()
+
+
+def genai_greedy(folder: Path, prompt: list[int], steps: int) -> list[int]:
+    """onnxruntime-genai's generator on an exported folder: its greedy tokens after the prompt."""
+    import numpy as np
+    import onnxruntime_genai as og
+
+    model = og.Model(str(folder))
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt) + steps, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(np.asarray(prompt, dtype=np.int32))
+    tokens = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        tokens.append(int(generator.get_next_tokens()[0]))
+    return tokens

@@ -151,7 +151,7 @@ def eager_row(group: Group, art: Artifact) -> Row:
     host (a GPU group's copy is no yardstick for it)."""
     if group.runtime.device != "cpu":
         return group.add("torch-eager", "baseline", note="timed on CPU only")
-    return group.timed("torch-eager", "baseline", art, runtime=get_runtime("torch"), note=f"torch {group.cfg.threads} thread(s)")
+    return group.timed("torch-eager", "baseline", art, runtime=get_runtime("torch"), note=f"torch, {group.cfg.threads} thread{'' if group.cfg.threads == 1 else 's'}")
 
 
 def bench_indexshare(cfg: BenchConfig, runtime: Runtime, seq: int, tick: Callable[[str], None]) -> list[Row]:

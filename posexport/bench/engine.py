@@ -13,7 +13,7 @@ import shlex
 import sys
 import time
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from .. import export
 from ..contract import AUTO, DEFAULT_OPSET, ONNX23, PORTABLE, Artifact, Case
 from ..dtypes import get_dtype
 from ..encodings.base import Encoding
-from ..errors import PosexportError
+from ..errors import PosexportError, UnknownOption
 from ..params import check, convert, field_type, parse_options
 from ..registry import get_encoding
 from ..rope import backends as rope_backends
@@ -189,7 +189,8 @@ def check_params(encodings: Sequence[str], values: dict[str, Any]) -> None:
     known = {f.name for e in encodings for f in dataclasses.fields(get_encoding(e).Params)}
     for name in values:
         if name not in known:
-            raise PosexportError(f"--{name.replace('_', '-')}: none of the encodings {', '.join(encodings)} takes this option")
+            raise UnknownOption(name, ["--" + k.replace("_", "-") for k in sorted(known)],
+                                problem=f"none of the encodings {', '.join(encodings)} takes this option")
 
 
 def machine() -> dict[str, Any]:
@@ -212,9 +213,10 @@ def machine_meta(cfg: BenchConfig) -> dict[str, Any]:
                         "params": dict(cfg.params), "batch": cfg.batch}
 
 
-def config_from_options(args: Sequence[str] = (), **options: Any) -> BenchConfig:
+def config_from_options(args: Sequence[str] = (), params: Mapping[str, Any] | None = None, **options: Any) -> BenchConfig:
     """A BenchConfig from command-line values: encoding parameters as free options in ``args``
-    (--head-dim 64 …), every BenchConfig field by name, lists as comma-separated text ('' = default)."""
+    (--head-dim 64 …) or as ``params``, every BenchConfig field by name, lists as comma-separated text ('' =
+    default) or sequences."""
     values: dict[str, Any] = {}
     for name, raw in options.items():
         if isinstance(raw, str) and typing.get_origin(field_type(BenchConfig, name)) is tuple:
@@ -226,7 +228,7 @@ def config_from_options(args: Sequence[str] = (), **options: Any) -> BenchConfig
         check(all(v >= 1 for v in values.get(name, ())), name, options.get(name), "every value must be ≥ 1")
     check(all(v >= 0 for v in values.get("decode_positions", ())), "decode_positions", options.get("decode_positions"),
           "every position must be ≥ 0")
-    params = parse_options(list(args))
+    params = {**parse_options(list(args)), **(params or {})}
     check_params(values.get("encodings", BenchConfig.encodings), params)
     return BenchConfig(params=params, **values)
 

@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ..contract import SCHEMA_VERSION
 from ..errors import PosexportError, one_line
 from ..runtimes import SessionOptions
 from ..runtimes.isolated import DEFAULT_TIMEOUT, ChildError, RuntimeCrash, call_in_child, check_timeout
 from ..runtimes.ort import OrtModelSession
 from ..verdicts.model_feeds import FeedCase, Signature, make_feeds, signature
 from .engine import machine
-from .timing import time_interleaved
+from .timing import finite_or_null, time_interleaved
 
 TARGET = 1.03  # a patched model's median over the original's, on every call
 
@@ -45,7 +46,8 @@ class ModelBench:
     rows: list[ModelRow] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"meta": self.meta, "rows": [asdict(r) for r in self.rows], "target": target(self.rows)}
+        return finite_or_null({"schema_version": SCHEMA_VERSION, "meta": self.meta, "rows": [asdict(r) for r in self.rows],
+                               "target": target(self.rows)})
 
 
 def file_bytes(path: Path) -> int:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..contract import DEFAULT_TARGET, Artifact
+from ..contract import DEFAULT_TARGET, SCHEMA_VERSION, Artifact
 from ..errors import PosexportError, one_line
 from ..runtimes import Bound, Runtime, SessionOptions
 
@@ -68,8 +68,25 @@ class BenchResult:
     rows: list[Row]
     targets: list[dict[str, Any]]
 
+    def to_dict(self) -> dict[str, Any]:
+        """What `posexport bench --json` writes (docs/schemas/bench.json): strict JSON, a number not measured
+        (a ratio without its copy, a load average the system does not give) is null."""
+        return finite_or_null({"schema_version": SCHEMA_VERSION, "meta": self.meta, "rows": [asdict(r) for r in self.rows],
+                               "targets": self.targets})
+
     def to_json(self) -> str:
-        return json.dumps({"meta": self.meta, "rows": [asdict(r) for r in self.rows], "targets": self.targets}, indent=2) + "\n"
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+
+
+def finite_or_null(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by None, at any depth (JSON has neither)."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(v) for v in value]
+    return value
 
 
 def time_interleaved(calls: Sequence[Callable[[], Any]], warmup: int, repeats: int) -> list[tuple[float, float, float]]:

@@ -101,17 +101,38 @@ class D:
     # Without layer_types: (config key or "", the global layers' type, default n): every n-th layer is global
     every: tuple[str, str, int] | None = None
     flat_block_type: str = ""  # a flat rope block is this layer type's only (Ergo: sliding_attention)
+    # The rope block its config class fills in when config.json writes none, where that is more than plain rope at
+    # the line's base and partial factor (GPT-OSS's yarn, Apertus's llama3, OLMo-3's block per layer type)
+    block: dict[str, Any] | None = None
+
+
+def plain_block(theta: float, partial: float | None = None) -> dict[str, Any]:
+    return {"rope_type": "default", "rope_theta": theta, **({} if partial is None else {"partial_rotary_factor": partial})}
+
+
+def llama3_block(theta: float, factor: float, original: int, low: float, high: float) -> dict[str, Any]:
+    return {"rope_type": "llama3", "rope_theta": theta, "factor": factor, "original_max_position_embeddings": original,
+            "low_freq_factor": low, "high_freq_factor": high}
+
+
+def yarn_block(theta: float, factor: float, original: int) -> dict[str, Any]:
+    return {"rope_type": "yarn", "rope_theta": theta, "factor": factor, "original_max_position_embeddings": original,
+            "beta_fast": 32.0, "beta_slow": 1.0}
+
+
+APERTUS_LLAMA3 = llama3_block(12000000.0, 8.0, 8192, 1.0, 4.0)
+GPT_OSS_YARN = {**yarn_block(150000.0, 32.0, 4096), "truncate": False}
 
 
 DECODERS: dict[str, D] = {
     "EvollaModel": D("evolla", "Evolla", 8192, 500000.0, None, None, "half"),
     "afmoe": D("afmoe", "Afmoe", 16384, 10000.0, 128, None, "half"),
-    "apertus": D("apertus", "Apertus", 65536, 12000000.0, None, None, "half"),
-    "apertus1p5_text": D("apertus1p5", "Apertus1p5Text", 65536, 12000000.0, None, None, "half"),
+    "apertus": D("apertus", "Apertus", 65536, 12000000.0, None, None, "half", block=APERTUS_LLAMA3),
+    "apertus1p5_text": D("apertus1p5", "Apertus1p5Text", 65536, 12000000.0, None, None, "half", block=APERTUS_LLAMA3),
     "arcee": D("arcee", "Arcee", 4096, 10000.0, None, None, "half"),
     "aria": D("aria", "AriaText", 2048, 10000.0, None, None, "half", text=True),
     "aria_text": D("aria", "AriaText", 2048, 10000.0, None, None, "half"),
-    "bamba": D("bamba", "Bamba", 262144, 10000.0, None, None, "half"),
+    "bamba": D("bamba", "Bamba", 262144, 10000.0, None, 0.5, "half"),
     "bitnet": D("bitnet", "BitNet", 2048, 500000.0, None, None, "half"),
     "blt_global_transformer": D("blt", "Blt", 4096, 500000.0, None, None, "interleaved"),
     "blt_local_decoder": D("blt", "Blt", 24576, 500000.0, None, None, "interleaved"),
@@ -122,7 +143,7 @@ DECODERS: dict[str, D] = {
     "cohere2": D("cohere2", "Cohere2", 8192, 10000.0, None, None, "interleaved", nope=SLIDING_ONLY),
     "csm": D("csm", "Csm", 2048, 500000.0, None, None, "half"),
     "csm_depth_decoder_model": D("csm", "Csm", 33, 500000.0, None, None, "half"),
-    "cwm": D("cwm", "Cwm", 131072, 1000000.0, 128, None, "half"),
+    "cwm": D("cwm", "Cwm", 131072, 1000000.0, 128, None, "half", block=llama3_block(1000000.0, 16.0, 8192, 1.0, 4.0)),
     "deepseek_ocr2": D("deepseek_ocr2", "DeepseekOcr2Text", 2048, 10000.0, None, None, "half", text=True),
     "deepseek_ocr2_encoder": D("deepseek_ocr2", "DeepseekOcr2Text", 32768, 10000.0, None, None, "half"),
     "deepseek_ocr2_text": D("deepseek_ocr2", "DeepseekOcr2Text", 2048, 10000.0, None, None, "half"),
@@ -143,11 +164,11 @@ DECODERS: dict[str, D] = {
     "exaone_moe": D("exaone_moe", "ExaoneMoe", 2048, 10000.0, None, None, "half", nope=GLOBAL_NOPE),
     "falcon_h1": D("falcon_h1", "FalconH1", 8192, 10000.0, None, None, "half"),
     "flex_olmo": D("flex_olmo", "FlexOlmo", 4096, 500000.0, None, None, "half"),
-    "glm4_moe": D("glm4_moe", "Glm4Moe", 131072, 10000.0, None, None, "half"),
+    "glm4_moe": D("glm4_moe", "Glm4Moe", 131072, 10000.0, None, 0.5, "half"),
     "glmasr": D("glmasr", "GlmAsr", 2048, 10000.0, None, None, "half", text=True),
-    "glmasr_encoder": D("glmasr", "GlmAsr", 1500, 10000.0, None, None, "half"),
+    "glmasr_encoder": D("glmasr", "GlmAsr", 1500, 10000.0, None, 0.5, "half"),
     "gpt_neox_japanese": D("gpt_neox_japanese", "GPTNeoXJapanese", 2048, 10000.0, None, None, "half"),
-    "gpt_oss": D("gpt_oss", "GptOss", 131072, 150000.0, 64, None, "half"),
+    "gpt_oss": D("gpt_oss", "GptOss", 131072, 150000.0, 64, None, "half", block=GPT_OSS_YARN),
     "granite": D("granite", "Granite", 2048, 10000.0, None, None, "half"),
     "granite4_vision": D("granite4_vision", "Granite4VisionText", 2048, 10000.0, None, None, "half", text=True),
     "granite4_vision_text": D("granite4_vision", "Granite4VisionText", 2048, 10000.0, None, None, "half"),
@@ -159,7 +180,8 @@ DECODERS: dict[str, D] = {
     "granitemoeshared": D("granitemoeshared", "GraniteMoeShared", 2048, 10000.0, None, None, "half"),
     "gte": D("gte", "Gte", 8192, 160000.0, None, None, "half"),
     "helium": D("helium", "Helium", 4096, 100000.0, 128, None, "interleaved"),
-    "higgs_audio_v2": D("higgs_audio_v2", "HiggsAudioV2", 2048, 10000.0, 128, None, "half"),
+    "higgs_audio_v2": D("higgs_audio_v2", "HiggsAudioV2", 2048, 10000.0, 128, None, "half",
+                        block=llama3_block(500000.0, 32.0, 1024, 0.125, 0.5)),
     "hrm_text": D("hrm_text", "HrmText", 2048, 10000.0, 128, None, "half"),
     "hunyuan_v1_dense": D("hunyuan_v1_dense", "HunYuanDenseV1", 2048, 10000.0, None, None, "half"),
     "hunyuan_v1_moe": D("hunyuan_v1_moe", "HunYuanMoEV1", 2048, 10000.0, None, None, "half"),
@@ -187,7 +209,8 @@ DECODERS: dict[str, D] = {
     "minicpm5_moe": D("minicpm5_moe", "MiniCPM5Moe", 524288, 5000000.0, 128),
     "minimax_m2": D("minimax_m2", "MiniMaxM2", 196608, 5000000.0, 128, None, "half"),
     "ministral": D("ministral", "Ministral", 131072, 10000.0, None, None, "half"),
-    "moonshine_streaming": D("moonshine_streaming", "MoonshineStreaming", 4096, 10000.0, None, None, "interleaved"),
+    "moonshine_streaming": D("moonshine_streaming", "MoonshineStreaming", 4096, 10000.0, None, None, "interleaved",
+                             block=plain_block(10000.0, 0.8)),
     "muse_glimmer_assistant": D("muse_glimmer_assistant", "MuseGlimmerAssistant", 131072, 500000.0, 128, None, "half"),
     "molmo2": D("molmo2", "Molmo2", 36864, 10000.0, 128, text=True, scaling_layers=True),
     "molmo2_text": D("molmo2", "Molmo2", 36864, 10000.0, 128, scaling_layers=True),
@@ -197,8 +220,9 @@ DECODERS: dict[str, D] = {
                     theta_without_block=500000.0),
     "muse_spark_text": D("muse_spark", "MuseSparkText", 1048576, 10000.0, 64, layer_theta=ZERO_NOPE,
                          theta_without_block=500000.0),
-    "nemotron": D("nemotron", "Nemotron", 4096, 10000.0, None, None, "half"),
-    "nemotron3_5_transcribe_asr_audio": D("nemotron3_5_transcribe", "Nemotron3_5Transcribe", 5000, 10000.0, None, None, "half"),
+    "nemotron": D("nemotron", "Nemotron", 4096, 10000.0, None, 0.5, "half"),
+    "nemotron3_5_transcribe_asr_audio": D("nemotron3_5_transcribe", "Nemotron3_5Transcribe", 5000, 10000.0, None, None, "half",
+                                           block=plain_block(10000.0, 0.5)),
     "nemotron3_diarization_audio": D("nemotron3_diarization", "Nemotron3Diarization", 5000, 10000.0, None, None, "half"),
     "neucodec": D("neucodec", "NeuCodec", 4096, 10000.0, 64, None, "half"),
     "nomic_bert": D("nomic_bert", "NomicBert", 2048, 1000.0, None, None, "half"),
@@ -206,18 +230,19 @@ DECODERS: dict[str, D] = {
     "olmo2": D("olmo2", "Olmo2", 2048, 10000.0, None, None, "half"),
     "olmo_hybrid": D("olmo_hybrid", "OlmoHybrid", 65536, 10000.0, nope=LINEAR_HYBRID),
     "olmoe": D("olmoe", "Olmoe", 4096, 10000.0, None, None, "half"),
-    "openai_privacy_filter": D("openai_privacy_filter", "OpenAIPrivacyFilter", 131072, 150000.0, 64, None, "interleaved"),
+    "openai_privacy_filter": D("openai_privacy_filter", "OpenAIPrivacyFilter", 131072, 150000.0, 64, None, "interleaved",
+                               block=GPT_OSS_YARN),
     "pe_audio_encoder": D("pe_audio", "PeAudioEncoder", 10000, 20000.0, 128, None, "interleaved"),
     "pe_audio_video_encoder": D("pe_audio_video", "PeAudioVideoEncoder", 10000, 20000.0, 128, None, "interleaved"),
     "pe_video_encoder": D("pe_video", "PeVideoEncoder", 10000, 20000.0, 128, None, "interleaved"),
     "phimoe": D("phimoe", "Phimoe", 131072, 1000000.0, None, None, "half"),
     "pocket_tts_audio_tokenizer": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0, None, None, "half"),
     "qwen2_5_omni_dit": D("qwen2_5_omni", "Qwen2_5OmniDiT", 32768, 10000.0, 64, None, "half"),
-    "qwen3_5": D("qwen3_5", "Qwen3_5Text", 32768, 10000.0, 256, None, "half", text=True),
-    "qwen3_5_moe": D("qwen3_5_moe", "Qwen3_5MoeText", 32768, 10000.0, 256, None, "half", text=True),
-    "qwen3_5_moe_text": D("qwen3_5_moe", "Qwen3_5MoeText", 32768, 10000.0, 256, None, "half"),
-    "qwen3_5_text": D("qwen3_5", "Qwen3_5Text", 32768, 10000.0, 256, None, "half"),
-    "qwen3_next": D("qwen3_next", "Qwen3Next", 32768, 10000.0, 256, None, "half"),
+    "qwen3_5": D("qwen3_5", "Qwen3_5Text", 32768, 10000.0, 256, 0.25, "half", text=True),
+    "qwen3_5_moe": D("qwen3_5_moe", "Qwen3_5MoeText", 32768, 10000.0, 256, 0.25, "half", text=True),
+    "qwen3_5_moe_text": D("qwen3_5_moe", "Qwen3_5MoeText", 32768, 10000.0, 256, 0.25, "half"),
+    "qwen3_5_text": D("qwen3_5", "Qwen3_5Text", 32768, 10000.0, 256, 0.25, "half"),
+    "qwen3_next": D("qwen3_next", "Qwen3Next", 32768, 10000.0, 256, 0.25, "half"),
     "qwen4_exp": D("qwen4_exp", "Qwen4ExpText", 32768, 10000.0, 256, None, "half", text=True),
     "qwen4_exp_text": D("qwen4_exp", "Qwen4ExpText", 32768, 10000.0, 256, None, "half"),
     "seed_oss": D("seed_oss", "SeedOss", 524288, 10000.0, 128, None, "half"),
@@ -228,30 +253,39 @@ DECODERS: dict[str, D] = {
     "unlimited_ocr": D("unlimited_ocr", "UnlimitedOcrText", 32768, 10000.0, None, None, "half", text=True),
     "unlimited_ocr_text": D("unlimited_ocr", "UnlimitedOcrText", 32768, 10000.0, None, None, "half"),
     "vaultgemma": D("vaultgemma", "VaultGemma", 8192, 10000.0, 256, None, "half"),
-    "voxtral_realtime": D("voxtral_realtime", "VoxtralRealtime", 131072, 10000.0, None, None, "half", text=True),
+    "voxtral_realtime": D("voxtral_realtime", "VoxtralRealtime", 131072, 10000.0, None, None, "half", text=True,
+                          block=plain_block(1000000.0)),  # the wrapper's text_config default, not its class's
     "voxtral_realtime_encoder": D("voxtral_realtime", "VoxtralRealtime", 1500, 10000.0, 64, None, "half"),
     "voxtral_realtime_text": D("voxtral_realtime", "VoxtralRealtime", 131072, 10000.0, None, None, "half"),
     "xcodec2": D("xcodec2", "Xcodec2", 4096, 10000.0, 64, None, "half"),
-    "olmo3": D("olmo3", "Olmo3", 2048, 500000.0),
+    "olmo3": D("olmo3", "Olmo3", 2048, 500000.0, block={t: plain_block(500000.0) for t in ("full_attention", SLIDING)}),
     "modernbert": D("modernbert", "ModernBert", 8192, {"full_attention": 160000.0, SLIDING: 10000.0}),
     "modernbert-decoder": D("modernbert_decoder", "ModernBertDecoder", 8192, {"full_attention": 160000.0, SLIDING: 10000.0}),
     "mellum": D("mellum", "Mellum", 131072, {"full_attention": 500000.0, SLIDING: 10000.0}, 128),
     "ultrabert": D("ultrabert", "Ultrabert", 32768, {"full_attention": 2560000.0, SLIDING: 10000.0}),
-    "laguna": D("laguna", "Laguna", 131072, {"full_attention": 500000.0, SLIDING: 10000.0}, 128),
-    "mimo_v2_flash": D("mimo_v2_flash", "MiMoV2Flash", 131072, {"full_attention": 5000000.0, SLIDING: 10000.0}, 192),
-    "ministral3": D("ministral3", "Ministral3", 262144, 10000.0, 128),
+    "laguna": D("laguna", "Laguna", 131072, {"full_attention": 500000.0, SLIDING: 10000.0}, 128,
+                block={"full_attention": plain_block(500000.0, 0.5), SLIDING: plain_block(10000.0, 1.0)}),
+    "mimo_v2_flash": D("mimo_v2_flash", "MiMoV2Flash", 131072, {"full_attention": 5000000.0, SLIDING: 10000.0}, 192,
+                         block={"full_attention": plain_block(5000000.0, 0.334), SLIDING: plain_block(10000.0, 0.334)}),
+    "ministral3": D("ministral3", "Ministral3", 262144, 10000.0, 128,
+                    block={**yarn_block(1000000.0, 16.0, 16384), "mscale_all_dim": 1.0, "mscale": 1.0,
+                           "llama_4_scaling_beta": 0.1, "max_position_embeddings": 262144}),
     "gemma3n": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, text=True, single_apply=True),
     "gemma3n_text": D("gemma3n", "Gemma3n", 32768, {"full_attention": 1000000.0, SLIDING: 10000.0}, 256, single_apply=True),
-    "lfm3": D("lfm3", "Lfm3", 128000, {"full_attention": 1000000.0, SLIDING: 10000.0}, 128),
+    "lfm3": D("lfm3", "Lfm3", 128000, {"full_attention": 1000000.0, SLIDING: 10000.0}, 128,
+              block={"full_attention": {**plain_block(1000000.0, 0.5), "rope_type": "proportional"},
+                     SLIDING: plain_block(10000.0)}),
     "beam": D("beam", "Beam", 8192, 10000.0, 128),
     "cohere2_moe": D("cohere2_moe", "Cohere2Moe", 8192, 10000.0, 128, None, "interleaved", nope=SLIDING_ONLY),
     "flint": D("flint", "Flint", 262144, 10000.0, 128, nope=SLIDING_ONLY),
     "kyutai_speech_to_text": D("kyutai_speech_to_text", "KyutaiSpeechToText", 750, 10000.0),
     "moshi": D("moshi", "Moshi", 3000, 10000.0),
-    "neomme": D("neomme", "NeoMME", 16384, {"full_attention": 1000000.0, SLIDING: 10000.0}, 64),
+    "neomme": D("neomme", "NeoMME", 16384, {"full_attention": 1000000.0, SLIDING: 10000.0}, 64,
+                block={"full_attention": plain_block(1000000.0, 0.25), SLIDING: plain_block(10000.0, 1.0)}),
     "pocket_tts_audio_tokenizer_decoder": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0),
     "pocket_tts_audio_tokenizer_encoder": D("pocket_tts_audio_tokenizer", "PocketTTSAudioTokenizer", 8000, 10000.0),
-    "zaya": D("zaya", "Zaya", 131072, {"hybrid": 5000000.0, "hybrid_sliding": 10000.0}, 128),
+    "zaya": D("zaya", "Zaya", 131072, {"hybrid": 5000000.0, "hybrid_sliding": 10000.0}, 128,
+             block={"hybrid": plain_block(5000000.0, 0.5), "hybrid_sliding": plain_block(10000.0, 0.5)}),
     # Config types whose model is another family's (transformers' MODEL_MAPPING): that family's rotary code.
     "exaone": D("llama", "Llama", 4096, 500000.0),
     "internlm3": D("llama", "Llama", 32768, 10000.0, 128),
@@ -358,6 +392,8 @@ def blocks(cfg: ModelConfig, spec: D) -> list[tuple[str, dict[str, Any] | None, 
         cfg.fail("rope_scaling", cfg.get("rope_scaling"), "the config also has rope_parameters; keep one of them")
     name = present[0] if present else "rope_parameters"
     block = cfg.get(name, None)
+    if block is None:
+        block = default_block(cfg, spec)
     if block is None and isinstance(spec.theta, dict):
         block = {t: {"rope_type": "default", "rope_theta": theta} for t, theta in spec.theta.items()}
     if spec.flat_block_type and not (isinstance(block, dict) and block and all(isinstance(v, (dict, type(None)))
@@ -367,6 +403,18 @@ def blocks(cfg: ModelConfig, spec: D) -> list[tuple[str, dict[str, Any] | None, 
         types = set(layer_types(cfg, cfg.number("num_hidden_layers", 0, integer=True), spec))
         return [(t, b, f"{name}.{t}") for t, b in block.items() if b is not None and (not types or t in types)]
     return [("", block, name)]
+
+
+def default_block(cfg: ModelConfig, spec: D) -> dict[str, Any] | None:
+    """The line's block for a config that writes none (None: plain rope at the line's base), with the top-level
+    rope_theta and partial_rotary_factor the config does write put in it (per layer type where it is keyed so), as
+    transformers' config classes put them."""
+    if spec.block is None:
+        return None
+    written = {key: cfg.get(key) for key in ("rope_theta", "partial_rotary_factor") if cfg.has(key)}
+    if all(isinstance(v, dict) for v in spec.block.values()):
+        return {t: {**b, **written} for t, b in spec.block.items()}
+    return {**spec.block, **written}
 
 
 def unpaired(cfg: ModelConfig) -> ModelConfig:

@@ -14,37 +14,26 @@ transformers' rules followed here, beyond the block's keys:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..rope import config as rope_config
 from .config import ModelConfig
 
-WITH_ORIGINAL = ("llama3", "yarn", "longrope")
-
-
 def block_kind(block: dict[str, Any]) -> str:
     return rope_config.block_type(block) or "default"
 
 
-def scaled_block(cfg: ModelConfig, block: dict[str, Any], max_positions: int, original_top: int | None) -> dict[str, Any]:
-    """The block with transformers' implicit values made explicit, in posexport's scaling terms."""
+def scaled_block(cfg: ModelConfig, block: dict[str, Any], block_name: str, max_positions: int,
+                 original_top: int | None) -> dict[str, Any]:
+    """The block with transformers' implicit values made explicit (rope_config.implicit_values), in posexport's
+    scaling terms; a top-level original_max_position_embeddings (Phi-3) wins over the block's."""
     block = {k: v for k, v in block.items() if v is not None}
     for key in ("rope_type", "type"):
         if not isinstance(block.get(key, ""), str):
             cfg.fail(key, block[key], "expected the name of a rope type")
-    kind = block_kind(block)
-    block["rope_type"] = kind
+    block["rope_type"] = block_kind(block)
     block.pop("type", None)
-    if kind in WITH_ORIGINAL:
-        block["original_max_position_embeddings"] = original_top or block.get("original_max_position_embeddings") or max_positions
-    if kind == "yarn" and "factor" not in block:
-        block["factor"] = max_positions / block["original_max_position_embeddings"]
-    if kind == "longrope" and "factor" in block:
-        factor, original = block.pop("factor"), block["original_max_position_embeddings"]
-        if "attention_factor" not in block:
-            block["attention_factor"] = math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
-    return block
+    return rope_config.implicit_values(block, block_name, cfg.source, max_positions, original_top)
 
 
 def rope_values(
@@ -73,7 +62,7 @@ def rope_values(
     partial = block.get("partial_rotary_factor", partial)
     values: dict[str, Any] = {"head_dim": head_dim, "heads": heads, "base": float(theta),
                               "max_positions": max_positions, "pair_layout": pair_layout}
-    values.update(rope_config.scaling_values({}, block_name, scaled_block(cfg, block, max_positions, original_top), cfg.source))
+    values.update(rope_config.scaling_values({}, block_name, scaled_block(cfg, block, block_name, max_positions, original_top), cfg.source))
     if partial is not None:
         if isinstance(partial, bool) or not isinstance(partial, (int, float)) or not 0 < partial <= 1:
             cfg.fail("partial_rotary_factor", partial, "expected a number in (0, 1]")

@@ -76,10 +76,7 @@ def group_table(rs: list[Row], is_block: bool) -> list[str]:
 
 def markdown(result: BenchResult, size_note: str | None = None) -> str:
     lines = header(result)
-    groups: dict[tuple, list[Row]] = {}
-    for r in result.rows:
-        groups.setdefault((r.encoding, r.layout, r.position, r.runtime, r.dtype, r.seq, r.kind == "indexshare"), []).append(r)
-    for key, rs in groups.items():
+    for key, rs in groups(result).items():
         lines += group_table(rs, key[-1])
     if result.targets:
         lines += ["## Targets (docs/benchmarks.md)", ""]
@@ -141,18 +138,28 @@ def write_reports(result: BenchResult, json_out: str | Path | None = None, markd
         (plot_out, lambda: plot_png(result), "--plot")) if path])
 
 
+def groups(result: BenchResult) -> dict[tuple, list[Row]]:
+    """Rows timed together (one encoding, layout, position, runtime, dtype and length), in order."""
+    out: dict[tuple, list[Row]] = {}
+    for r in result.rows:
+        out.setdefault((r.encoding, r.layout, r.position, r.runtime, r.dtype, r.seq, r.kind == "indexshare"), []).append(r)
+    return out
+
+
 def render_terminal(result: BenchResult, console) -> None:
-    from rich.table import Table
+    """One table per group of subjects timed together, its shape in the title: the numbers stay whole at any
+    terminal width (posexport.reports.terminal)."""
+    from .terminal import table
 
     m = result.meta
     console.print(f"threads {m['threads']}, load average {m['load_average']}, median of {m['repeats']} after {m['warmup']} warm-up runs")
-    table = Table(title_justify="left")
-    for col in ("encoding", "layout", "runtime", "dtype", "seq", "position", "subject", "median ms", "IQR ms", "× copy", "note"):
-        table.add_column(col)
-    for r in result.rows:
-        table.add_row(r.encoding, r.layout, r.runtime, r.dtype, str(r.seq), str(r.position), r.subject, fmt(r.median_ms), fmt(r.iqr_ms),
-                      fmt(r.ratio_to_copy, 2), r.note)
-    console.print(table)
+    for rs in groups(result).values():
+        r0 = rs[0]
+        heading = f"IndexShare attention block — {r0.runtime}, {r0.dtype}, seq {r0.seq}" if r0.kind == "indexshare" else title(r0)
+        timed = table(("subject", "median ms", "IQR ms", "× copy", "note"), ("subject", "median ms", "IQR ms", "× copy"), heading)
+        for r in rs:
+            timed.add_row(r.subject, fmt(r.median_ms), fmt(r.iqr_ms), fmt(r.ratio_to_copy, 2), r.note)
+        console.print(timed)
     for runtime, why in m.get("skipped_runtimes", {}).items():
         console.print(f"[yellow]{runtime} skipped[/]: {why}")
     for t in result.targets:

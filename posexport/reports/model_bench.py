@@ -42,14 +42,12 @@ def markdown(result: ModelBench) -> str:
 
 
 def render_terminal(result: ModelBench, console: Any) -> None:
-    from rich.table import Table
+    from .terminal import table
 
-    table = Table(title=f"{result.meta['model']} against {result.meta['against']}", title_justify="left")
-    for column in COLUMNS:
-        table.add_column(column)
+    timed = table(COLUMNS, COLUMNS[:-1], f"{result.meta['model']} against {result.meta['against']}")
     for row in rows(result):
-        table.add_row(*row)
-    console.print(table)
+        timed.add_row(*row)
+    console.print(timed)
     console.print(sizes_line(result))
     console.print(target_line(result))
 

@@ -16,6 +16,7 @@ from rich.table import Table
 from ..verdicts import CaseResult, Generation, NotCompared, PropertyOutcome, Report, TokenAgreement
 from .escape import md_code, md_text, xml_text
 from .markdown import md_table
+from .terminal import fits, keyed_headers, plural, table
 
 
 @dataclass(frozen=True)
@@ -121,13 +122,15 @@ def verdict_line(report: Report) -> str:
     props = report.properties
     bad_props = sum(p.status in ("fail", "error") for p in props)
     limited = sum(p.status == "limitation" for p in props)
-    skipped = f"{len(report.not_compared)} outputs not compared; " if report.not_compared else ""
+    skipped = f"{plural(len(report.not_compared), 'output')} not compared; " if report.not_compared else ""
+    unavailable = f"{plural(len(report.unavailable), 'runtime')} unavailable"
     if not report.results:
-        return f"FAIL: nothing was compared ({skipped}{len(report.unavailable)} runtimes unavailable)"
-    held = f"properties {len(props) - bad_props - limited}/{len(props)} hold ({limited} known limitations); " if props else ""
+        return f"FAIL: nothing was compared ({skipped}{unavailable})"
+    held = (f"properties {len(props) - bad_props - limited}/{len(props)} hold ({plural(limited, 'known limitation')}); "
+            if props else "")
     return (
-        f"{'PASS' if report.passed else 'FAIL'}: {n['pass']} passed, {n['fail']} failed, {n['error']} errors; "
-        f"{held}{skipped}{len(report.unavailable)} runtimes unavailable"
+        f"{'PASS' if report.passed else 'FAIL'}: {n['pass']} passed, {n['fail']} failed, {plural(n['error'], 'error')}; "
+        f"{held}{skipped}{unavailable}"
     )
 
 
@@ -137,17 +140,22 @@ def strict_line(report: Report) -> str:
     line = verdict_line(report)
     if report.passed and not report.strictly_passed():
         limited = sum(p.status == "limitation" for p in report.properties)
-        return ("FAIL (--strict)" + line[len("PASS"):] + f" — --strict fails on {len(report.unavailable)} unavailable runtimes, "
-                f"{len(report.not_compared)} outputs not compared and {limited} known limitations")
+        return ("FAIL (--strict)" + line[len("PASS"):] + f" — --strict fails on {plural(len(report.unavailable), 'unavailable runtime')}, "
+                f"{plural(len(report.not_compared), 'output')} not compared and {plural(limited, 'known limitation')}")
     return line
 
 
-def header(label: str, m: dict) -> str:
+def header(label: str, m: dict, details: bool = False) -> str:
+    """A subject's line: a whole model and its reference, or a graph with its parameters (those set; every one with
+    --details)."""
     if m.get("kind") == "model":
         original = f"; original {m['original']}" if m.get("original") else ""
         return f"[bold]{escape(label)}[/]: whole model {escape(str(m.get('model')))} against {escape(str(m.get('reference')))}{escape(original)}"
-    return (f"[bold]{label}[/]: {m.get('source')}, {m.get('backend')}, opset {m.get('opset')}, "
-            f"params {escape(json.dumps(m.get('params', {}), sort_keys=True))}")
+    params = m.get("params", {})
+    shown = ", ".join(f"{k} {json.dumps(v)}" for k, v in sorted(params.items()) if details or v not in (None, [], ""))
+    left = sum(v in (None, [], "") for v in params.values())
+    unset = f" (+{left} unset; --details lists every parameter)" if left and not details else ""
+    return f"[bold]{label}[/]: {m.get('source')}, {m.get('backend')}, opset {m.get('opset')}; {escape(shown)}{unset}"
 
 
 def fmt(value: float) -> str:
@@ -162,7 +170,7 @@ def render_terminal(report: Report, console, details: bool = False, strict: bool
     properties as a runtime grid, outputs not compared; then unavailable runtimes and the verdict."""
     summaries = summarise(report)
     for label, m in report.graphs.items():
-        console.print(header(label, m), highlight=False)
+        console.print(header(label, m, details), highlight=False)
         for pairs in (False, True):
             rows = [s for s in summaries if s.graph == label and (" vs " in s.runtime) == pairs]
             if rows:
@@ -175,7 +183,12 @@ def render_terminal(report: Report, console, details: bool = False, strict: bool
                 console.print(cases_table(shown, details))
         outcomes = [p for p in report.properties if p.graph == label]
         if outcomes:
-            console.print(properties_grid(outcomes))
+            grid = properties_grid(outcomes)
+            if fits(grid, console):
+                console.print(grid)
+            else:  # more runtimes than the terminal's columns hold: numbered, with the key below
+                console.print(properties_grid(outcomes, abbreviated=True))
+                console.print(keyed_headers(list(dict.fromkeys(p.runtime for p in outcomes)))[1], highlight=False)
             for p in outcomes:
                 if p.status != "pass":
                     console.print(f"  {p.property} on {p.runtime}: {escape(p.detail)}", highlight=False)
@@ -209,55 +222,51 @@ def print_model(report: Report, label: str, console) -> None:
         console.print(outputs_table(rows))
     decodes = [g for g in report.generations if g.graph == label]
     if decodes:
-        table = Table(title=f"greedy decoding ({report.settings.get('generate')} tokens after each prompt), transformers following "
-                            "the model's tokens", title_justify="left")
-        for col in ("case", "runtime", "how the model ran", "tokens"):
-            table.add_column(col)
+        decoded = table(("case", "runtime", "how the model ran", "tokens"), ("runtime",),
+                        f"greedy decoding ({report.settings.get('generate')} tokens after each prompt), transformers following the model's tokens")
         for g in decodes:
-            table.add_row(g.case, g.runtime, g.cache, escape(generated(g)))
-        console.print(table)
+            decoded.add_row(g.case, g.runtime, g.cache, escape(generated(g)))
+        console.print(decoded)
 
 
 def outputs_table(rows: list[CaseResult]) -> Table:
     originals = any(r.original for r in rows)
-    table = Table(title="outputs: error = max|out − ref| / max(1, max|ref|) ≤ bound = max(absolute, c × floor)", title_justify="left")
-    for col in ("case", "output", "runtime", "status", "error", "floor", "bound", "at position", "next token", *(["original"] if originals else [])):
-        table.add_column(col)
+    columns = ("case", "output", "runtime", "status", "error", "floor", "bound", "at position", "next token", *(["original"] if originals else []))
+    out = table(columns, ("runtime", "status", "floor", "bound", "at position"),
+                "outputs: error = max|out − ref| / max(1, max|ref|) ≤ bound = max(absolute, c × floor)")
     for r in rows:
         style = "green" if r.status == "pass" else "red"
         c = r.comparison
         error = (fmt(c.normalised) if c is not None and r.status != "error" else escape(r.message))
-        table.add_row(r.case, escape(r.output) + (f" ({escape(r.note)})" if r.note else ""), r.runtime, f"[{style}]{r.status}[/]", error,
-                      fmt(r.floor) if r.floor is not None else "—", fmt(c.bound) if c is not None else "—",
-                      str(r.position) if r.position is not None else "—", escape(agreement(r.tokens)) if r.tokens else "",
-                      *([escape(r.original)] if originals else []))
-    return table
+        out.add_row(r.case, escape(r.output) + (f" ({escape(r.note)})" if r.note else ""), r.runtime, f"[{style}]{r.status}[/]", error,
+                    fmt(r.floor) if r.floor is not None else "—", fmt(c.bound) if c is not None else "—",
+                    str(r.position) if r.position is not None else "—", escape(agreement(r.tokens)) if r.tokens else "",
+                    *([escape(r.original)] if originals else []))
+    return out
 
 
 def runtime_table(rows: list[RuntimeSummary], pairs: bool) -> Table:
     """One row per runtime (or pair of runtimes): cases passed, worst error, its bound and case."""
     title = ("runtime pairs: max|a − b| / max(1, max|b|) ≤ 2 × the bound" if pairs
              else "error = max|out − ref| / max(1, max|ref|) ≤ bound; the error is the smallest tolerance that passes")
-    table = Table(title=title, title_justify="left")
-    for col in ("runtimes" if pairs else "runtime", "cases", "worst error", "bound there", "at case", "failing cases"):
-        table.add_column(col)
+    name = "runtimes" if pairs else "runtime"
+    out = table((name, "cases", "worst error", "bound there", "at case", "failing cases"), (name, "cases", "worst error", "bound there"), title)
     for s in rows:
         style = "green" if s.passed == s.total else "red"
         failing = ", ".join(s.failing[:5]) + (f" … (+{len(s.failing) - 5})" if len(s.failing) > 5 else "")
-        table.add_row(s.runtime, f"[{style}]{s.passed}/{s.total}[/]", s.worst, fmt(s.worst_bound), s.worst_case, failing)
-    return table
+        out.add_row(s.runtime, f"[{style}]{s.passed}/{s.total}[/]", s.worst, fmt(s.worst_bound), s.worst_case, failing)
+    return out
 
 
 def cases_table(shown: list[CaseResult], details: bool) -> Table:
     outputs, originals = any(r.output for r in shown), any(r.original for r in shown)
-    table = Table(title="cases" if details else "failing cases", title_justify="left")
-    for col in ("case", *(["output"] if outputs else []), "runtime", "status", "lengths", "outcome", *(["original"] if originals else [])):
-        table.add_column(col)
+    columns = ("case", *(["output"] if outputs else []), "runtime", "status", "lengths", "outcome", *(["original"] if originals else []))
+    out = table(columns, ("runtime", "status"), "cases" if details else "failing cases")
     for r in shown:
         style = "green" if r.status == "pass" else "red"
-        table.add_row(r.case, *([escape(r.output)] if outputs else []), r.runtime, f"[{style}]{r.status}[/]", where(r),
-                      escape(outcome(r)), *([escape(r.original)] if originals else []))
-    return table
+        out.add_row(r.case, *([escape(r.output)] if outputs else []), r.runtime, f"[{style}]{r.status}[/]", where(r),
+                    escape(outcome(r)), *([escape(r.original)] if originals else []))
+    return out
 
 
 def not_compared_table(skipped: list[NotCompared]) -> Table:
@@ -265,21 +274,18 @@ def not_compared_table(skipped: list[NotCompared]) -> Table:
     groups: dict[tuple[str, str], int] = {}
     for n in skipped:
         groups[(n.output, n.reason)] = groups.get((n.output, n.reason), 0) + 1
-    table = Table(title="not compared (neither a pass nor a failure)", title_justify="left")
-    for col in ("output", "times", "why"):
-        table.add_column(col)
+    out = table(("output", "times", "why"), ("times",), "not compared (neither a pass nor a failure)")
     for (output, reason), times in groups.items():
-        table.add_row(escape(output), str(times), escape(reason))
-    return table
+        out.add_row(escape(output), str(times), escape(reason))
+    return out
 
 
-def properties_grid(outcomes: list[PropertyOutcome]) -> Table:
-    """Properties down, runtimes across: holds, FAILS, error or known limit."""
+def properties_grid(outcomes: list[PropertyOutcome], abbreviated: bool = False) -> Table:
+    """Properties down, runtimes across: holds, FAILS, error or known limit; ``abbreviated``: the runtimes'
+    columns numbered (keyed_headers gives the key)."""
     runtimes = list(dict.fromkeys(p.runtime for p in outcomes))
-    grid = Table(title="properties, checked on each runtime's outputs", title_justify="left")
-    grid.add_column("property")
-    for name in runtimes:
-        grid.add_column(name)
+    headers = keyed_headers(runtimes)[0] if abbreviated else runtimes
+    grid = table(("property", *headers), headers, "properties, checked on each runtime's outputs")
     marks = {"pass": "[green]holds[/]", "fail": "[red]FAILS[/]", "error": "[red]error[/]", "limitation": "[yellow]known limit[/]"}
     for prop in dict.fromkeys(p.property for p in outcomes):
         status = {p.runtime: p.status for p in outcomes if p.property == prop}

@@ -33,7 +33,7 @@ from onnxscript import script
 
 from ..contract import AUTO, DEFAULT_TARGET, ONNX23, ORT, PORTABLE, TARGETS
 from ..encodings.kinds.rotation import heads_axis
-from ..errors import PosexportError
+from ..errors import PosexportError, unknown
 from ..script import MSFT, POSEXPORT
 
 FLOAT = onnx.TensorProto.FLOAT
@@ -233,7 +233,7 @@ def get_backend(name: str) -> Backend:
     try:
         return BACKENDS[name]
     except KeyError:
-        raise PosexportError(f"--backend {name!r}: unknown backend; choose one of {AUTO}, {', '.join(BACKENDS)}") from None
+        raise PosexportError(unknown("--backend", name, "backend", [AUTO, *BACKENDS])) from None
 
 
 def auto_backend(opset: int, target: str = DEFAULT_TARGET) -> str:

@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from . import scaling
-from ..errors import ParamError, PosexportError
+from ..errors import ParamError, PosexportError, not_one_of, unknown
 from ..params import json_mismatch
 from ..registry import get_encoding
 
@@ -51,6 +51,20 @@ READ_TOP_LEVEL = {"rope_scaling", "rope_parameters", *KEY_TYPES}
 
 def config_key(param: str) -> str:
     return PARAM_KEYS.get(param, param)
+
+
+def config_block(values: dict[str, Any]) -> dict[str, Any]:
+    """A rope's scaling as a config's rope_parameters / rope_scaling block spells it (rope_type and its keys; {} for
+    plain rope): what a patched model's config says of the rope it now computes."""
+    kind = values.get("scaling", "default")
+    if kind == "default":
+        return {}
+    block = {"rope_type": kind}
+    for param in scaling.SCALINGS[kind].accepted:
+        value = values.get(param)
+        if value is not None and value != ():
+            block[config_key(param)] = list(value) if isinstance(value, tuple) else value
+    return block
 
 
 def shown(value: Any) -> str:
@@ -114,8 +128,38 @@ def scaling_kind(block_name: str, block: dict[str, Any], source: str) -> str:
             raise PosexportError(f"{source}: {block_name} has no rope_type (or type); choose one of {', '.join(scaling.SCALINGS)}")
         kind = "default"
     if kind not in scaling.SCALINGS:
-        raise PosexportError(f"{source}: {block_name}.rope_type {kind!r} is not a scaling posexport knows; choose one of {', '.join(scaling.SCALINGS)}")
+        raise PosexportError(f"{source}: {block_name}.rope_type {kind!r}: {not_one_of(kind, list(scaling.SCALINGS), 'scaling')}")
     return kind
+
+
+# Scalings whose block takes original_max_position_embeddings, max_position_embeddings when absent (transformers).
+WITH_ORIGINAL = ("llama3", "yarn", "longrope")
+
+
+def implicit_values(block: dict[str, Any], block_name: str, source: str, max_positions: int,
+                    original: int | None = None) -> dict[str, Any]:
+    """The block with transformers' implicit values written out (modeling_rope_utils' standardize_rope_params and
+    rope init functions), so that --from-config and --from-model read one block alike: llama3, yarn and longrope
+    take ``original``, a pre-extension length written outside the block (a top-level
+    original_max_position_embeddings, which wins as transformers lets it), else the block's, else
+    max_position_embeddings; yarn without factor (or with null, as DeepSeek's code reads it) takes
+    max_position_embeddings / L0; longrope's factor s sets only the attention factor, √(1 + ln s / ln L0) for s > 1
+    (1 otherwise), unless attention_factor is written."""
+    kind, block = block_type(block), dict(block)
+    factor = read(block, "factor", float, f"{block_name}.", source)
+    if kind not in WITH_ORIGINAL:
+        return block
+    read(block, "original_max_position_embeddings", int, f"{block_name}.", source)
+    if original is not None or block.get("original_max_position_embeddings") is None:
+        block["original_max_position_embeddings"] = original or max_positions
+    length = block["original_max_position_embeddings"]
+    if kind == "yarn" and factor is None:
+        block["factor"] = max_positions / length
+    if kind == "longrope" and factor is not None:
+        del block["factor"]
+        if block.get("attention_factor") is None and length > 1:
+            block["attention_factor"] = math.sqrt(1 + math.log(factor) / math.log(length)) if factor > 1 else 1.0
+    return block
 
 
 def scaling_values(cfg: dict[str, Any], block_name: str, block: dict[str, Any], source: str,
@@ -137,11 +181,6 @@ def scaling_values(cfg: dict[str, Any], block_name: str, block: dict[str, Any], 
             raise PosexportError(f"{source}: {block_name} key {key!r} is not a key of the {kind} scaling, which takes {takes}")
         values[param] = read(block, key, SCALING_TYPES.get(param, float), f"{block_name}.", source)
         origins[param] = (f"{block_name}.{key}", shown(block[key]))
-    # Phi-3 keeps the pre-extension length at the top level of the config.
-    top = read(cfg, "original_max_position_embeddings", int, "", source)
-    if "original_max_positions" in spec.accepted and "original_max_positions" not in values and top is not None:
-        values["original_max_positions"] = top
-        origins["original_max_positions"] = ("original_max_position_embeddings", shown(top))
     for param in spec.required:
         if param not in values:
             raise PosexportError(f"{source}: {block_name} of the {kind} scaling needs key {config_key(param)!r}")
@@ -189,7 +228,11 @@ def rope_values(cfg: dict[str, Any], source: str = "config", origins: Origins | 
     origins["base"] = (f"{where}rope_theta", shown(values["base"]))
     where = f"{block_name}." if "partial_rotary_factor" in block else ""
     partial = read(block if where else cfg, "partial_rotary_factor", float, where, source)
+    top = read(cfg, "original_max_position_embeddings", int, "", source)  # Phi-3 keeps it at the top level
+    block = implicit_values(block, block_name, source, values["max_positions"], top) if block_name else block
     values.update(scaling_values(cfg, block_name, block, source, origins))
+    if top is not None and "original_max_positions" in values:
+        origins["original_max_positions"] = ("original_max_position_embeddings", shown(top))
     if partial is not None:
         if not 0 < partial <= 1:
             raise PosexportError(f"{source}: {where}partial_rotary_factor = {shown(partial)}: must be a number in (0, 1]")
@@ -265,7 +308,7 @@ def preset_names() -> list[str]:
 
 def preset_config(name: str) -> dict[str, Any]:
     if name not in preset_names():
-        raise PosexportError(f"--preset {name!r}: no such preset; choose one of {', '.join(preset_names())}")
+        raise PosexportError(unknown("--preset", name, "preset", preset_names()))
     return json.loads((presets_dir() / f"{name}.json").read_text())
 
 

@@ -23,8 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import MissingParam
 from ..params import check
 from ..tables import plain_inv_freq
+
+# A value of each parameter a scaling requires, shown when one is missing (Llama-3.1's, and a LongRoPE pair's start).
+EXAMPLES = {"factor": "8", "original_max_positions": "8192", "low_freq_factor": "1", "high_freq_factor": "4",
+            "short_factor": "1.0,1.0,…", "long_factor": "1.0,1.5,…"}
 
 # Every rope parameter that belongs to some scaling; a scaling that does not use one rejects it.
 SCALING_PARAMS = (
@@ -254,11 +259,14 @@ def validate(p: Any) -> None:
         if is_set(value) and name not in spec.accepted:
             takes = ", ".join("--" + n.replace("_", "-") for n in spec.accepted) or "no scaling parameters"
             check(False, name, value, f"does not apply to the {p.scaling} scaling, which takes {takes}")
-        if name in spec.required:
-            check(is_set(value), name, value, f"the {p.scaling} scaling needs it")
-    for name in ("factor", "low_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor"):
+        if name in spec.required and not is_set(value):
+            raise MissingParam(name, f"--scaling {p.scaling}", EXAMPLES[name])
+    for name in ("factor", "low_freq_factor", "beta_fast", "beta_slow", "attention_factor"):
         value = getattr(p, name)
         check(value is None or (math.isfinite(value) and value > 0), name, value, "must be a finite number > 0")
+    for name in ("mscale", "mscale_all_dim"):  # 0 is transformers' "not given": the attention factor is then g(s, 1)
+        value = getattr(p, name)
+        check(value is None or (math.isfinite(value) and value >= 0), name, value, "must be a finite number ≥ 0")
     if p.low_freq_factor is not None:
         check(math.isfinite(p.high_freq_factor), "high_freq_factor", p.high_freq_factor, "must be a finite number")
     if p.original_max_positions is not None:

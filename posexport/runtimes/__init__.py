@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from ..errors import PosexportError
+from ..errors import PosexportError, unknown
 from .base import Bound, ModelSession, Runtime, Session, SessionOptions
 from .openvino import OpenVino
 from .ort import OrtCpu
@@ -38,8 +38,7 @@ def get_runtime(name: str, browser: str | os.PathLike[str] | None = None,
     try:
         runtime = {**RUNTIMES, **(others or {})}[name]
     except KeyError:
-        known = ", ".join([*RUNTIMES, *(others or {})])
-        raise PosexportError(f"--runtimes {name!r}: unknown runtime; choose from {known}") from None
+        raise PosexportError(unknown("--runtimes", name, "runtime", [*RUNTIMES, *(others or {})])) from None
     return runtime.with_browser(browser) if browser is not None and isinstance(runtime, OrtWeb) else runtime
 
 

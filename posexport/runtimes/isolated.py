@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from .. import limits
+from ..contract import DEFAULT_TIMEOUT
 from ..dtypes import numpy_dtype
 from ..errors import PosexportError, one_line
 from .base import ModelSession, Runtime, SessionOptions
@@ -63,7 +64,6 @@ CONTEXT.set_forkserver_preload(["posexport.runtimes.fork_server", "posexport.run
 CHUNK = 1 << 24  # bytes per read or write of an array's payload
 STDERR_TAIL = 4096  # bytes of the child's stderr kept for a crash's message
 MAX_MESSAGE = 64 << 20  # a header or an error message; arrays follow as raw bytes
-DEFAULT_TIMEOUT = 600.0  # seconds one load, run or timed call may take in a child (--timeout)
 # Where the fork server's socket goes when the system's temporary folder is too deep for AF_UNIX (its
 # path must stay under ~108 bytes): the first of these that is a writable folder.
 SHORT_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")

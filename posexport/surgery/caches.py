@@ -31,7 +31,7 @@ from .freqs import (LOW_PRECISION, PRECISION_FAULT, PROJECTED, cache_error, clos
 from .pattern import Miss, through, up
 from .rebuilds import ROPE
 from .recorded import chosen_limits, record_limit
-from .sites import Fault, Site, SiteKind
+from .sites import Fault, Mismatch, Site, SiteKind
 
 # What a runtime does once positions reach the cache's rows.
 PAST_LIMIT = {
@@ -294,9 +294,9 @@ class CacheSites(SiteKind):
             got, got_factor = from_cache(pair.cos, pair.sin)
             factor_slack = 1e-4 * factor + 4 * float(np.finfo(pair.cos.dtype).eps)
             if not close_to_cache(got, inv_freq, pair.cos) or abs(got_factor - factor) > factor_slack:
-                raise PosexportError(
+                raise Mismatch(
                     f"{site.anchor}: the caches hold frequencies {describe(got)} (factor {got_factor:g}), not those of the "
-                    f"{p.scaling} rope asked for ({describe(inv_freq)}, factor {factor:g}); refusing to guess"
+                    f"{p.scaling} rope asked for ({describe(inv_freq)}, factor {factor:g})"
                 )
 
     def rewrite(self, graph: Graph, site: Site, p: rope.RopeParams) -> None:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import onnx
 
 from .. import guarded
 from ..errors import PosexportError
 from ..onnxgraph.genai import TOKENIZER_FILES
+from ..rope.config import config_block
 from .exporters import identify
 
 EXPORT_MANIFEST = "export.json"
@@ -57,6 +59,25 @@ def client_files(model: onnx.ModelProto, src: Path, out: Path) -> dict[Path, byt
             data = guarded.read_bytes(name, root=src.parent)
             files[out.parent / name] = manifest_for(data, src, out) if name == EXPORT_MANIFEST else data
     return {path: data for path, data in files.items() if not already(path, data)}
+
+
+def with_rope(data: bytes, values: dict[str, Any], limit: int, where: Path) -> bytes:
+    """config.json saying the rope a patch rebuilt (``values``: its parameters) and a max_position_embeddings of at
+    least ``limit``, in the spelling of the transformers that saved it: rope_theta and rope_scaling for 4.x (whose
+    unread rope_parameters goes), rope_parameters for 5.x."""
+    try:
+        config = json.loads(data.decode("utf-8"))
+        old = int(config.get("max_position_embeddings") or 0)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise PosexportError(f"{where}: not a model config ({e}); remove it or fix it") from None
+    block = config_block(values)
+    config["max_position_embeddings"] = max(old, limit)
+    if str(config.get("transformers_version", "")).startswith("4."):
+        config.pop("rope_parameters", None)
+        config |= {"rope_theta": values["base"], "rope_scaling": block or None}
+    else:
+        config["rope_parameters"] = {"rope_theta": values["base"], "rope_type": "default"} | block
+    return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
 
 
 def already(path: Path, data: bytes) -> bool:

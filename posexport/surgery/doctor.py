@@ -11,12 +11,14 @@ import onnx
 
 from ..onnxgraph.genai import context_length
 from ..onnxgraph.graph import Graph, load
+from .. import guarded
+from .export_metadata import check_export_metadata
 from .exporter_faults import check_known_faults
 from .exporters import identify
 from .find import KINDS, find_in
 from .recorded import chosen_limits
 from .sites import Site
-from .source import Candidates, candidates
+from .source import Candidates, candidates, default_source, what_to_pass
 
 # Bumped whenever a key of the report is renamed, removed or changes meaning (adding keys does not).
 SCHEMA_VERSION = 1
@@ -32,6 +34,21 @@ def params_or_fault(site: Site, values: Candidates | None, graph: Graph) -> Any:
     and consistent with the graph; a mismatch becomes a fault)."""
     kind = KINDS.get(site.kind)
     return None if kind is None else kind.rebuilds.for_doctor(kind, graph, site, values)
+
+
+def model_config(folder: Path | None) -> dict[str, Any]:
+    """The model folder's config.json as saved ({} without a folder)."""
+    if folder is None or not (folder / "config.json").is_file():
+        return {}
+    config = guarded.read_json("config.json", root=folder)
+    return config if isinstance(config, dict) else {}
+
+
+def unrecognised(sites: list[Site], model_path: Path | None) -> list[dict[str, Any]]:
+    """Rope sites whose frequencies no plain or linear rope gives: each with what to pass to measure and patch it."""
+    return [{"site": number, "node": site.anchor, "what_to_pass": what_to_pass(site, model_path)}
+            for number, site in enumerate(sites, 1)
+            if "rotary_dim" in site.recovered and "recognised" in site.recovered and site.recovered["recognised"] is None]
 
 
 def reaching(graph: Graph, output: str) -> set[str]:
@@ -82,7 +99,12 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
         "sites": [s.as_dict() for s in sites],
         "exporter_faults": check_known_faults(sites, values or [], Path(from_model), exporter, chosen_limits(model)) if from_model else None,
     }
-    report["faults"] = sum(len(s.faults) for s in sites) + len(report["exporter_faults"] or [])
+    metadata = check_export_metadata(model, model_path, model_config(from_model))
+    if metadata is not None:
+        report["export_metadata"] = metadata
+    report["faults"] = sum(len(s.faults) for s in sites) + len(report["exporter_faults"] or []) + len((metadata or {}).get("faults", []))
+    if values is None:  # what to pass for each rope the doctor could not name (summed up on the verdict line)
+        report["unrecognised"] = unrecognised(sites, model_path)
     context_length = genai_context(model_path)
     if context_length is not None:
         report["genai_context_length"] = context_length
@@ -95,9 +117,17 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
 
 
 def doctor(path: str | Path, values: dict[str, Any] | Candidates | None = None, position_limit: int | None = None,
-           from_model: str | Path | None = None) -> dict[str, Any]:
+           from_model: str | Path | None = None, beside: bool = True) -> dict[str, Any]:
     """The doctor's report for the model file at ``path``: its graph, and from the external data beside
     it only the tensors a site reads (frequencies, caches, slopes), each by offset and length; with
-    ``from_model`` (the folder ``values`` were read from) also the exporter's known faults."""
+    ``from_model`` (the folder ``values`` were read from) also the exporter's known faults. Without either (and
+    with ``beside``), a config.json beside the model is the source, and a note says so."""
     path = Path(path)
-    return diagnose(load(path), values, position_limit, path, Path(from_model) if from_model else None)
+    notes: list[str] = []
+    if values is None and from_model is None and beside:
+        values, notes = default_source(path)
+        from_model = path.parent if values is not None else None
+    report = diagnose(load(path), values, position_limit, path, Path(from_model) if from_model else None)
+    if notes:
+        report["notes"] = notes + report.get("notes", [])
+    return report

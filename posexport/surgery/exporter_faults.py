@@ -180,22 +180,25 @@ def caches_cut(ctx: Context) -> list[Fault]:
 
 
 def spelling_misread(ctx: Context) -> list[Fault]:
-    """transformers 4.x reads rope_theta and rope_scaling only: a config in transformers 5's spelling
-    (rope_parameters alone) loads as plain rope with base 10000."""
+    """transformers 4.x reads rope_theta and rope_scaling only: a config in transformers 5's spelling (rope_parameters)
+    loads as plain rope with the top-level rope_theta, base 10000 without one (the config a 4.x exporter saves beside
+    its model has that rope_theta written in, beside the rope_parameters it kept unread)."""
     read_by = ctx.exporter.transformers or ""
     spelled = ctx.config.get("rope_parameters")
-    if not read_by or int(read_by.split(".")[0]) >= 5 or not isinstance(spelled, dict) or "rope_theta" in ctx.config:
+    if not read_by or int(read_by.split(".")[0]) >= 5 or not isinstance(spelled, dict) or ctx.config.get("rope_scaling"):
         return []
+    base = float(ctx.config.get("rope_theta", PLAIN_BASE))
     faults = []
     for site, freqs in rope_sites(ctx):
-        plain = PLAIN_BASE ** (-np.arange(0, 2 * len(freqs), 2, dtype=np.float64) / (2 * len(freqs)))
+        plain = base ** (-np.arange(0, 2 * len(freqs), 2, dtype=np.float64) / (2 * len(freqs)))
         truths = [rope.inv_freq_and_factor(p)[0] for v in ctx.ropes if (p := params(v, 2 * len(freqs))) is not None]
         if truths and off(freqs, plain) < 1e-4 and min(off(plain, t) for t in truths) > 1e-4:
             said = f"{spelled.get('rope_type', 'default')} rope, base {spelled.get('rope_theta', PLAIN_BASE):g}"
             gap = min(off(plain, t) for t in truths)
             faults.append(Fault("config-spelling-misread", f"{site.anchor}: transformers {read_by} ignores rope_parameters ({said}): the graph "
-                                f"is plain rope base {PLAIN_BASE:g}, its frequencies up to {gap:.3g}× off the config's; re-export from a "
-                                "config in transformers 4.x spelling (rope_theta, rope_scaling)", gap))
+                                f"is plain rope base {base:g}, its frequencies up to {gap:.3g}× off the config's; repair it with "
+                                "`posexport patch --from-model DIR --replace-mismatched`, or re-export from a config in transformers "
+                                "4.x spelling (rope_theta, rope_scaling)", gap))
     return faults
 
 

@@ -11,17 +11,19 @@ from typing import Any
 import onnx
 
 from .. import guarded, params as params_mod
+from ..contract import SCHEMA_VERSION
 from ..errors import PosexportError
 from ..files import Content, check_destination, reading_destinations, write_files
 from ..onnxgraph.genai import GENAI_CONFIG, TOKENIZER_FILES, companions, named_files, read_config
 from ..onnxgraph.graph import Graph, load, serialise
 from ..rope.encoding import RopeParams
-from .clients import CLIENT_FILES, client_files, client_sources
+from .clients import CLIENT_FILES, client_files, client_sources, with_rope
 from .find import KINDS, find_in
 from .learned_table import Extension
+from .lengths import check_followers, old_limit
 from .rope_cache import CacheKind
 from .sites import LEFT, Request, Site
-from .source import Candidates
+from .source import Candidates, Unrecognised, default_source
 
 # What a patched site computes from, shown even at their defaults; any other field only where it is not
 # the default (heads, layout or max_positions at their defaults were never read from the graph).
@@ -36,11 +38,19 @@ class Patched:
     model: onnx.ModelProto
     sites: list[tuple[Site, RopeParams | Extension | None]] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def describe(self) -> list[dict[str, Any]]:
         """Per site the parameters the patch used: those recovered from the graph or given, not defaults
-        (a rope's; a learned table's extension as it is; nothing for a rewrite that takes none)."""
-        return [{"site": s.anchor, "kind": s.kind, "params": shown_params(p)} for s, p in self.sites]
+        (a rope's; a learned table's extension as it is; nothing for a rewrite that takes none); for a site rebuilt
+        to other parameters than it held, how (replaced, rescaled) and the old ones."""
+        return [{"site": s.anchor, "kind": s.kind, "params": shown_params(p)} | s.tensors.get("replaced", {})
+                for s, p in self.sites]
+
+    def report(self) -> dict[str, Any]:
+        """What `posexport patch --json` writes (docs/schemas/patch.json): each site with its parameters, and the
+        files written (the model first)."""
+        return {"schema_version": SCHEMA_VERSION, "sites": self.describe(), "files": [str(f) for f in self.files]}
 
 
 def shown_params(p: RopeParams | Extension | None) -> dict[str, Any]:
@@ -53,10 +63,10 @@ def shown_params(p: RopeParams | Extension | None) -> dict[str, Any]:
 
 
 def plan(graph: Graph, values: dict[str, Any] | Candidates | None, position_limit: int | None,
-         extension: Extension | None = None) -> list[tuple[Site, RopeParams | Extension | None]]:
+         extension: Extension | None = None, replace_mismatched: bool = False) -> list[tuple[Site, RopeParams | Extension | None]]:
     """Every patchable site with its checked parameters; any doubt is an error naming the node."""
     chosen, left = [], []
-    request = Request(values, position_limit, extension)
+    request = Request(values, position_limit, extension, replace_mismatched)
     for site in find_in(graph):
         kind = KINDS[site.kind]
         params = kind.rebuilds.for_patch(kind, graph, site, request)  # what the kind rebuilds says what it takes
@@ -73,22 +83,28 @@ def plan(graph: Graph, values: dict[str, Any] | Candidates | None, position_limi
 
 
 def patch(model: onnx.ModelProto | str | Path, values: dict[str, Any] | Candidates | None = None,
-          position_limit: int | None = None, extension: Extension | None = None) -> Patched:
+          position_limit: int | None = None, extension: Extension | None = None, replace_mismatched: bool = False) -> Patched:
     """Patch a model (a ModelProto, which is not changed, or a path, whose external data is read only
     where a site needs it and stays referenced, not loaded): the patched copy and what was used.
     ``values`` are rope options (as ``requested_values`` gives them); None: each site's recognised rope.
-    ``extension`` grows every learned position table (``--extend-learned N --strategy S``)."""
+    ``extension`` grows every learned position table (``--extend-learned N --strategy S``); ``replace_mismatched``
+    rebuilds a site whose parameters disagree with ``values`` to them (``--replace-mismatched``)."""
     source = Path(model) if isinstance(model, (str, Path)) else None
     copy = onnx.ModelProto()
     copy.CopyFrom(load(source) if source is not None else model)
-    return rewritten(Graph(copy, source), values, position_limit, extension)
+    return rewritten(Graph(copy, source), values, position_limit, extension, replace_mismatched)
 
 
 def rewritten(graph: Graph, values: dict[str, Any] | Candidates | None, position_limit: int | None,
-              extension: Extension | None = None) -> Patched:
+              extension: Extension | None = None, replace_mismatched: bool = False) -> Patched:
     """Rewrite every site of ``graph`` in place (checked first) and check the result as the source was."""
     passed = passes_checker(graph.model)  # some exporters' models (contrib ops in the default domain) never pass it
-    chosen = plan(graph, values, position_limit, extension)
+    chosen = plan(graph, values, position_limit, extension, replace_mismatched)
+    if position_limit is not None:
+        ropes = [(s, p) for s, p in chosen if isinstance(p, RopeParams)]
+        old = old_limit([s.recovered["rows"] for s, _ in ropes if "rows" in s.recovered], [p.max_positions for _, p in ropes])
+        if old is not None:
+            check_followers(graph, old, position_limit)
     for site, p in chosen:
         KINDS[site.kind].rewrite(graph, site, p)
     if passed:
@@ -120,19 +136,28 @@ def passes_checker(model: onnx.ModelProto) -> bool:
 
 
 def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candidates | None = None,
-               position_limit: int | None = None, extension: Extension | None = None) -> Patched:
+               position_limit: int | None = None, extension: Extension | None = None, replace_mismatched: bool = False,
+               beside: bool = True) -> Patched:
     """Patch the model at ``src`` into ``out`` (external data beside it when the source had some); for
     an onnxruntime-genai folder also write genai_config.json with the new context length, and, in a new
     folder, the files the folder needs; in a new folder, what the exporter's client reads (clients.py:
     optimum's configs, transformers' export.json). Nothing written may be a file the source reads. Only the tensors
-    a site reads are loaded; every other stored tensor is carried into the new data file."""
+    a site reads are loaded; every other stored tensor is carried into the new data file. Without ``values`` (and
+    with ``beside``) the rope of a config.json beside the model is the source (``default_source``), said in its notes."""
     src, out = Path(src), Path(out)
     check_destination(out, "--out", folders=True)
+    notes: list[str] = []
+    if values is None and beside:
+        values, notes = default_source(src)
     graph = Graph(load(src), src)
     external, config = set(graph.stored), read_config(src.parent)
     clients = client_files(graph.model, src, out) if config is None else {}  # a genai folder's files are genai_folder's
     check_outputs(planned_outputs(src, out, external, config) + list(clients), source_files(src), src, out)
-    done = rewritten(graph, values, position_limit, extension)
+    try:
+        done = rewritten(graph, values, position_limit, extension, replace_mismatched)
+    except Unrecognised as e:  # what to add, looked for beside the model
+        raise e.in_folder(src) from None
+    done.notes = notes
     # A patched model patched again names only its own source: one mark, never a growing list.
     kept = [entry for entry in done.model.metadata_props if entry.key != PATCHED_KEY]
     del done.model.metadata_props[:]
@@ -141,10 +166,24 @@ def patch_file(src: str | Path, out: str | Path, values: dict[str, Any] | Candid
     files: dict[Path, Content] = serialise(done.model, out, external, src)
     if config is not None:
         files |= genai_folder(src, out, done, config)
-    files |= clients
+    files |= rope_told(clients, done, position_limit)
     # The model, its data and the folder's files are written as one set: all of them, or none.
     done.files = write_files(files, "--out", stem=out.stem)
     return done
+
+
+def rope_told(clients: dict[Path, bytes], done: Patched, position_limit: int | None) -> dict[Path, bytes]:
+    """The client's files, its config.json saying the rope the patch rebuilt when it changed the rope (replaced,
+    rescaled) or was asked for a position limit: optimum's and transformers' clients and the doctor read it there.
+    A model of several ropes keeps its config as it is (its blocks per layer type are not rewritten)."""
+    config = next((path for path in clients if path.name == "config.json"), None)
+    ropes = {json.dumps({k: v for k, v in params_mod.to_dict(p).items() if k != "position_limit"}, sort_keys=True): p
+             for _, p in done.sites if isinstance(p, RopeParams)}
+    changed = position_limit is not None or any("replaced" in s.tensors for s, _ in done.sites)
+    if config is None or len(ropes) != 1 or not changed:
+        return clients
+    values = params_mod.to_dict(next(iter(ropes.values())))
+    return clients | {config: with_rope(clients[config], values, position_limit or 0, config)}
 
 
 def source_files(src: Path) -> dict[Path, str]:

@@ -23,7 +23,7 @@ from .freqs import PROJECTED, RECOGNISED, close, describe, dynamic_gaps, float32
 from .replace import add_cos_sin_call, remove_dead, splice_nodes, upstream
 from .pattern import Miss
 from .rebuilds import ROPE
-from .sites import Fault, Site, SiteKind
+from .sites import Fault, Mismatch, Site, SiteKind
 
 FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
 
@@ -266,9 +266,9 @@ class PerCallKind(SiteKind):
         stored, factor = site.tensors["inv_freq"], site.recovered["attention_factor"]
         shown = "; ".join(f"{regime + ' regime: ' if regime else ''}{describe(f)}, factor {e:g}"
                           for regime, (f, e) in held_regimes(site, p).items())
-        raise PosexportError(
+        raise Mismatch(
             f"{site.anchor}: the graph's frequencies ({describe(stored)}, factor {factor:g}) are not those of the "
-            f"{p.scaling} rope asked for ({shown}); refusing to guess"
+            f"{p.scaling} rope asked for ({shown})"
         )
 
     @staticmethod

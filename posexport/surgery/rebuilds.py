@@ -22,7 +22,8 @@ class Rope(Rebuild):
             return LEFT
         if "rotary_dim" not in site.recovered:
             kind.check(graph, site, None)  # nothing recovered to patch with: raises, naming the node
-        return choose(site, request.values, request.position_limit, lambda p: kind.check(graph, site, p))
+        return choose(site, request.values, request.position_limit, lambda p: kind.check(graph, site, p),
+                      replace=request.replace_mismatched, rescale=True)
 
     def for_doctor(self, kind: SiteKind, graph: Graph, site: Site, values: Any) -> Any:
         if not kind.patchable or "rotary_dim" not in site.recovered:

@@ -23,7 +23,7 @@ from .pattern import position_source, readers, sin_cos
 from .freqs import PRECISION_FAULT, cache_error, close_to_cache, describe, exact_from, from_cache, recognise
 from .rebuilds import ROPE
 from .recorded import chosen_limits, record_limit
-from .sites import Fault, Site, SiteKind
+from .sites import Fault, Mismatch, Site, SiteKind
 
 GATHERS = ("Gather", "GatherElements", "GatherND")
 REPEATS = ("Tile", "Expand")  # the table repeated per batch before GatherElements
@@ -102,8 +102,8 @@ class SinCosTableKind(SiteKind):
         inv_freq, factor = rope.inv_freq_and_factor(p)
         got = site.tensors["inv_freq"]
         if abs(factor - 1) > 1e-6 or not close_to_cache(got, inv_freq, table_of(graph, site.tensors["table"])):
-            raise PosexportError(f"{site.anchor}: the table holds frequencies {describe(got)}, not those of the {p.scaling} rope "
-                                 f"asked for ({describe(inv_freq)}, factor {factor:g}); refusing to guess")
+            raise Mismatch(f"{site.anchor}: the table holds frequencies {describe(got)}, not those of the {p.scaling} rope "
+                           f"asked for ({describe(inv_freq)}, factor {factor:g})")
 
     def rewrite(self, graph: Graph, site: Site, p: rope.RopeParams) -> None:
         stored = graph.array(site.tensors["table"])

@@ -48,14 +48,25 @@ class Site:
         }
 
 
+class Mismatch(PosexportError):
+    """A check's refusal because the parameters asked for are not those the graph holds (its frequencies or attention
+    factor), while the site could be rebuilt to them: patch --replace-mismatched does, and a scaling added to the
+    rope the graph holds is a rescale (a context extension)."""
+
+
+REPLACE_FLAG = "--replace-mismatched"
+
+
 @dataclass(frozen=True)
 class Request:
     """What a patch is asked for: rope options (one rope's, several candidates, or None: each site's own), a position
-    limit, and the extension of learned tables (patch --extend-learned)."""
+    limit, the extension of learned tables (patch --extend-learned), and whether a site whose parameters disagree
+    with the options is rebuilt to them (patch --replace-mismatched)."""
 
     values: Any = None
     position_limit: int | None = None
     extension: Any = None
+    replace_mismatched: bool = False
 
 
 class Rebuild:

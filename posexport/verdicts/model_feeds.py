@@ -265,3 +265,15 @@ def make_feeds(sig: Signature, case: FeedCase, seed: int = 0, tokens: Tokens | N
             value = np.zeros(shape)
         feeds[name] = np.ascontiguousarray(value.astype(dtype))
     return feeds
+
+
+def takes_feeds_of(sig: Signature, other: onnx.ModelProto, path: Path, option: str) -> None:
+    """A model run on the feeds made for ``sig`` (--against, --original) takes no input they lack: it is the same
+    model before a change. A graph `posexport build` wrote is what `posexport parity` checks."""
+    given = [name for name, _, _ in sig.inputs]
+    lacking = [i.name for i in other.graph.input if i.name not in given]
+    if not lacking:
+        return
+    built = f"; a graph `posexport build` wrote is checked with `posexport parity {path}`" if other.producer_name == "posexport" else ""
+    raise PosexportError(f"{option} {path}: takes {', '.join(lacking)}, which --model's feeds lack ({', '.join(given)}); {option} is "
+                         f"the same model before a change (e.g. the original export of a patched one), run on the same feeds{built}")

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from ..comparison import FLOOR_FACTOR, ROUNDOFF, ROUNDOFF_UNITS, TOLERANCE
+from ..contract import DEFAULT_MODEL_RUNTIMES
 from ..errors import PosexportError
 from ..progress import progress
 from ..runtimes import ModelSession, Runtime
@@ -32,23 +34,16 @@ from ..runtimes.isolated import DEFAULT_TIMEOUT, IsolatedModelSession, RuntimeCr
 from .generate import generation
 from .graphs import describe, opened, valid_bound
 from .hf_oracle import Expected, HfOracle, expected_of, output_slot
-from .model_feeds import UNKNOWN_VOCABULARY, FeedCase, Signature, check_cases, checked_model, make_feeds, misfit, signature
+from .model_feeds import (UNKNOWN_VOCABULARY, FeedCase, Signature, check_cases, checked_model, make_feeds, misfit, signature,
+                          takes_feeds_of)
 from .report import CaseResult, NotCompared, Report
 from .runners import get_runtime
 from .streamed import Running, TokenTally, compared
 from .tokens import Tokens, token_source
 
-DEFAULT_RUNTIMES = ("ort-cpu", "ort-cpu-noopt")
-TOLERANCE = 1e-4  # the default absolute bound of a float32 (or float64) model
-# c of the floor-aware bound max(absolute, c · floor): an export computes what transformers' float32 forward
-# computes, in another order, so its error is the floor's size, not the floor itself (a trained 30-layer
-# model measured 0.9–1.6× the floor on text); a rope 1% off moves key caches by 1e-2, thousands of floors.
-FLOOR_FACTOR = 4.0
-# A float16 or bfloat16 model's unit roundoff u. Its weights and activations round at every step, and its
-# attention sums over every cached token: the default bound is ROUNDOFF_UNITS · u · √(past + seq), the
-# probabilistic bound of a length-n sum (Higham & Mary) with a margin; a wrong rope is O(1) off in the key cache.
-ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
-ROUNDOFF_UNITS = 4
+# The defaults and bounds live in the light layers, so that `posexport model-parity --help` shows them without
+# importing a runtime.
+DEFAULT_RUNTIMES = DEFAULT_MODEL_RUNTIMES
 # A run's outputs, or None and the runner's message.
 Attempt = tuple["dict[str, np.ndarray] | None", str]
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
@@ -427,9 +422,9 @@ def model_parity(model: str | Path, against: str | Path | None = None, *, agains
     warm()  # the runners' fork server starts while the model, its reference and the oracle are read
     sig = signature(model, dims)
     check_cases(sig, list(cases), seed)
-    for other in (against, original):  # checked as the model is, before any runtime opens them
+    for option, other in (("--against", against), ("--original", original)):  # checked as the model is, before any runtime opens them
         if other is not None:
-            checked_model(other)
+            takes_feeds_of(sig, checked_model(other), Path(other), option)
     unmatched = [p for p in outputs or () if not any(fnmatch.fnmatchcase(name, p) for name in sig.outputs)]
     if unmatched:
         raise PosexportError(f"--outputs {','.join(unmatched)}: matches no output of {model.name} ({', '.join(sig.outputs)})")

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import PosexportError
 from ..comparison import Comparison
+from ..contract import SCHEMA_VERSION
 from .outputs import Outputs
 
 
@@ -139,7 +140,7 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         data = {f: getattr(self, f) for f in ("graphs", "runtimes", "unavailable", "notes", "settings")}
         data |= {f: [asdict(r) for r in getattr(self, f)] for f in ("results", "pairwise", "properties", "not_compared", "generations")}
-        return finite_json(data | {"passed": self.passed})
+        return finite_json({"schema_version": SCHEMA_VERSION} | data | {"passed": self.passed})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:

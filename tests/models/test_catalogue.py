@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.models import READERS, catalogue, decoders, deepseek, oracle, read_model  # noqa: E402
-from posexport.models.cli import build as cli_build  # noqa: E402
+from posexport.models.cli import build as cli_build, lines as build_lines  # noqa: E402
 from posexport.models.oracle import model_bound, recipe_problem  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import mrope, scaling  # noqa: E402
@@ -66,7 +66,7 @@ def rope_form(model_type: str) -> tuple:
 
 
 # A line's values that differ per type without changing the form read (the walk's sample ignores them).
-SPECIFIC = {"module", "prefix", "max_positions", "theta", "head_dim", "notes", "partial", "theta_without_block"}
+SPECIFIC = {"module", "prefix", "max_positions", "theta", "head_dim", "notes", "partial", "theta_without_block", "block"}
 
 
 # `make test`: one type per form, and the named ones (`make test-all`: every type).
@@ -185,7 +185,7 @@ def test_nope_plans_match_transformers_layer_by_layer(tiny_models, tmp_path, mod
 # scaling, YaRN truncate false, proportional, wrappers, M-RoPE, M-RoPE on a partial rotary) built and judged as a user would: about 0.1 s each.
 @pytest.mark.parametrize("model_type", PARITY_TYPES)
 def test_every_config_read_type_builds_and_passes_parity_from_model(tiny_models, tmp_path, model_type):
-    lines = cli_build(tiny_models[model_type], None, {}, tmp_path, None, backend="portable")
+    lines = build_lines(cli_build(tiny_models[model_type], None, {}, tmp_path, None, backend="portable"))
     # The layer plan, or (a config with no layer count: LongCat-Flash's paired sublayers, Moonshine's two stacks) its one rope for all.
     assert any(line.startswith("plan: ") or line.endswith("used by every layer") for line in lines), lines
     for graph in sorted(tmp_path.glob("*.onnx")):

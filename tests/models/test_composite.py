@@ -21,7 +21,7 @@ from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.models import composite, learned, read_model, sinusoids  # noqa: E402
 from posexport.verdicts.from_model import run_model_parity  # noqa: E402
-from posexport.models.cli import build as cli_build  # noqa: E402
+from posexport.models.cli import build as cli_build, lines as build_lines  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import scaling  # noqa: E402
 from posexport.models import oracle  # noqa: E402
@@ -238,7 +238,7 @@ def test_clip_passes_parity_from_model_and_a_misread_table_fails(tmp_path):
 
     folder = tmp_path / "clip"
     tiny_composite("clip", folder)
-    lines = cli_build(folder, None, {}, tmp_path / "built", None, backend="portable")
+    lines = build_lines(cli_build(folder, None, {}, tmp_path / "built", None, backend="portable"))
     graphs = sorted((tmp_path / "built").glob("*.onnx"))
     assert len(graphs) == 2, lines
     for graph in graphs:

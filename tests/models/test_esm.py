@@ -12,7 +12,7 @@ from safetensors.numpy import save_file  # noqa: E402
 from posexport.dtypes import DTYPES  # noqa: E402
 from posexport.errors import PosexportError  # noqa: E402
 from posexport.models import oracle, read_model  # noqa: E402
-from posexport.models.cli import build as cli_build  # noqa: E402
+from posexport.models.cli import build as cli_build, lines as build_lines  # noqa: E402
 from posexport.models.oracle import model_bound  # noqa: E402
 from posexport.registry import get_encoding  # noqa: E402
 from posexport.rope import scaling  # noqa: E402
@@ -56,7 +56,7 @@ def test_esm_rotary_is_its_own_and_a_misread_fails(tmp_path):
             error = normalised_error(session.run(feeds), exact)
             bound = model_bound(DTYPES["float32"].bound(5016), 5016)
             assert (error < bound) if agrees else (error > 100 * bound), (layout, error)
-    assert any(line.startswith("plan: layers 0-3: rope") for line in cli_build(folder, None, {}, tmp_path, None, backend="portable"))
+    assert any(line.startswith("plan: layers 0-3: rope") for line in build_lines(cli_build(folder, None, {}, tmp_path, None, backend="portable")))
     report = run_model_parity(folder, tmp_path / "esm-rope.onnx", ["ort-cpu"], seqs=(17,), batches=(2,), properties=False)
     assert all(r.status == "pass" for r in report.results) and any(r.runtime == "hf" for r in report.results)
 
