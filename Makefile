@@ -89,8 +89,8 @@ bench-gpu: install
 # docs/compatibility.{md,json} (docs/matrix.md): every architecture row × every exporter, each exporter whose
 # pins clash with the project's in its own venv (.venvs/NAME, made by scripts/exporter-venv.sh); then
 # benchmarks/patch-cost.{md,json}: every FIXED cell's patched model timed against its original.
-# The rows of the published page (matrix/models.py defines more: gemma2, stablelm, glm4, falcon).
-MATRIX_ARCHITECTURES ?= llama,phi3-longrope,qwen2-yarn,gpt-neox,gemma3,llama3,mistral,qwen3
+# The rows of the published page (matrix/models.py defines more: stablelm, glm4, falcon).
+MATRIX_ARCHITECTURES ?= llama,phi3-longrope,qwen2-yarn,gpt-neox,gemma3,llama3,mistral,qwen3,qwen2,gemma2,gpt2,t5,whisper,bert
 matrix: install exporter-venvs
 	rm -rf build/matrix build/matrix-cost
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m matrix --jobs 2 --architectures $(MATRIX_ARCHITECTURES) --work build/matrix --json docs/compatibility.json --markdown docs/compatibility.md

@@ -62,15 +62,39 @@ def exported(folder: Path, out: Path, export: Callable[[Any, Any, Any], Any], or
         export(OnnxExporter(), model, OnnxConfig(dynamic=True, ort_fusions=ort_fusions)).save_pretrained(out)
 
 
-def torch_onnx(folder: Path, out: Path, dynamo: bool = True, position_ids: bool = True) -> Path:
+def forward_4x(self: Any, x: Any, position_ids: Any) -> tuple[Any, Any]:
+    """transformers 4.57's rotary forward (LlamaRotaryEmbedding and its copies): the angles as a matrix product
+    inv_freq [b, n, 1] @ position_ids [b, 1, s], where transformers 5 multiplies elementwise."""
+    import torch
+
+    inv_freq = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+    freqs = (inv_freq @ position_ids[:, None, :].float()).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (emb.cos() * self.attention_scaling).to(x.dtype), (emb.sin() * self.attention_scaling).to(x.dtype)
+
+
+def rotary_4x(model: Any) -> Any:
+    """The model with every single-rope rotary module computing its angles as transformers 4.x did (``forward_4x``): a
+    transformers-4.x-style export, from the project's transformers 5 (the 4.x environment has no onnxscript for dynamo)."""
+    import types
+
+    for module in model.modules():
+        if type(module).__name__.endswith("RotaryEmbedding") and hasattr(module, "inv_freq"):
+            module.forward = types.MethodType(forward_4x, module)
+    return model
+
+
+def torch_onnx(folder: Path, out: Path, dynamo: bool = True, position_ids: bool = True, matmul_rotary: bool = False) -> Path:
     """torch.onnx.export of the model's logits (dynamo, or the TorchScript exporter with axes named b and
-    s): input_ids, attention_mask[, position_ids] -> logits, written to ``out``."""
+    s): input_ids, attention_mask[, position_ids] -> logits, written to ``out``; with ``matmul_rotary``, its rotary
+    modules compute as transformers 4.x's did (``rotary_4x``)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     if out.is_file():
         return out
     model = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    model = rotary_4x(model) if matmul_rotary else model
 
     class Logits(torch.nn.Module):
         def __init__(self) -> None:
@@ -105,17 +129,18 @@ def ort_optimized(model: Path, out: Path) -> Path:
 
 
 def genai(folder: Path, out: Path, precision: str = "fp32") -> Path:
-    """onnxruntime-genai's model builder (``-e cpu``, precision fp32, fp16, bf16 or int4): out/model.onnx with
-    genai_config.json and the tokenizer beside it."""
+    """onnxruntime-genai's model builder (``-e cpu``, precision fp32, fp16, bf16 or int4): out/model.onnx (for
+    Whisper, out/decoder.onnx beside out/encoder.onnx) with genai_config.json and the tokenizer beside it."""
     try:
         import onnxruntime_genai  # noqa: F401
     except ImportError:
         raise ExporterMissing("onnxruntime-genai is not installed") from None
-    if not (out / "model.onnx").is_file():
+    written = (out / "model.onnx", out / "decoder.onnx")
+    if not any(path.is_file() for path in written):
         command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(folder), "-o", str(out),
                    "-p", precision, "-e", "cpu", "-c", str(out.parent / "genai-cache")]
         run(command, "onnxruntime-genai builder")
-    return out / "model.onnx"
+    return next((path for path in written if path.is_file()), written[0])
 
 
 def optimum(folder: Path, out: Path, with_past: bool = True) -> Path:
@@ -156,6 +181,7 @@ EXPORTERS: dict[str, Callable[[Path, Path], Path]] = {
     "transformers-onnx-ort-cuda": lambda f, o: transformers_onnx(f, o, "cuda"),
     "torch-dynamo": lambda f, o: torch_onnx(f, o / "model.onnx"),
     "torch-dynamo-optimize-for-ort": lambda f, o: ort_optimized(torch_onnx(f, o / "plain.onnx"), o / "model.onnx"),
+    "torch-dynamo-4x-optimize-for-ort": lambda f, o: ort_optimized(torch_onnx(f, o / "plain.onnx", matmul_rotary=True), o / "model.onnx"),
     "torchscript": lambda f, o: torch_onnx(f, o / "model.onnx", dynamo=False),
     "genai-fp32": lambda f, o: genai(f, o, "fp32"),
     "genai-fp16": lambda f, o: genai(f, o, "fp16"),

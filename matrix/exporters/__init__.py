@@ -18,6 +18,7 @@ class Exporter:
     module: str  # matrix.exporters.<module>, defining export(model, out) -> Path
     label: str  # what the page calls it: the tool and how it was called
     venv: str | None = None  # .venvs/<venv> (scripts/exporter-venv.sh makes it), None: the project's venv
+    unjudged: str = ""  # why float64 transformers cannot judge this exporter's models ("": it can)
 
 
 EXPORTERS: dict[str, Exporter] = {
@@ -27,6 +28,10 @@ EXPORTERS: dict[str, Exporter] = {
     "transformers": Exporter("transformers_onnx", "transformers 5 OnnxExporter, OnnxConfig(dynamic=True)"),
     "transformers+ort-fusions": Exporter("transformers_fused", "transformers 5 OnnxExporter, OnnxConfig(dynamic=True, ort_fusions='cpu')"),
     "genai": Exporter("genai", "onnxruntime-genai builder -p fp32 -e cpu"),
+    "genai-fp16": Exporter("genai_fp16", "onnxruntime-genai builder -p fp16 -e cpu"),
+    "genai-int4": Exporter("genai_int4", "onnxruntime-genai builder -p int4 -e cpu",
+                           unjudged="int4 weights (MatMulNBits): the quantisation alone puts the logits ~0.7 off float64 "
+                                    "transformers, so its logits are not judged against it"),
     # optimum's helper runs optimum-cli with the python of .venvs/optimum itself; mobius' runs its command
     # from .venvs/mobius, and the matrix runs its exporter file in that venv too.
     "optimum": Exporter("optimum", "optimum-cli export onnx --task text-generation-with-past (optimum-onnx 0.1, transformers 4.57, in .venvs/optimum)"),

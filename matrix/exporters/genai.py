@@ -1,4 +1,4 @@
-"""onnxruntime-genai's model builder on the CPU execution provider, at a precision (fp32, fp16, int4)."""
+"""onnxruntime-genai's model builder on the CPU execution provider at fp32."""
 
 from __future__ import annotations
 
@@ -7,5 +7,5 @@ from pathlib import Path
 from zoo import exporters
 
 
-def export(model: Path, out: Path, precision: str = "fp32") -> Path:
-    return exporters.genai(model, out, precision)
+def export(model: Path, out: Path) -> Path:
+    return exporters.genai(model, out, "fp32")

@@ -19,12 +19,14 @@ import numpy as np
 import onnx
 import onnx.numpy_helper as onh
 
+from .. import params as params_mod
+from ..contract import DOMAIN
 from ..errors import PosexportError
 from ..onnxgraph.fused import reads_caches
 from ..onnxgraph.graph import Graph, attribute, node_label, values, whole_length
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, SCALINGS, decided_per_call, source_of, switch_length
-from .freqs import (LOW_PRECISION, PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, exact_from, from_cache,
+from .freqs import (LOW_PRECISION, PRECISION_FAULT, PROJECTED, cache_error, close_to_cache, describe, dynamic_gaps, exact_from, from_cache,
                     low_precision_error, recognise, rounding_bound)
 from .pattern import Miss, through, up
 from .rebuilds import ROPE
@@ -80,6 +82,36 @@ def per_token(graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) ->
     """The op's caches are rows computed per token in the graph (the rope-cache-per-token kind's)."""
     rows = rows_from(graph, node.input[spec[0]])
     return rows is not None and graph.array(rows) is None and token_rows(graph, node)
+
+
+def rows_product(graph: Graph, angle: str) -> dict[str, Any] | Miss:
+    """MatMul(Cast(Reshape(Range(0, n, 1), [-1, 1])), inv_freq [1, m]): the angles of cache rows 0 … n−1 formed in the
+    graph on every call (onnxscript's optimize_for_ort fuses transformers 4.x's matmul rotary so, n = max(position_ids) + 1)."""
+    matmul = up(graph, angle, "MatMul")
+    cast = up(graph, matmul.input[0], "Cast") if matmul else matmul
+    reshape = up(graph, cast.input[0], "Reshape") if cast else cast
+    rows = up(graph, reshape.input[0], "Range") if reshape else reshape
+    if not rows:
+        return rows
+    inv_freq, shape = graph.array(matmul.input[1]), graph.array(reshape.input[1])
+    start, delta = graph.array(rows.input[0]), graph.array(rows.input[2])
+    if inv_freq is None or inv_freq.ndim != 2 or inv_freq.shape[0] != 1 or shape is None or list(shape.ravel()) != [-1, 1]:
+        return Miss(f"{node_label(matmul)} does not multiply a column of rows by a stored [1, n] row of frequencies")
+    if start is None or delta is None or start.size != 1 or delta.size != 1 or int(start.ravel()[0]) != 0 or int(delta.ravel()[0]) != 1:
+        return Miss(f"{node_label(rows)} does not count rows 0, 1, 2 …")
+    return {"inv_freq": inv_freq.reshape(-1), "freq_names": [matmul.input[1]], "freq_name": matmul.input[1],
+            "positions": reshape.output[0], "squeeze": True, "nodes": [cast.name, matmul.name],
+            "float_type": int(attribute(cast, "to", 0)), "full_width": False}
+
+
+def computed_rows(graph: Graph, node: onnx.NodeProto, spec: tuple[int, int, str]) -> bool:
+    """The op's caches are Cos/Sin of ``rows_product`` (the rope-cache-computed kind's), or, once patched, posexport's
+    cos/sin of those rows (the posexport kind's)."""
+    rows = rows_from(graph, node.input[spec[0]])
+    made = graph.producer.get(rows) if rows is not None else None
+    if made is not None and made.domain == DOMAIN:
+        return True
+    return made is not None and made.op_type == "Cos" and bool(rows_product(graph, made.input[0]))
 
 
 def gathered_from(graph: Graph, cache: str) -> onnx.NodeProto | Miss:
@@ -190,6 +222,17 @@ def regimes(p: rope.RopeParams, switch: int | None) -> list[tuple[np.ndarray, fl
     return [rope.inv_freq_and_factor(p, switch), rope.inv_freq_and_factor(p, switch + 1)]
 
 
+def dynamic_rope(ropes: list[dict[str, Any]], width: int) -> rope.RopeParams | None:
+    """The config's dynamic-NTK rope at the caches' width (the parameters a fixed pair is measured against)."""
+    for values in ropes:
+        if values.get("scaling") == "dynamic":
+            try:
+                return params_mod.build(rope.RopeParams, values | {"head_dim": width, "rotary_dim": width})
+            except PosexportError:
+                continue
+    return None
+
+
 class CacheSites(SiteKind):
     """A kind whose sites are the cos/sin caches fused ops read; which caches are its own is ``claims``."""
 
@@ -276,7 +319,7 @@ class CacheSites(SiteKind):
         low = str(pairs[0].cos.dtype) in LOW_PRECISION
         moving = sorted(s for s in context["scalings"] if s in SCALINGS and decided_per_call(s))
         if moving and switch is None:
-            site.faults.append(Fault("dynamic-exported-static", f"the model config says {' and '.join(moving)}, but the caches are fixed"))
+            site.faults.append(self.frozen(pairs[0], dynamic_rope(context["ropes"], 2 * pairs[0].cos.shape[1]), moving))
         elif p is None:
             site.notes.append("precision not measured: frequencies unrecognised; pass --from-model DIR or --from-config FILE")
         else:
@@ -290,6 +333,16 @@ class CacheSites(SiteKind):
             dtype, bound = str(pairs[0].cos.dtype), rounding_bound(pairs[0].cos.dtype)
             site.faults.append(Fault(f"{dtype}-cache", f"cos/sin stored in {dtype}: rounding alone is up to {bound:.2e} at any "
                                      "position (not measured against float64: the frequencies are not known)", bound))
+
+    @staticmethod
+    def frozen(pair: CachePair, p: rope.RopeParams | None, moving: list[str]) -> Fault:
+        """Fixed caches where the config decides frequencies per call: for dynamic NTK, the cos/sin gap of the caches'
+        frequencies (read back) to the config's at 2× and 4× max_position_embeddings, were the caches that long."""
+        if p is None:
+            return Fault("dynamic-exported-static", f"the model config says {' and '.join(moving)}, but the caches are fixed")
+        detail, gap = dynamic_gaps(*from_cache(pair.cos, pair.sin), p, "the caches' frequencies")
+        return Fault("dynamic-exported-static", f"{detail} (were the caches that long); one fixed pair cannot follow dynamic NTK, "
+                     "so patch refuses these caches", gap)
 
     @staticmethod
     def low_precision(site: Site, pair: CachePair, truth: tuple[np.ndarray, float]) -> None:

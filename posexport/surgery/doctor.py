@@ -86,7 +86,8 @@ def diagnose(model: onnx.ModelProto, values: dict[str, Any] | Candidates | None 
     graph = Graph(model, model_path)
     sites = find_in(graph)
     values = candidates(values)
-    context = {"scalings": {v.get("scaling", "default") for v in values or []}, "position_limit": position_limit}
+    context = {"scalings": {v.get("scaling", "default") for v in values or []}, "position_limit": position_limit,
+               "ropes": list(values or [])}
     for site in sites:
         p = params_or_fault(site, values, graph)
         KINDS[site.kind].diagnose(graph, site, p, context)

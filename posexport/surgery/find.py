@@ -14,6 +14,7 @@ from .exact import ExactKind
 from .grid_resample import GridResampleKind
 from .learned_table import LearnedTableKind
 from .rope_cache import CacheKind
+from .rope_cache_computed import ComputedCacheKind
 from .rope_cache_gathered import GatheredCacheKind
 from .rope_interleaved import InterleavedKind
 from .rope_inv_freq import InvFreqKind
@@ -25,7 +26,7 @@ from .t5_bias import T5BiasKind
 from .unrecognised import UnrecognisedKind
 
 # The kinds that read per-call Cos/Sin pairs: the per-token caches and the unrecognised pairs are judged by them.
-PER_CALL = (InvFreqKind(), MatMulKind(), InterleavedKind())
+PER_CALL = (InvFreqKind(), MatMulKind(), InterleavedKind(), ComputedCacheKind())
 # Rope kinds first: they matter most. The per-token caches are a per-call Cos/Sin pair that feeds a fused
 # op: that kind comes first and the per-call kinds' site at the same node is not listed twice.
 KINDS: dict[str, SiteKind] = {

@@ -123,6 +123,18 @@ def dynamic_gap(inv_freq: np.ndarray, factor: float, p: rope.RopeParams, length:
     return float(max(np.max(np.abs(factor * np.cos(fixed) - np.cos(moving))), np.max(np.abs(factor * np.sin(fixed) - np.sin(moving)))))
 
 
+# Call lengths, in multiples of max_position_embeddings, at which a fixed graph's gap to dynamic NTK is stated.
+DYNAMIC_MULTIPLES = (2, 4)
+
+
+def dynamic_gaps(inv_freq: np.ndarray, factor: float, p: rope.RopeParams, fixed: str = "the graph's frequencies") -> tuple[str, float]:
+    """(what fixed frequencies miss of dynamic NTK, in words, and the gap at 2·max_position_embeddings): the
+    cos/sin gap at the last position of a call of 2× and 4× max_position_embeddings tokens, float64 both ways."""
+    gaps = {m * p.max_positions: dynamic_gap(inv_freq, factor, p, m * p.max_positions) for m in DYNAMIC_MULTIPLES}
+    said = " and ".join(f"{gap:.2e} off at position {length - 1} of a {length}-token call" for length, gap in gaps.items())
+    return f"the model config says dynamic NTK, but {fixed} are fixed: cos/sin {said}", next(iter(gaps.values()))
+
+
 def angle_gap(graph: np.ndarray, truth: np.ndarray, position: int) -> float:
     """max |cos/sin of the graph's frequencies − the truth's| at ``position`` (float64 both)."""
     a, b = position * graph, position * truth

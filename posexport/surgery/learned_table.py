@@ -11,6 +11,7 @@ are unchanged; ``interpolate`` resamples every row (position interpolation)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +22,20 @@ from ..encodings.learned import STRATEGIES, check_rows, extend_table
 from ..errors import PosexportError
 from ..onnxgraph.graph import Graph, node_label, set_constant, whole_length
 from .caches import cache_gathers
-from .pattern import PASS_THROUGH, position_source, readers, sin_cos, table_gathers
+from .pattern import PASS_THROUGH, Miss, position_source, readers, sin_cos, table_gathers, through, up
 from .rebuilds import TABLE
 from .recorded import chosen_limits, record_limit
 from .sites import Fault, Site, SiteKind
 
 SOURCES = {"Range": "Range: 0 … seq−1 on every call", "CumSum": "CumSum of the attention mask",
            "Slice": "a constant 0 … M−1 sliced to each call's positions"}
+# The rows a table Slice starts at: the past length, a dimension of a graph input (onnxruntime-genai's Whisper decoder
+# slices rows past … past + seq − 1 of its table), passed through these.
+PAST_STEPS = ("Unsqueeze", "Squeeze", "Reshape", "Cast", "Identity")
+# What onnxruntime does with positions past the table, gathered or sliced from it.
+GATHERED_PAST = "onnxruntime's Gather raises (indices out of data bounds) or the model's shapes no longer agree"
+SLICED_PAST = ("the Slice returns fewer rows: onnxruntime raises when a call's tokens run past the table (the Add's shapes "
+               "disagree), and a call that starts there returns no rows at all, without an error")
 # Position 0 reads this much of its source: CumSum of a mask of ones counts from 1.
 FIRST = {"CumSum": 1, "Slice": 0}
 
@@ -100,6 +108,35 @@ def sized_buffers(graph: Graph, name: str) -> tuple[list[onnx.NodeProto], list[o
     return slices, readers
 
 
+def past_length(graph: Graph, name: str) -> str | Miss:
+    """The graph input whose dimension ``name`` is (Gather(Shape(input), k) under Unsqueeze/Cast/…), said in words."""
+    tensor, node = through(graph, name, PAST_STEPS)
+    gather = up(graph, tensor, "Gather")
+    shape = up(graph, gather.input[0], "Shape") if gather else gather
+    if not shape:
+        return shape
+    axis = graph.array(gather.input[1])
+    if axis is None or axis.size != 1 or shape.input[0] not in {i.name for i in graph.model.graph.input}:
+        return Miss(f"{node_label(gather)} reads no fixed dimension of a graph input")
+    return f"dimension {int(axis.reshape(()))} of {shape.input[0]} (the positions already cached)"
+
+
+def table_slices(graph: Graph) -> Iterator[tuple[onnx.NodeProto, onnx.TensorProto, str]]:
+    """Slices of rows (axis 0, step 1) of a 2-D float initializer starting at the past length, with the table and
+    where the start comes from: the rows of positions past … past + seq − 1, read without a Gather."""
+    for node in graph.model.graph.node:
+        if node.op_type != "Slice" or node.domain not in ("", "ai.onnx") or len(node.input) < 3:
+            continue
+        table = graph.initializers.get(node.input[0])
+        axes = graph.array(node.input[3]) if len(node.input) > 3 and node.input[3] else np.array([0])
+        steps = graph.array(node.input[4]) if len(node.input) > 4 and node.input[4] else np.array([1])
+        if table is None or len(table.dims) != 2 or table.data_type not in (1, 10, 16) or axes is None or steps is None:
+            continue
+        start = past_length(graph, node.input[1])
+        if start and list(axes.ravel()) == [0] and list(steps.ravel()) == [1]:
+            yield node, table, start
+
+
 def constant_source(graph: Graph, name: str) -> str | None:
     """The constant (initializer or Constant output) ``name`` is, or is an Expand of."""
     node = graph.producer.get(name)
@@ -126,6 +163,12 @@ class LearnedTableKind(SiteKind):
             recovered = {"table": node.input[0], "rows": rows, "width": int(table.dims[1]),
                          "positions_from": SOURCES.get(source, source), "offset": offset,
                          "positions": rows - offset if offset is not None else None}
+            sites.append(Site(self.name, node_label(node), readers(graph, node), recovered,
+                              {"indices": node.input[1], "gather": node.name}))
+        for node, table, start in table_slices(graph):
+            rows = int(table.dims[0])
+            recovered = {"table": node.input[0], "rows": rows, "width": int(table.dims[1]),
+                         "positions_from": f"a Slice of the table's rows from {start}", "offset": 0, "positions": rows}
             sites.append(Site(self.name, node_label(node), readers(graph, node), recovered,
                               {"indices": node.input[1], "gather": node.name}))
         return sites
@@ -179,8 +222,8 @@ class LearnedTableKind(SiteKind):
             site.notes.append(f"position limit {positions} (extended with posexport patch --extend-learned)")
         else:
             at = f" (rows {site.recovered['offset']} … {site.recovered['rows'] - 1})" if site.recovered["offset"] else ""
+            past = SLICED_PAST if site.recovered["positions_from"].startswith("a Slice") else GATHERED_PAST
             site.faults.append(Fault("position-limit", f"the table holds {positions} positions{at}; position {positions} and beyond: "
-                                     "onnxruntime's Gather raises (indices out of data bounds) or the model's shapes no longer "
-                                     "agree; there is no trained value there (`posexport patch --extend-learned N`)", positions))
+                                     f"{past}; there is no trained value there (`posexport patch --extend-learned N`)", positions))
         if site.recovered["positions_from"].startswith("Range"):
             site.notes.append("positions restart at 0 on every call: decoding with past key/values needs position ids as an input")

@@ -19,7 +19,7 @@ from ..errors import PosexportError
 from ..onnxgraph.graph import Graph, attribute, node_label, whole_length
 from ..rope import encoding as rope
 from ..rope.scaling import DYNAMIC, REGIMES, TABLES, source_of, switch_length
-from .freqs import PROJECTED, RECOGNISED, close, describe, dynamic_gap, float32_error, other_regime_gap, recognise
+from .freqs import PROJECTED, RECOGNISED, close, describe, dynamic_gaps, float32_error, other_regime_gap, recognise
 from .replace import add_cos_sin_call, remove_dead, splice_nodes, upstream
 from .pattern import Miss
 from .rebuilds import ROPE
@@ -196,10 +196,8 @@ def frozen_faults(site: Site, p: rope.RopeParams) -> list[Fault]:
                       f"length {switch_length(p)}): cos/sin {gap:.2e} off at position {at}; patch with --from-model", gap)]
     if source_of(p) != DYNAMIC:
         return []
-    length = 2 * p.max_positions
-    off = dynamic_gap(stored, factor, p, length)
-    return [Fault("dynamic-exported-static", f"the model config says dynamic NTK, but the graph's frequencies are fixed: "
-                  f"cos/sin {off:.2e} off at position {length - 1} of a {length}-token call; patch with --from-model", off)]
+    detail, gap = dynamic_gaps(stored, factor, p)
+    return [Fault("dynamic-exported-static", f"{detail}; patch with --from-model", gap)]
 
 
 class PerCallKind(SiteKind):
