@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .test_fuzz_surgery import watched
-from .test_hardening_processes import alive, ended, loop_model, posexport, workers
+from .test_hardening_processes import ended, loop_model, outlived, posexport, workers
 from .test_hardening_surgery import SECRET, snapshot
 from .test_hardening_writes import genai_like, rope_graph  # noqa: F401 (fixtures)
 from .test_parity_cli import cli
@@ -199,12 +199,7 @@ def test_any_signal_to_the_command_leaves_no_process(data, tmp_path_factory):
     command.send_signal(sig)
     code, out, err = ended(command, seen)
     assert "Traceback" not in err, err
-    deadline = time.monotonic() + 10
-    while alive(seen) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = alive(seen)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = outlived(seen)
     assert not left, (sig, which, code, err)
 
 

@@ -112,6 +112,17 @@ def ended(command: subprocess.Popen, seen: list[int]) -> tuple[int, str, str]:
     return command.returncode, out.decode(), err.decode()
 
 
+def outlived(seen: list[int], within: float = 10) -> list[int]:
+    """The processes of ``seen`` still running ``within`` seconds after the command ended (each then killed)."""
+    deadline = time.monotonic() + within
+    while alive(seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = alive(seen)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
 def test_killing_or_hanging_up_the_command_leaves_no_process_and_closes_the_pipes(models, tmp_path, sig):
     deep = tmp_path / ("t" * 100)  # the fork server's socket would pass AF_UNIX's limit under it
@@ -124,12 +135,7 @@ def test_killing_or_hanging_up_the_command_leaves_no_process_and_closes_the_pipe
     started = time.monotonic()
     code, out, err = ended(command, seen)
     assert time.monotonic() - started < 20 and code in (-sig, 128 + sig) and "Traceback" not in err, (code, err)
-    deadline = time.monotonic() + 10
-    while alive(seen) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = alive(seen)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = outlived(seen)
     assert not left, f"{len(left)} of the command's processes outlived it"
 
 
