@@ -199,8 +199,9 @@ def renderers_killed(chromium: web.Chromium) -> Iterator[None]:
         killer.join()
 
 
-def test_a_tab_killed_mid_run_is_a_failed_run_then_a_fresh_tab_and_nothing_is_left(tmp_path):
-    """A browser of its own (its binary named through a link), its renderer killed while a run is under way."""
+def slow_session_of_its_own(tmp_path: Path):
+    """A browser of its own (its binary named through a link) with the slow graph loaded on ort-web-wasm:
+    (session, its Chromium, the link, the graph's weight)."""
     found, why = web.find_browser()
     if found is None:
         pytest.skip(why)
@@ -208,8 +209,12 @@ def test_a_tab_killed_mid_run_is_a_failed_run_then_a_fresh_tab_and_nothing_is_le
     link.symlink_to(found)
     runtime = available_or_skip(get_runtime("ort-web-wasm", link))
     art, w = slow_graph()
-    session = runtime.load(art)
-    chromium = web.running(link).chromium
+    return runtime.load(art), web.running(link).chromium, link, w
+
+
+def test_a_tab_killed_mid_run_is_a_failed_run_then_a_fresh_tab_and_nothing_is_left(tmp_path):
+    """A browser of its own (its binary named through a link), its renderer killed while a run is under way."""
+    session, chromium, link, w = slow_session_of_its_own(tmp_path)
     x = np.random.default_rng(1).standard_normal((1024, 1024)).astype(np.float32)
     started = time.monotonic()
     with renderers_killed(chromium), pytest.raises(web.TabCrashed, match="ort-web-wasm tab crashed while it ran posexport.run"):
@@ -230,15 +235,7 @@ def test_a_tab_killed_mid_run_is_a_failed_run_then_a_fresh_tab_and_nothing_is_le
 def test_a_crash_is_a_failed_row_that_plain_and_strict_verdicts_fail(tmp_path):
     """Judged as parity judges a case: the tab dies during it (its renderer killed), the row is an error naming
     the crash, and the verdict is FAIL with or without --strict."""
-    found, why = web.find_browser()
-    if found is None:
-        pytest.skip(why)
-    link = tmp_path / "chromium"
-    link.symlink_to(found)
-    runtime = available_or_skip(get_runtime("ort-web-wasm", link))
-    art, _ = slow_graph()
-    session = runtime.load(art)
-    chromium = web.running(link).chromium
+    session, chromium, link, _ = slow_session_of_its_own(tmp_path)
     with renderers_killed(chromium):
         result, out = judge(session.run, {"x": np.ones((1024, 1024), np.float32)}, np.zeros((1024, 1024)), 1e-6)
     assert result["status"] == "error" and out is None and result["message"].startswith("TabCrashed: the ort-web-wasm tab crashed")
